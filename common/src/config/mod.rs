@@ -1,0 +1,138 @@
+//! Config files: TOML, strict, validated, hot-reloaded.
+//!
+//! Each binary's config is one struct implementing [`ServiceConfig`]: it rejects unknown fields
+//! (`#[serde(deny_unknown_fields)]` on every table), names its *static* fields (addresses, paths:
+//! a change needs a restart) and validates itself with messages that name the field and value.
+//! Everything not static is *dynamic*: policies, thresholds, intervals, caps.
+//!
+//! [`load`] reads a file once (start-up); [`watch::spawn`] keeps reloading it. A reload is
+//! parsed, validated, diffed against the live config and published atomically, or rejected with
+//! the last good config kept: a bad file never replaces a good live config.
+
+pub mod shared;
+pub mod watch;
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::validate::ValidationError;
+
+/// A binary's whole config file.
+pub trait ServiceConfig: DeserializeOwned + Serialize + Clone + Debug + Send + Sync + 'static {
+    /// Dotted paths of the fields (or whole tables) that cannot change while running, e.g.
+    /// `["http.listen", "store.path"]`. A reload that changes one of them is rejected.
+    const STATIC_FIELDS: &'static [&'static str];
+
+    /// Checks everything the types cannot: ranges, orderings, cross-field rules.
+    fn validate(&self) -> Result<(), ValidationError>;
+}
+
+/// Why a config file was not (re)loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {} does not parse: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {} is invalid: {source}", path.display())]
+    Invalid { path: PathBuf, source: ValidationError },
+    #[error(
+        "config file {} changes {} which need a restart; the running config is kept",
+        path.display(),
+        fields.join(", ")
+    )]
+    StaticChange { path: PathBuf, fields: Vec<String> },
+}
+
+impl ConfigError {
+    /// Bounded label for `lb_config_reloads_total{outcome}`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ConfigError::Read { .. } => "unreadable",
+            ConfigError::Parse { .. } => "parse_error",
+            ConfigError::Invalid { .. } => "invalid",
+            ConfigError::StaticChange { .. } => "static_change",
+        }
+    }
+}
+
+/// Parses and validates config text; `path` only names the source in errors.
+pub fn parse<C: ServiceConfig>(text: &str, path: &Path) -> Result<C, ConfigError> {
+    let config: C = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        // toml's message carries line, column and a caret under the bad token.
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    config.validate().map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })?;
+    Ok(config)
+}
+
+/// Reads, parses and validates a config file.
+pub fn load<C: ServiceConfig>(path: &Path) -> Result<C, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    parse(&text, path)
+}
+
+/// Dotted paths of every leaf that differs between `old` and `new`, sorted.
+pub fn changed_fields<C: Serialize>(old: &C, new: &C) -> Vec<String> {
+    let old = serde_json::to_value(old).expect("config types serialise to JSON");
+    let new = serde_json::to_value(new).expect("config types serialise to JSON");
+    let mut out = Vec::new();
+    diff_values("", &old, &new, &mut out);
+    out.sort();
+    out
+}
+
+/// The changed paths that fall under one of `C::STATIC_FIELDS`.
+pub fn static_changes<C: ServiceConfig>(changed: &[String]) -> Vec<String> {
+    changed.iter().filter(|path| C::STATIC_FIELDS.iter().any(|s| is_under(path, s))).cloned().collect()
+}
+
+fn is_under(path: &str, prefix: &str) -> bool {
+    path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+fn diff_values(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match b.get(k) {
+                    Some(vb) => diff_values(&p, va, vb, out),
+                    None => out.push(p),
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(if path.is_empty() { k.clone() } else { format!("{path}.{k}") });
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
+                diff_values(&format!("{path}[{i}]"), va, vb, out);
+            }
+        }
+        _ if old != new => out.push(path.to_owned()),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_names_leaves_and_static_prefixes() {
+        let a = serde_json::json!({"http": {"listen": "a", "body_limit_bytes": 1}, "p": [1, 2], "x": {"y": 1}});
+        let b = serde_json::json!({"http": {"listen": "b", "body_limit_bytes": 1}, "p": [1, 3], "z": 1});
+        let changed = changed_fields(&a, &b);
+        assert_eq!(changed, ["http.listen", "p[1]", "x", "z"]);
+        assert!(is_under("http.listen", "http"));
+        assert!(is_under("http.listen", "http.listen"));
+        assert!(!is_under("https.listen", "http"));
+        assert!(is_under("peers[0]", "peers"));
+    }
+}

@@ -1,0 +1,187 @@
+//! The typed HTTP client every component calls its peers with.
+//!
+//! Every call has a connect timeout and a whole-request deadline (connect, send, read the full
+//! reply), enforced by reqwest and, as a hard cap, by `tokio::time::timeout` around the call.
+//! Errors say whether the request may have reached the peer: a caller that executes actions must
+//! not treat "maybe delivered" as "not delivered".
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::shared::HttpClientConfig;
+use crate::protocol::ErrorBody;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The connection was never established: the request certainly did not reach the peer.
+    #[error("cannot connect to {url}: {message}")]
+    Connect { url: String, message: String },
+    /// No full reply within the deadline; the peer may have acted on the request.
+    #[error("{url} did not answer within {deadline_ms} ms")]
+    Timeout { url: String, deadline_ms: u64 },
+    /// The peer answered with an error status and (usually) the shared error body.
+    #[error("{url} answered {status}: {} ({})", body.error, body.code)]
+    Status { url: String, status: StatusCode, body: ErrorBody },
+    /// The reply was not the expected JSON.
+    #[error("reply from {url} is not valid: {message}")]
+    Decode { url: String, message: String },
+    /// The connection broke after the request was sent.
+    #[error("request to {url} failed: {message}")]
+    Transport { url: String, message: String },
+}
+
+impl ClientError {
+    /// Whether the peer may have received and acted on the request.
+    pub fn maybe_delivered(&self) -> bool {
+        !matches!(self, ClientError::Connect { .. })
+    }
+
+    /// The HTTP status for [`ClientError::Status`].
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// A bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientError::Connect { .. } => "connect",
+            ClientError::Timeout { .. } => "timeout",
+            ClientError::Status { .. } => "status",
+            ClientError::Decode { .. } => "decode",
+            ClientError::Transport { .. } => "transport",
+        }
+    }
+}
+
+/// A client bound to one peer's base URL, e.g. `http://127.0.0.1:7101`. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    inner: reqwest::Client,
+    base_url: String,
+    bearer_token: Option<String>,
+    deadline: Duration,
+}
+
+impl HttpClient {
+    pub fn new(base_url: impl Into<String>, config: &HttpClientConfig) -> Self {
+        let deadline = Duration::from_millis(config.deadline_ms);
+        let inner = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .timeout(deadline)
+            .build()
+            .expect("a client with only timeouts set always builds");
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        Self { inner, base_url, bearer_token: None, deadline }
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request. The token is never logged.
+    pub fn with_bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// The same client (and connection pool) aimed at another peer.
+    pub fn for_peer(&self, base_url: impl Into<String>) -> Self {
+        let mut peer = self.clone();
+        peer.base_url = base_url.into().trim_end_matches('/').to_owned();
+        peer
+    }
+
+    /// Overrides the whole-request deadline (never beyond what the peer's work needs).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.call(Method::GET, path, None::<&()>, None::<&()>).await
+    }
+
+    pub async fn get_with_query<Q: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &Q,
+    ) -> Result<T, ClientError> {
+        self.call(Method::GET, path, Some(query), None::<&()>).await
+    }
+
+    pub async fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, ClientError> {
+        self.call(Method::POST, path, None::<&()>, Some(body)).await
+    }
+
+    async fn call<Q: Serialize, B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&Q>,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{}", self.base_url, path);
+        let mut request = self.inner.request(method, &url).timeout(self.deadline);
+        if let Some(query) = query {
+            request = request.query(query);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        if let Some(token) = &self.bearer_token {
+            request = request.bearer_auth(token);
+        }
+        let deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX);
+        let exchange = async {
+            let response = request.send().await.map_err(|e| classify(&url, deadline_ms, e))?;
+            let status = response.status();
+            let bytes = response.bytes().await.map_err(|e| classify(&url, deadline_ms, e))?;
+            Ok::<_, ClientError>((status, bytes))
+        };
+        // reqwest enforces the deadline too; this cap also covers DNS and body streaming.
+        let (status, bytes) = tokio::time::timeout(self.deadline, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout { url: url.clone(), deadline_ms })??;
+        if !status.is_success() {
+            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                error: String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
+                code: "unknown".to_owned(),
+            });
+            return Err(ClientError::Status { url, status, body });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode { url, message: e.to_string() })
+    }
+}
+
+fn classify(url: &str, deadline_ms: u64, err: reqwest::Error) -> ClientError {
+    let url = url.to_owned();
+    // A connect timeout is both: it never reached the peer, so it counts as a connect error.
+    if err.is_connect() {
+        ClientError::Connect { url, message: error_chain(&err) }
+    } else if err.is_timeout() {
+        ClientError::Timeout { url, deadline_ms }
+    } else if err.is_decode() {
+        ClientError::Decode { url, message: error_chain(&err) }
+    } else {
+        ClientError::Transport { url, message: error_chain(&err) }
+    }
+}
+
+/// reqwest's top-level message is vague ("error sending request"); the causes say what happened.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

@@ -1,0 +1,17 @@
+//! HTTP plumbing shared by every lb server and client.
+//!
+//! - [`error`]: [`ApiError`] and the [`ApiJson`] extractor, both speaking the shared error body.
+//! - [`observability`]: `/metrics`, `/live`, `/ready` and `/v1/config/status`.
+//! - [`layers`]: the standard middleware stack (request tracing, metrics, deadline, body limit,
+//!   panic catching, JSON 404/405).
+//! - [`client`]: the typed HTTP client with a connect timeout and a whole-request deadline.
+
+pub mod client;
+pub mod error;
+pub mod layers;
+pub mod observability;
+
+pub use client::{ClientError, HttpClient};
+pub use error::{ApiError, ApiJson};
+pub use layers::with_standard_layers;
+pub use observability::{Readiness, observability_router};

@@ -1,0 +1,19 @@
+//! lb-common: what every lb component shares.
+//!
+//! - [`ids`]: newtype ids and the 64-bit key space.
+//! - [`protocol`]: every wire message (report, samples, rollups, registry, collection, actions,
+//!   storage admin, placement rules, the error body).
+//! - [`validate`]: field-level validation with messages that name the field and value.
+//! - [`config`]: strict TOML config files with validation and hot reload.
+//! - [`telemetry`]: tracing and the Prometheus recorder.
+//! - [`http`]: router plumbing (`/metrics`, `/live`, `/ready`, limits, errors) and the typed
+//!   HTTP client with timeouts.
+//! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
+
+pub mod config;
+pub mod http;
+pub mod ids;
+pub mod protocol;
+pub mod shutdown;
+pub mod telemetry;
+pub mod validate;

@@ -1,0 +1,281 @@
+//! Actions: what the master, lbctl and the console ask the ops server to do
+//! (`POST /v1/actions`, `GET /v1/actions/{id}`, `GET /v1/actions?state=`,
+//! `POST /v1/actions/{id}/cancel`).
+//!
+//! Submitting is idempotent by [`ActionId`]: a retry returns the existing action unchanged.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ActionId, DatasetId, GroupId, Key, OperationId, PartitionId, TableId, TenantId, WorkerId};
+use crate::validate::{ValidationError, Validator};
+
+/// Deepest actor path accepted: tenant, table and two levels below (for example an SRE's name).
+pub const MAX_ACTOR_PATH_DEPTH: usize = 4;
+
+/// `POST /v1/actions` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionRequest {
+    pub id: ActionId,
+    pub spec: ActionSpec,
+    pub origin: Origin,
+    /// Name of the policy that proposed it (`partition_overload`, ...); absent for manual actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Human-readable why, shown in the console and the audit log.
+    pub reason: String,
+    /// Fair-queue path, usually `[tenant, table]`; manual actions use `["manual", <who>]`.
+    pub actor_path: Vec<String>,
+}
+
+/// What to do. Each kind names its own target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ActionSpec {
+    /// Split a partition into `[start, split_key - 1]` and `[split_key, end]`.
+    Split { partition: PartitionId, split_key: Key },
+    /// Move a partition to another worker.
+    Move { partition: PartitionId, to_worker: WorkerId },
+    /// Merge two adjacent partitions of one table; `left` ends right before `right` starts.
+    Merge { left: PartitionId, right: PartitionId },
+    /// Pin a partition, a table or a tenant to a group of dedicated workers, evacuating the rest.
+    Group { target: GroupTarget, group: GroupId },
+    /// Change how many shards a hash-sharded dataset spreads over.
+    Reshard {
+        tenant: TenantId,
+        dataset: DatasetId,
+        tenant_shards: u32,
+        dataset_shards: u32,
+        load_balancing: LoadBalancing,
+    },
+}
+
+impl ActionSpec {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            ActionSpec::Split { .. } => ActionKind::Split,
+            ActionSpec::Move { .. } => ActionKind::Move,
+            ActionSpec::Merge { .. } => ActionKind::Merge,
+            ActionSpec::Group { .. } => ActionKind::Group,
+            ActionSpec::Reshard { .. } => ActionKind::Reshard,
+        }
+    }
+}
+
+/// The action kinds, as a bounded set for metric labels and topology capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Split,
+    Move,
+    Merge,
+    Group,
+    Reshard,
+}
+
+impl ActionKind {
+    pub const ALL: [ActionKind; 5] =
+        [ActionKind::Split, ActionKind::Move, ActionKind::Merge, ActionKind::Group, ActionKind::Reshard];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Split => "split",
+            ActionKind::Move => "move",
+            ActionKind::Merge => "merge",
+            ActionKind::Group => "group",
+            ActionKind::Reshard => "reshard",
+        }
+    }
+}
+
+/// What a group action pins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GroupTarget {
+    Partition { partition: PartitionId },
+    Table { tenant: TenantId, table: TableId },
+    Tenant { tenant: TenantId },
+}
+
+/// How writes of a hash-sharded dataset pick a shard within its subring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadBalancing {
+    /// By key fingerprint: a key always lands on the same shard (locality).
+    Fingerprint,
+    /// Round robin: spreads a skewed key distribution evenly, giving up locality.
+    RoundRobin,
+}
+
+/// Who proposed an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Online,
+    Offline,
+    Manual,
+}
+
+/// Life cycle: `queued → running → succeeded | failed | cancelled | timed_out`; a queued action
+/// can also be cancelled directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl ActionState {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, ActionState::Queued | ActionState::Running)
+    }
+
+    /// Whether the state machine allows `self → next`.
+    pub fn can_become(self, next: ActionState) -> bool {
+        use ActionState::*;
+        matches!(
+            (self, next),
+            (Queued, Running) | (Queued, Cancelled) | (Running, Succeeded | Failed | Cancelled | TimedOut)
+        )
+    }
+}
+
+/// Whether a failed action touched the storage system. "maybe" forces a topology re-read before
+/// anything retries or plans around the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Execution {
+    /// The storage system certainly did not apply it (rejected, never sent).
+    NotExecuted,
+    /// It may have been applied (timeout or lost connection after sending).
+    MaybeExecuted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionFailure {
+    pub message: String,
+    pub execution: Execution,
+}
+
+/// An action as the ops server tracks it: `POST /v1/actions` and `GET /v1/actions/{id}` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    pub request: ActionRequest,
+    pub state: ActionState,
+    /// Who submitted it (the token's name), never the token.
+    pub submitted_by: String,
+    pub created_at_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<OperationId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<ActionFailure>,
+}
+
+/// Reply of `GET /v1/actions?state=`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionsResponse {
+    pub actions: Vec<ActionRecord>,
+}
+
+impl ActionRequest {
+    /// Checks what serde cannot; the error names the field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        let mut root = v.at("");
+        root.check(!self.reason.trim().is_empty(), "reason", "\"\"", "must say why");
+        root.check(
+            (1..=MAX_ACTOR_PATH_DEPTH).contains(&self.actor_path.len()),
+            "actor_path",
+            format!("{:?}", self.actor_path),
+            "must have 1..=4 segments",
+        );
+        for (i, seg) in self.actor_path.iter().enumerate() {
+            root.check(
+                crate::ids::validate_id(seg).is_ok(),
+                &format!("actor_path[{i}]"),
+                format!("{seg:?}"),
+                "must be a valid id (non-empty; letters, digits, - _ . : @)",
+            );
+        }
+        root.check(
+            (self.origin == Origin::Manual) == self.policy.is_none(),
+            "policy",
+            format!("{:?}", self.policy),
+            "must be set exactly when origin is not manual",
+        );
+        match &self.spec {
+            ActionSpec::Split { split_key, .. } => {
+                root.check(split_key.0 > 0, "spec.split_key", split_key, "must be > 0 (the left half would be empty)");
+            }
+            ActionSpec::Merge { left, right } => {
+                root.check(left != right, "spec.right", right, "must differ from spec.left");
+            }
+            ActionSpec::Reshard { tenant_shards, dataset_shards, .. } => {
+                root.check(*dataset_shards > 0, "spec.dataset_shards", dataset_shards, "must be > 0");
+                root.check(
+                    tenant_shards >= dataset_shards,
+                    "spec.tenant_shards",
+                    tenant_shards,
+                    "must be >= spec.dataset_shards",
+                );
+            }
+            ActionSpec::Move { .. } | ActionSpec::Group { .. } => {}
+        }
+        drop(root);
+        v.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_machine_allows_only_forward_steps() {
+        use ActionState::*;
+        assert!(Queued.can_become(Running));
+        assert!(Queued.can_become(Cancelled));
+        assert!(Running.can_become(TimedOut));
+        assert!(!Queued.can_become(Succeeded));
+        assert!(!Succeeded.can_become(Running));
+        assert!(!Failed.can_become(Failed));
+        assert!(Cancelled.is_terminal() && !Running.is_terminal());
+    }
+
+    #[test]
+    fn validate_names_bad_fields() {
+        let req = ActionRequest {
+            id: ActionId::new("a-1").expect("id"),
+            spec: ActionSpec::Reshard {
+                tenant: TenantId::new("t").expect("id"),
+                dataset: DatasetId::new("d").expect("id"),
+                tenant_shards: 2,
+                dataset_shards: 4,
+                load_balancing: LoadBalancing::Fingerprint,
+            },
+            origin: Origin::Online,
+            policy: None,
+            reason: " ".into(),
+            actor_path: vec!["t".into(), "".into()],
+        };
+        let err = req.validate().unwrap_err();
+        let fields: Vec<_> = err.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["reason", "actor_path[1]", "policy", "spec.tenant_shards"]);
+    }
+
+    #[test]
+    fn unknown_kind_and_fields_are_rejected() {
+        let bad_kind = r#"{"kind":"explode","partition":"p1"}"#;
+        assert!(serde_json::from_str::<ActionSpec>(bad_kind).is_err());
+        let extra = r#"{"kind":"move","partition":"p1","to_worker":"w2","force":true}"#;
+        assert!(serde_json::from_str::<ActionSpec>(extra).is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! The wire protocol: every message lb's components exchange, as serde types.
+//!
+//! `docs/protocol.md` documents each message and `docs/examples/*.json` holds one example per
+//! message; `tests/protocol_examples.rs` deserialises every example, so docs and code cannot
+//! drift. Conventions: JSON, snake_case fields, units in field names, timestamps as epoch millis
+//! (`*_ms`), keys as 16-digit hex strings. Requests reject unknown fields; replies accept them.
+
+pub mod actions;
+pub mod error;
+pub mod placement;
+pub mod registry;
+pub mod report;
+pub mod samples;
+pub mod storage;
+
+pub use actions::*;
+pub use error::ErrorBody;
+pub use placement::*;
+pub use registry::*;
+pub use report::*;
+pub use samples::*;
+pub use storage::*;

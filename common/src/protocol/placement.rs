@@ -1,0 +1,29 @@
+//! Placement rules: what the master's placement manager publishes for routers of hash-sharded
+//! datasets (`GET /api/v1/placement/rules`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{DatasetId, TenantId};
+use crate::protocol::actions::LoadBalancing;
+
+/// The whole rule set. A router ignores a set older than the one it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementRules {
+    /// Increases with every published set.
+    pub version: u64,
+    pub created_at_ms: i64,
+    /// Sorted by (tenant, dataset). A dataset without a rule uses its tenant's default limits.
+    pub datasets: Vec<DatasetPlacement>,
+}
+
+/// How one dataset spreads over shards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatasetPlacement {
+    pub tenant: TenantId,
+    pub dataset: DatasetId,
+    /// Size of the tenant's subring: the shards any of its datasets may use.
+    pub tenant_shard_limit: u32,
+    /// Size of the dataset's subring inside the tenant's.
+    pub dataset_shard_limit: u32,
+    pub load_balancing: LoadBalancing,
+}

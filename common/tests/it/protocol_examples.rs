@@ -1,0 +1,117 @@
+//! Every file in `docs/examples/` deserialises into its wire type and serialises back to the
+//! same JSON, and every wire message has an example: the docs cannot drift from the code.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use lb_common::config::watch::ReloadStatus;
+use lb_common::protocol::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+type Check = fn(&str) -> Result<(Value, Value), String>;
+
+fn round_trip<T: DeserializeOwned + Serialize>(text: &str) -> Result<(Value, Value), String> {
+    let original: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let typed: T = serde_json::from_str(text).map_err(|e| format!("does not deserialise: {e}"))?;
+    let back = serde_json::to_value(&typed).map_err(|e| format!("does not serialise: {e}"))?;
+    Ok((original, back))
+}
+
+/// File name → the type it is an example of.
+const EXAMPLES: &[(&str, Check)] = &[
+    ("report.json", round_trip::<Report>),
+    ("report_ack.json", round_trip::<ReportAck>),
+    ("samples_response.json", round_trip::<SamplesResponse>),
+    ("rollups_response.json", round_trip::<RollupsResponse>),
+    ("register_request.json", round_trip::<RegisterRequest>),
+    ("register_response.json", round_trip::<RegisterResponse>),
+    ("heartbeat_request.json", round_trip::<HeartbeatRequest>),
+    ("agents_response.json", round_trip::<AgentsResponse>),
+    ("collect_request.json", round_trip::<CollectRequest>),
+    ("collect_response.json", round_trip::<CollectResponse>),
+    ("action_request_split.json", round_trip::<ActionRequest>),
+    ("action_request_move.json", round_trip::<ActionRequest>),
+    ("action_request_merge.json", round_trip::<ActionRequest>),
+    ("action_request_group.json", round_trip::<ActionRequest>),
+    ("action_request_reshard.json", round_trip::<ActionRequest>),
+    ("action_record.json", round_trip::<ActionRecord>),
+    ("actions_response.json", round_trip::<ActionsResponse>),
+    ("topology.json", round_trip::<Topology>),
+    ("admin_request.json", round_trip::<AdminRequest>),
+    ("operation_accepted.json", round_trip::<OperationAccepted>),
+    ("operation.json", round_trip::<Operation>),
+    ("placement_rules.json", round_trip::<PlacementRules>),
+    ("error.json", round_trip::<ErrorBody>),
+    ("config_status.json", round_trip::<ReloadStatus>),
+];
+
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples")
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(examples_dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn every_example_round_trips_through_its_type() {
+    let mut failures = Vec::new();
+    for (name, check) in EXAMPLES {
+        match check(&read(name)) {
+            Ok((original, back)) if original == back => {}
+            Ok((original, back)) => failures.push(format!(
+                "{name}: differs after a round trip (a field the type drops or defaults)\n  file: {original}\n  type: {back}"
+            )),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_example_file_is_checked() {
+    let on_disk: BTreeSet<String> = std::fs::read_dir(examples_dir())
+        .expect("docs/examples exists")
+        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    let checked: BTreeSet<String> = EXAMPLES.iter().map(|(n, _)| (*n).to_owned()).collect();
+    assert_eq!(on_disk, checked, "docs/examples and the EXAMPLES table disagree");
+}
+
+#[test]
+fn every_example_is_documented_in_protocol_md() {
+    let doc = std::fs::read_to_string(examples_dir().join("../protocol.md")).expect("docs/protocol.md exists");
+    for (name, _) in EXAMPLES {
+        assert!(doc.contains(&format!("examples/{name}")), "docs/protocol.md does not link examples/{name}");
+    }
+}
+
+#[test]
+fn example_requests_pass_validation() {
+    let report: Report = serde_json::from_str(&read("report.json")).expect("report");
+    report.validate().expect("the example report is valid");
+    for name in EXAMPLES.iter().map(|(n, _)| *n).filter(|n| n.starts_with("action_request_")) {
+        let action: ActionRequest = serde_json::from_str(&read(name)).expect("action");
+        action.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn requests_reject_unknown_fields_and_bad_values() {
+    let mut report: Value = serde_json::from_str(&read("report.json")).expect("report");
+    report["partitions"][0]["read_opps"] = Value::from(1);
+    let err = serde_json::from_value::<Report>(report).unwrap_err();
+    assert!(err.to_string().contains("unknown field `read_opps`"), "{err}");
+
+    let mut report: Report = serde_json::from_str(&read("report.json")).expect("report");
+    report.partitions[1].latency_p99_us = -1.0;
+    report.partitions[0].sketch.as_mut().expect("sketch").bucket_ops.push(u64::MAX);
+    report.interval_ms = 0;
+    let err = report.validate().unwrap_err().to_string();
+    assert!(err.contains("interval_ms = 0: must be within 1..=3600000"), "{err}");
+    assert!(err.contains("partitions[1].latency_p99_us = -1: must be a finite number >= 0"), "{err}");
+    assert!(err.contains("partitions[0].sketch.bucket_ops"), "{err}");
+}
