@@ -9,8 +9,11 @@
 //! - [`http`]: router plumbing (`/metrics`, `/live`, `/ready`, limits, errors) and the typed
 //!   HTTP client with timeouts.
 //! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
+//! - [`fair_queue`]: the hierarchical fair queue (per tenant, per table, any depth) the ops
+//!   server runs actions through.
 
 pub mod config;
+pub mod fair_queue;
 pub mod http;
 pub mod ids;
 pub mod protocol;

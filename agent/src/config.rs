@@ -1,0 +1,246 @@
+//! `agent.toml`: the agent's config. Static: `worker_id`, `[http]`, `[log]`, `store.path`,
+//! `store.synchronous`. Everything else reloads live.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lb_common::config::ServiceConfig;
+use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, RuntimeConfig};
+use lb_common::ids::WorkerId;
+use lb_common::validate::{ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+/// 7 days: a week of 1 s samples answers "what happened last Tuesday" without rollups.
+pub const DEFAULT_RAW_RETENTION_HOURS: u64 = 7 * 24;
+/// 90 days: a quarter of hourly rollups covers weekly and monthly periodicity for merge decisions.
+pub const DEFAULT_ROLLUP_RETENTION_DAYS: u64 = 90;
+/// 60 s: retention deletes in bounded chunks, so running it often keeps each chunk small.
+pub const DEFAULT_MAINTENANCE_INTERVAL_MS: u64 = 60_000;
+/// 60 s: rollup accumulators reach SQLite at least this often (a restart recomputes the rest).
+pub const DEFAULT_ROLLUP_FLUSH_INTERVAL_MS: u64 = 60_000;
+/// 512 reports per transaction: one group commit serves every report that arrived meanwhile,
+/// bounded so that a backlog does not make one transaction (and its replies) arbitrarily late.
+pub const DEFAULT_MAX_BATCH_REPORTS: u64 = 512;
+/// 120 s: two minutes of samples serve any puller that is not far behind, and a standby master's
+/// warm-up; older data is read from SQLite.
+pub const DEFAULT_WINDOW_DURATION_MS: u64 = 120_000;
+/// 64 MiB: the hard bound of the in-memory window, whatever the partition count.
+pub const DEFAULT_WINDOW_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// 1 s: the same cadence as worker reports, so host and partition samples line up.
+pub const DEFAULT_HOST_INTERVAL_MS: u64 = 1_000;
+/// 10,000 samples: a page of about 5 MiB of JSON, a second of a 10k-partition worker.
+pub const DEFAULT_MAX_SAMPLES_PER_PAGE: u64 = 10_000;
+/// 2 s: heartbeat cadence until the ops server says otherwise.
+pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The worker this agent runs beside; reports for another worker are refused.
+    pub worker_id: WorkerId,
+    pub http: HttpServerConfig,
+    #[serde(default)]
+    pub client: HttpClientConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub window: WindowConfig,
+    #[serde(default)]
+    pub host: HostConfig,
+    #[serde(default)]
+    pub serve: ServeConfig,
+    /// Where to register; absent runs the agent standalone (pulled directly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_server: Option<OpsServerConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// WAL + NORMAL: a commit survives a process crash (kill -9); power loss may lose the last few.
+    #[default]
+    Normal,
+    /// WAL + FULL: a commit also survives power loss, at an fsync per group commit.
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub synchronous: Synchronous,
+    #[serde(default = "default_raw_retention_hours")]
+    pub raw_retention_hours: u64,
+    #[serde(default = "default_rollup_retention_days")]
+    pub rollup_retention_days: u64,
+    #[serde(default = "default_maintenance_interval_ms")]
+    pub maintenance_interval_ms: u64,
+    #[serde(default = "default_rollup_flush_interval_ms")]
+    pub rollup_flush_interval_ms: u64,
+    #[serde(default = "default_max_batch_reports")]
+    pub max_batch_reports: u64,
+}
+
+impl StoreConfig {
+    pub fn raw_retention(&self) -> Duration {
+        Duration::from_secs(self.raw_retention_hours * 3600)
+    }
+
+    pub fn rollup_retention(&self) -> Duration {
+        Duration::from_secs(self.rollup_retention_days * 86_400)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowConfig {
+    #[serde(default = "default_window_duration_ms")]
+    pub duration_ms: u64,
+    #[serde(default = "default_window_max_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        Self { duration_ms: DEFAULT_WINDOW_DURATION_MS, max_bytes: DEFAULT_WINDOW_MAX_BYTES }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default = "default_host_interval_ms")]
+    pub interval_ms: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self { enabled: true, interval_ms: DEFAULT_HOST_INTERVAL_MS }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    #[serde(default = "default_max_samples_per_page")]
+    pub max_samples_per_page: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self { max_samples_per_page: DEFAULT_MAX_SAMPLES_PER_PAGE }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsServerConfig {
+    /// Base URL of the ops server, e.g. `http://127.0.0.1:7200`.
+    pub url: String,
+    /// The URL the ops server reaches this agent at; defaults to `http://<http.listen>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertise_url: Option<String>,
+    /// Bearer token with the agent role, if the ops server requires one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default = "default_heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+}
+
+impl ServiceConfig for AgentConfig {
+    const STATIC_FIELDS: &'static [&'static str] =
+        &["worker_id", "http", "log", "store.path", "store.synchronous"];
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        self.http.validate_into(&mut v.at("http"));
+        self.client.validate_into(&mut v.at("client"));
+        self.runtime.validate_into(&mut v.at("runtime"));
+        {
+            let s = &self.store;
+            let mut st = v.at("store");
+            st.check(!s.path.as_os_str().is_empty(), "path", "\"\"", "must name a file");
+            st.range_u64("raw_retention_hours", s.raw_retention_hours, 1, 24 * 365);
+            st.range_u64("rollup_retention_days", s.rollup_retention_days, 1, 3650);
+            st.check(
+                s.rollup_retention_days * 24 >= s.raw_retention_hours,
+                "rollup_retention_days",
+                s.rollup_retention_days,
+                "must cover at least raw_retention_hours (rollups outlive raw samples)",
+            );
+            st.range_u64("maintenance_interval_ms", s.maintenance_interval_ms, 100, 86_400_000);
+            st.range_u64("rollup_flush_interval_ms", s.rollup_flush_interval_ms, 100, 3_600_000);
+            st.range_u64("max_batch_reports", s.max_batch_reports, 1, 100_000);
+        }
+        {
+            let mut w = v.at("window");
+            w.range_u64("duration_ms", self.window.duration_ms, 1_000, 86_400_000);
+            w.range_u64("max_bytes", self.window.max_bytes, 1024 * 1024, 16 * 1024 * 1024 * 1024);
+        }
+        v.at("host").range_u64("interval_ms", self.host.interval_ms, 100, 3_600_000);
+        v.at("serve").range_u64("max_samples_per_page", self.serve.max_samples_per_page, 1, 1_000_000);
+        if let Some(ops) = &self.ops_server {
+            let mut o = v.at("ops_server");
+            o.check(is_http_url(&ops.url), "url", &ops.url, "must be an http:// or https:// URL");
+            if let Some(advertise) = &ops.advertise_url {
+                o.check(is_http_url(advertise), "advertise_url", advertise, "must be an http:// or https:// URL");
+            }
+            o.range_u64("heartbeat_interval_ms", ops.heartbeat_interval_ms, 100, 600_000);
+        }
+        v.finish()
+    }
+}
+
+impl AgentConfig {
+    /// The URL the ops server should reach this agent at.
+    pub fn advertise_url(&self, bound: std::net::SocketAddr) -> String {
+        self.ops_server
+            .as_ref()
+            .and_then(|o| o.advertise_url.clone())
+            .unwrap_or_else(|| format!("http://{bound}"))
+    }
+}
+
+fn is_http_url(s: &str) -> bool {
+    (s.starts_with("http://") || s.starts_with("https://")) && s.len() > "https://".len()
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_raw_retention_hours() -> u64 {
+    DEFAULT_RAW_RETENTION_HOURS
+}
+fn default_rollup_retention_days() -> u64 {
+    DEFAULT_ROLLUP_RETENTION_DAYS
+}
+fn default_maintenance_interval_ms() -> u64 {
+    DEFAULT_MAINTENANCE_INTERVAL_MS
+}
+fn default_rollup_flush_interval_ms() -> u64 {
+    DEFAULT_ROLLUP_FLUSH_INTERVAL_MS
+}
+fn default_max_batch_reports() -> u64 {
+    DEFAULT_MAX_BATCH_REPORTS
+}
+fn default_window_duration_ms() -> u64 {
+    DEFAULT_WINDOW_DURATION_MS
+}
+fn default_window_max_bytes() -> u64 {
+    DEFAULT_WINDOW_MAX_BYTES
+}
+fn default_host_interval_ms() -> u64 {
+    DEFAULT_HOST_INTERVAL_MS
+}
+fn default_max_samples_per_page() -> u64 {
+    DEFAULT_MAX_SAMPLES_PER_PAGE
+}
+fn default_heartbeat_interval_ms() -> u64 {
+    DEFAULT_HEARTBEAT_INTERVAL_MS
+}
