@@ -30,8 +30,6 @@ pub const DEFAULT_WINDOW_MAX_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_HOST_INTERVAL_MS: u64 = 1_000;
 /// 10,000 samples: a page of about 5 MiB of JSON, a second of a 10k-partition worker.
 pub const DEFAULT_MAX_SAMPLES_PER_PAGE: u64 = 10_000;
-/// 2 s: heartbeat cadence until the ops server says otherwise.
-pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,13 +147,10 @@ pub struct OpsServerConfig {
     /// Bearer token with the agent role, if the ops server requires one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    #[serde(default = "default_heartbeat_interval_ms")]
-    pub heartbeat_interval_ms: u64,
 }
 
 impl ServiceConfig for AgentConfig {
-    const STATIC_FIELDS: &'static [&'static str] =
-        &["worker_id", "http", "log", "store.path", "store.synchronous"];
+    const STATIC_FIELDS: &'static [&'static str] = &["worker_id", "http", "log", "store.path", "store.synchronous"];
 
     fn validate(&self) -> Result<(), ValidationError> {
         let mut v = Validator::new();
@@ -191,7 +186,6 @@ impl ServiceConfig for AgentConfig {
             if let Some(advertise) = &ops.advertise_url {
                 o.check(is_http_url(advertise), "advertise_url", advertise, "must be an http:// or https:// URL");
             }
-            o.range_u64("heartbeat_interval_ms", ops.heartbeat_interval_ms, 100, 600_000);
         }
         v.finish()
     }
@@ -200,10 +194,7 @@ impl ServiceConfig for AgentConfig {
 impl AgentConfig {
     /// The URL the ops server should reach this agent at.
     pub fn advertise_url(&self, bound: std::net::SocketAddr) -> String {
-        self.ops_server
-            .as_ref()
-            .and_then(|o| o.advertise_url.clone())
-            .unwrap_or_else(|| format!("http://{bound}"))
+        self.ops_server.as_ref().and_then(|o| o.advertise_url.clone()).unwrap_or_else(|| format!("http://{bound}"))
     }
 }
 
@@ -241,6 +232,31 @@ fn default_host_interval_ms() -> u64 {
 fn default_max_samples_per_page() -> u64 {
     DEFAULT_MAX_SAMPLES_PER_PAGE
 }
-fn default_heartbeat_interval_ms() -> u64 {
-    DEFAULT_HEARTBEAT_INTERVAL_MS
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_parses_and_validates() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/agent.toml"));
+        let config: AgentConfig = lb_common::config::load(path).expect("configs/agent.toml is valid");
+        assert_eq!(config.worker_id.as_str(), "w-1");
+        assert!(config.ops_server.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let text = "worker_id = \"w\"\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\nraw_retention_hours = 0\n\
+                    [window]\nmax_bytes = 10\n[ops_server]\nurl = \"ftp://x\"\n";
+        let err = lb_common::config::parse::<AgentConfig>(text, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("store.raw_retention_hours = 0"), "{err}");
+        assert!(err.contains("window.max_bytes = 10"), "{err}");
+        assert!(err.contains("ops_server.url = ftp://x"), "{err}");
+        let unknown = "worker_id = \"w\"\nworkerid = 1\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\n";
+        let err = lb_common::config::parse::<AgentConfig>(unknown, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("unknown field `workerid`"), "{err}");
+    }
 }

@@ -1,0 +1,36 @@
+//! `POST /v1/report`: validate, store (group commit), acknowledge.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use lb_common::http::{ApiError, ApiJson};
+use lb_common::protocol::{Report, ReportAck};
+
+use super::{AppState, store_error};
+
+pub async fn report(
+    State(state): State<AppState>,
+    ApiJson(report): ApiJson<Report>,
+) -> Result<ApiJson<ReportAck>, ApiError> {
+    if let Err(err) = report.validate() {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);
+        return Err(err.into());
+    }
+    let expected = state.config.borrow().worker_id.clone();
+    if report.worker_id != expected {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("worker_id = {}: this agent serves worker {expected}", report.worker_id),
+        ));
+    }
+    let (worker_id, seq, partitions) = (report.worker_id.clone(), report.seq, report.partitions.len() as u64);
+    let outcome = state.store.write_report(report).await.map_err(store_error)?;
+    if outcome.duplicate {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "duplicate").increment(1);
+    } else {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "accepted").increment(1);
+        metrics::counter!("lb_agent_partition_stats_total").increment(partitions);
+    }
+    Ok(ApiJson(ReportAck { worker_id, seq, duplicate: outcome.duplicate }))
+}

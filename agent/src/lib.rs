@@ -1,0 +1,116 @@
+//! lb-agent: the daemon beside every storage worker.
+//!
+//! - [`http`]: `POST /v1/report` (ingest), `GET /v1/samples` (by cursor), `GET /v1/rollups`.
+//! - [`store`]: the SQLite MetricStore: one writer thread, group commit, cursors, rollups,
+//!   retention.
+//! - [`window`]: the recent samples in memory, hard-bounded.
+//! - [`host`]: the `/proc` sampler.
+//! - [`registration`]: register and heartbeat with the ops server.
+//! - [`config`]: the `agent.toml` file.
+//!
+//! [`start`] runs all of it on a listener; tests start agents in-process on port 0.
+
+pub mod config;
+pub mod host;
+pub mod http;
+pub mod registration;
+pub mod store;
+pub mod window;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lb_common::config::watch::SharedReloadStatus;
+use lb_common::http::Readiness;
+use lb_common::shutdown::{Shutdown, serve};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::config::AgentConfig;
+use crate::store::MetricStore;
+
+/// A running agent.
+#[derive(Debug)]
+pub struct RunningAgent {
+    addr: SocketAddr,
+    shutdown: Shutdown,
+    store: Arc<MetricStore>,
+    readiness: Readiness,
+}
+
+/// Opens the store and starts HTTP, the host sampler, maintenance and registration.
+pub async fn start(
+    config: watch::Receiver<Arc<AgentConfig>>,
+    listener: TcpListener,
+    config_status: Option<SharedReloadStatus>,
+) -> anyhow::Result<RunningAgent> {
+    use anyhow::Context;
+    let addr = listener.local_addr().context("listener address")?;
+    let readiness = Readiness::new();
+    let store = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || MetricStore::open(config)).await.context("store open task")??
+    };
+    let store = Arc::new(store);
+    let shutdown = Shutdown::new();
+
+    let router =
+        http::router(http::AppState { store: store.clone(), config: config.clone() }, readiness.clone(), config_status);
+    shutdown.spawn(serve_or_log(listener, router, shutdown.token()));
+    shutdown.spawn(host::run(host::ProcRoot::default(), store.clone(), config.clone(), shutdown.token()));
+    shutdown.spawn(maintenance(store.clone(), config.clone(), shutdown.token()));
+    shutdown.spawn(registration::run(config.clone(), addr, store.clone(), shutdown.token()));
+    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), shutdown.token()));
+    readiness.set_ready();
+    info!(%addr, worker_id = %config.borrow().worker_id, "agent started");
+    Ok(RunningAgent { addr, shutdown, store, readiness })
+}
+
+impl RunningAgent {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn store(&self) -> &Arc<MetricStore> {
+        &self.store
+    }
+
+    /// Stops HTTP (in-flight requests finish), the loops, then flushes and closes the store,
+    /// all within `deadline`. Returns whether everything finished in time.
+    pub async fn stop(self, deadline: Duration) -> bool {
+        self.readiness.set_not_ready("shutting down");
+        let started = tokio::time::Instant::now();
+        let tasks_done = self.shutdown.stop(deadline).await;
+        let left = deadline.saturating_sub(started.elapsed());
+        let store_done = tokio::time::timeout(left, self.store.close()).await.is_ok();
+        if !store_done {
+            warn!("store did not close within the shutdown deadline");
+        }
+        tasks_done && store_done
+    }
+}
+
+async fn serve_or_log(listener: TcpListener, router: axum::Router, cancel: tokio_util::sync::CancellationToken) {
+    if let Err(error) = serve(listener, router, cancel).await {
+        tracing::error!(%error, "http server failed");
+    }
+}
+
+async fn maintenance(
+    store: Arc<MetricStore>,
+    config: watch::Receiver<Arc<AgentConfig>>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let interval = Duration::from_millis(config.borrow().store.maintenance_interval_ms);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        if let Err(error) = store.maintenance(chrono::Utc::now().timestamp_millis()).await {
+            warn!(%error, "store maintenance failed");
+        }
+    }
+}

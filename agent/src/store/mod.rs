@@ -1,0 +1,348 @@
+//! The MetricStore: SQLite (WAL) on the agent's disk, one writer thread, group commit.
+//!
+//! Contract:
+//! - [`MetricStore::write_report`] returns only after the report's samples are committed (and
+//!   appended to the in-memory window); a retried report is recognised and not stored twice.
+//! - Cursors are SQLite `AUTOINCREMENT` row ids: strictly increasing, never reused, stable
+//!   across restarts. [`MetricStore::samples`] serves `cursor > after` from the window when it
+//!   holds all of them, else from SQLite, with `gap` when retention removed some.
+//! - Rollups are exact (see `rollup`), retention deletes a cursor prefix in bounded chunks.
+
+mod codec;
+mod rollup;
+pub mod schema;
+mod writer;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use lb_common::ids::{Key, KeyRange};
+use lb_common::protocol::{Cursor, HostStats, HourlyRollup, PartitionStats, Report, Sample, SampleData};
+use rusqlite::{Connection, OptionalExtension};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::AgentConfig;
+use crate::window::{Window, estimated_bytes};
+use codec::{decode_sketch, from_sql};
+pub use writer::ReportOutcome;
+use writer::{Command, Writer, get_meta};
+
+const META_LAST_SEQ: &str = "last_seq";
+const META_LAST_REPORT_TS: &str = "last_report_ts_ms";
+const META_ROLLED_THROUGH: &str = "rolled_through";
+const META_EXPIRED_THROUGH: &str = "expired_through";
+
+/// Commands queued for the writer before callers wait: a second of 1 s reports from a few
+/// hundred workers' worth of bursts, and the back-pressure point when the disk is slow.
+const COMMAND_QUEUE: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Open(#[from] schema::OpenError),
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("store write failed: {0}")]
+    Write(String),
+    #[error("the store is shut down")]
+    Closed,
+}
+
+/// State the writer publishes for readers without a lock.
+#[derive(Debug, Default)]
+pub struct Shared {
+    latest_cursor: AtomicU64,
+    expired_through: AtomicU64,
+}
+
+/// One page of `GET /v1/samples`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplesPage {
+    pub samples: Vec<Sample>,
+    pub next_cursor: Cursor,
+    pub gap: bool,
+    pub more: bool,
+}
+
+#[derive(Debug)]
+pub struct MetricStore {
+    commands: mpsc::Sender<Command>,
+    reader: Arc<Mutex<Connection>>,
+    window: Arc<RwLock<Window>>,
+    shared: Arc<Shared>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl MetricStore {
+    /// Opens (creating or migrating) the file, reloads the recent window, starts the writer.
+    pub fn open(config: watch::Receiver<Arc<AgentConfig>>) -> Result<Self, StoreError> {
+        let cfg = config.borrow().clone();
+        let conn = schema::open_writer(&cfg.store.path, cfg.store.synchronous)?;
+        let reader = schema::open_reader(&cfg.store.path)?;
+        let shared = Arc::new(Shared::default());
+        let latest: i64 = conn
+            .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'samples'", [], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        shared.latest_cursor.store(latest as u64, Ordering::Release);
+        shared.expired_through.store(get_meta(&conn, META_EXPIRED_THROUGH)?.unwrap_or(0) as u64, Ordering::Release);
+        let window = Arc::new(RwLock::new(load_window(&reader, &cfg, Cursor(latest as u64))?));
+        let writer = Writer::new(conn, config, window.clone(), shared.clone())?;
+        let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("lb-agent-store-writer".to_owned())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Write(format!("cannot start the writer thread: {e}")))?;
+        let window_len = window.read().expect("window lock is never poisoned").len();
+        tracing::info!(path = %cfg.store.path.display(), latest_cursor = latest, window_samples = window_len, "store open");
+        Ok(Self {
+            commands,
+            reader: Arc::new(Mutex::new(reader)),
+            window,
+            shared,
+            writer_thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Stores a validated report; returns once it is committed.
+    pub async fn write_report(&self, report: Report) -> Result<ReportOutcome, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Report { report, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub async fn write_host(
+        &self,
+        timestamp_ms: i64,
+        interval_ms: u64,
+        stats: HostStats,
+    ) -> Result<Cursor, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Host { timestamp_ms, interval_ms, stats, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Flushes rollups and applies retention as of `now_ms`.
+    pub async fn maintenance(&self, now_ms: i64) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Maintenance { now_ms, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Samples with a cursor above `after`, at most `limit`.
+    pub async fn samples(&self, after: Cursor, limit: usize) -> Result<SamplesPage, StoreError> {
+        let latest = self.latest_cursor();
+        // A cursor from the future means this store was replaced: start over and say so.
+        let (after, reset) = if after > latest { (Cursor(0), true) } else { (after, false) };
+        let expired = Cursor(self.shared.expired_through.load(Ordering::Acquire));
+        let from_window = self.window.read().expect("window lock is never poisoned").read_after(after, limit + 1);
+        let mut samples = match from_window {
+            Some(samples) => samples,
+            None => {
+                let reader = self.reader.clone();
+                tokio::task::spawn_blocking(move || {
+                    let conn = reader.lock().expect("reader lock is never poisoned");
+                    read_after(&conn, after, limit + 1)
+                })
+                .await
+                .map_err(|e| StoreError::Write(format!("reader task failed: {e}")))??
+            }
+        };
+        let more = samples.len() > limit;
+        samples.truncate(limit);
+        let gap = reset || after < expired;
+        let next_cursor = match samples.last() {
+            Some(last) => last.cursor,
+            None if gap => expired.max(after),
+            None => after,
+        };
+        Ok(SamplesPage { samples, next_cursor, gap, more })
+    }
+
+    /// Hourly rollups whose hour starts in `[from_ms, to_ms)`, including the current hour so far.
+    pub async fn rollups(&self, from_ms: i64, to_ms: i64) -> Result<Vec<HourlyRollup>, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::FlushRollups { reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)??;
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().expect("reader lock is never poisoned");
+            read_rollups(&conn, from_ms, to_ms)
+        })
+        .await
+        .map_err(|e| StoreError::Write(format!("reader task failed: {e}")))?
+    }
+
+    pub fn latest_cursor(&self) -> Cursor {
+        Cursor(self.shared.latest_cursor.load(Ordering::Acquire))
+    }
+
+    /// Stops the writer after it has committed everything queued, and waits for it.
+    pub async fn close(&self) {
+        let thread = self.writer_thread.lock().expect("writer thread lock is never poisoned").take();
+        let Some(thread) = thread else { return };
+        let (reply, rx) = oneshot::channel();
+        // Shutdown is a maintenance-free flush: queue it behind everything already sent.
+        if self.commands.send(Command::Shutdown { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
+
+    async fn send(&self, cmd: Command) -> Result<(), StoreError> {
+        self.commands.send(cmd).await.map_err(|_| StoreError::Closed)
+    }
+}
+
+const SAMPLE_COLUMNS: &str = "s.cursor, s.ts_ms, s.interval_ms, p.tenant, p.table_name, p.partition_id, p.range_start,
+     p.range_end, s.read_ops, s.write_ops, s.read_bytes, s.write_bytes, s.errors, s.rejected, s.cpu_time_us,
+     s.stored_bytes, s.latency_p50_us, s.latency_p99_us, s.sketch, s.host";
+
+fn read_after(conn: &Connection, after: Cursor, limit: usize) -> Result<Vec<Sample>, StoreError> {
+    let sql = format!(
+        "SELECT {SAMPLE_COLUMNS} FROM samples s LEFT JOIN partitions p ON s.partition_ref = p.id
+         WHERE s.cursor > ?1 ORDER BY s.cursor LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params![after.0 as i64, limit as i64], row_to_sample)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
+}
+
+/// Reloads the newest samples into a fresh window, within its age and bytes bounds.
+fn load_window(conn: &Connection, config: &AgentConfig, latest: Cursor) -> Result<Window, StoreError> {
+    let sql = format!(
+        "SELECT {SAMPLE_COLUMNS} FROM samples s LEFT JOIN partitions p ON s.partition_ref = p.id
+         ORDER BY s.cursor DESC"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let max_bytes = usize::try_from(config.window.max_bytes).unwrap_or(usize::MAX);
+    let max_age_ms = i64::try_from(config.window.duration_ms).unwrap_or(i64::MAX);
+    let mut newest_ts = None;
+    let mut bytes = 0usize;
+    let mut loaded = Vec::new();
+    let mut oldest_kept = latest;
+    while let Some(row) = rows.next()? {
+        let cursor = Cursor(from_sql(row.get(0)?));
+        let Some(sample) = row_to_sample(row)? else {
+            oldest_kept = cursor;
+            continue;
+        };
+        let newest = *newest_ts.get_or_insert(sample.timestamp_ms);
+        bytes += estimated_bytes(&sample);
+        if sample.timestamp_ms < newest.saturating_sub(max_age_ms) || bytes > max_bytes {
+            break;
+        }
+        oldest_kept = sample.cursor;
+        loaded.push(sample);
+    }
+    let evicted_through = if loaded.is_empty() { latest } else { Cursor(oldest_kept.0 - 1) };
+    let mut window = Window::new(evicted_through);
+    loaded.reverse();
+    window.append(loaded, newest_ts.unwrap_or(0), config.window.duration_ms, max_bytes);
+    Ok(window)
+}
+
+/// `None` for a row this build cannot decode (logged); it is skipped, never served wrong.
+fn row_to_sample(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<Sample>> {
+    let u = |i| r.get::<_, i64>(i).map(from_sql);
+    let cursor = Cursor(u(0)?);
+    let timestamp_ms: i64 = r.get(1)?;
+    let interval_ms = u(2)?;
+    let host: Option<String> = r.get(19)?;
+    let data = match host {
+        Some(json) => match serde_json::from_str::<HostStats>(&json) {
+            Ok(h) => SampleData::Host(h),
+            Err(error) => {
+                tracing::error!(cursor = cursor.0, %error, "undecodable host sample skipped");
+                return Ok(None);
+            }
+        },
+        None => {
+            let tenant: String = r.get(3)?;
+            let table: String = r.get(4)?;
+            let partition_id: String = r.get(5)?;
+            let sketch = match r.get::<_, Option<Vec<u8>>>(18)? {
+                None => None,
+                Some(blob) => match decode_sketch(&blob) {
+                    Some(s) => Some(s),
+                    None => {
+                        tracing::error!(cursor = cursor.0, "undecodable sketch dropped from sample");
+                        None
+                    }
+                },
+            };
+            let (Ok(tenant), Ok(table), Ok(partition_id)) = (tenant.parse(), table.parse(), partition_id.parse())
+            else {
+                tracing::error!(cursor = cursor.0, "sample with an invalid id skipped");
+                return Ok(None);
+            };
+            SampleData::Partition(PartitionStats {
+                tenant,
+                table,
+                partition_id,
+                key_range: KeyRange { start: Key(u(6)?), end: Key(u(7)?) },
+                read_ops: u(8)?,
+                write_ops: u(9)?,
+                read_bytes: u(10)?,
+                write_bytes: u(11)?,
+                errors: u(12)?,
+                rejected: u(13)?,
+                cpu_time_us: u(14)?,
+                stored_bytes: u(15)?,
+                latency_p50_us: r.get(16)?,
+                latency_p99_us: r.get(17)?,
+                sketch,
+            })
+        }
+    };
+    Ok(Some(Sample { cursor, timestamp_ms, interval_ms, data }))
+}
+
+fn read_rollups(conn: &Connection, from_ms: i64, to_ms: i64) -> Result<Vec<HourlyRollup>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT r.hour_start_ms, p.tenant, p.table_name, p.partition_id, p.range_start, p.range_end,
+                r.sample_count, r.read_ops, r.write_ops, r.read_bytes, r.write_bytes, r.errors, r.rejected,
+                r.cpu_time_us, r.max_ops_per_sec, r.max_latency_p99_us, r.stored_bytes
+         FROM rollups r JOIN partitions p ON r.partition_ref = p.id
+         WHERE r.hour_start_ms >= ?1 AND r.hour_start_ms < ?2
+         ORDER BY r.hour_start_ms, p.tenant, p.table_name, p.range_start",
+    )?;
+    let rows = stmt.query_map([from_ms, to_ms], |r| {
+        let u = |i| r.get::<_, i64>(i).map(from_sql);
+        let ids: (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
+        Ok((
+            ids,
+            r.get::<_, i64>(0)?,
+            [u(4)?, u(5)?, u(6)?, u(7)?, u(8)?, u(9)?, u(10)?, u(11)?, u(12)?, u(13)?, u(16)?],
+            r.get::<_, f64>(14)?,
+            r.get::<_, f64>(15)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let ((tenant, table, partition_id), hour_start_ms, n, max_ops_per_sec, max_latency_p99_us) = row?;
+        let (Ok(tenant), Ok(table), Ok(partition_id)) = (tenant.parse(), table.parse(), partition_id.parse()) else {
+            continue;
+        };
+        out.push(HourlyRollup {
+            hour_start_ms,
+            tenant,
+            table,
+            partition_id,
+            key_range: KeyRange { start: Key(n[0]), end: Key(n[1]) },
+            sample_count: u32::try_from(n[2]).unwrap_or(u32::MAX),
+            read_ops: n[3],
+            write_ops: n[4],
+            read_bytes: n[5],
+            write_bytes: n[6],
+            errors: n[7],
+            rejected: n[8],
+            cpu_time_us: n[9],
+            max_ops_per_sec,
+            max_latency_p99_us,
+            stored_bytes: n[10],
+        });
+    }
+    Ok(out)
+}

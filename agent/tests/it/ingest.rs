@@ -1,0 +1,165 @@
+//! Ingest, pull by cursor, restart, duplicates, bad input, gaps and rollups.
+
+use axum::http::StatusCode;
+use lb_common::http::ClientError;
+use lb_common::protocol::{Cursor, ReportAck, RollupsQuery, RollupsResponse, SampleData};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn ingest_then_pull_by_cursor_across_a_restart_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    for seq in 1..=5 {
+        let ack: ReportAck = client.post("/v1/report", &report(seq, 40)).await.expect("ack");
+        assert_eq!((ack.seq, ack.duplicate), (seq, false));
+    }
+    let (first, cursor, gap) = pull_all(&client, 0).await;
+    assert_eq!(first.len(), 200);
+    assert!(!gap);
+    for seq in 6..=8 {
+        client.post::<_, ReportAck>("/v1/report", &report(seq, 40)).await.expect("ack");
+    }
+    assert!(agent.stop(STOP).await, "clean stop");
+
+    // Restart on the same file: the old cursor still means the same place.
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    for seq in 9..=10 {
+        client.post::<_, ReportAck>("/v1/report", &report(seq, 40)).await.expect("ack");
+    }
+    let (second, _, gap) = pull_all(&client, cursor).await;
+    assert!(!gap);
+    assert_eq!(second.len(), 5 * 40, "reports 6..=10, nothing lost or repeated");
+    let all: Vec<_> = first.iter().chain(&second).collect();
+    assert!(all.windows(2).all(|w| w[0].cursor < w[1].cursor), "cursors strictly increase");
+    // Every (report, partition) appears exactly once, with the values sent.
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &all {
+        let SampleData::Partition(p) = &s.data else { panic!("host sampling is off") };
+        let seq = (s.timestamp_ms - 1_764_478_800_000) / 1000;
+        assert!(seen.insert((seq, p.partition_id.to_string())), "duplicate sample");
+        let expected = &report(seq as u64, 40).partitions;
+        let sent = expected.iter().find(|e| e.partition_id == p.partition_id).expect("sent");
+        assert_eq!(sent, p, "served exactly what was sent, sketch included");
+    }
+    assert_eq!(seen.len(), 10 * 40);
+    // A full re-read from the start (served from SQLite and the reloaded window) agrees.
+    let (again, _, _) = pull_all(&client, 0).await;
+    assert_eq!(again.len(), 400);
+    assert!(agent.stop(STOP).await);
+}
+
+#[tokio::test]
+async fn a_retried_report_is_not_counted_twice() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    let r = report(7, 3);
+    assert!(!client.post::<_, ReportAck>("/v1/report", &r).await.expect("ack").duplicate);
+    assert!(client.post::<_, ReportAck>("/v1/report", &r).await.expect("ack").duplicate);
+    let (samples, _, _) = pull_all(&client, 0).await;
+    assert_eq!(samples.len(), 3);
+    assert!(agent.stop(STOP).await);
+    // The dedup state survives a restart too.
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    assert!(client.post::<_, ReportAck>("/v1/report", &r).await.expect("ack").duplicate);
+    assert_eq!(pull_all(&client, 0).await.0.len(), 3);
+    assert!(agent.stop(STOP).await);
+}
+
+fn rejected(err: ClientError) -> (StatusCode, String, String) {
+    match err {
+        ClientError::Status { status, body, .. } => (status, body.code, body.error),
+        other => panic!("expected an error status, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_the_right_status_and_leaves_state_untouched() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    client.post::<_, ReportAck>("/v1/report", &report(1, 2)).await.expect("ack");
+    let before = agent.store().latest_cursor();
+
+    let raw = reqwest::Client::new();
+    let url = format!("http://{}/v1/report", agent.addr());
+    let send = |body: String| raw.post(&url).header("content-type", "application/json").body(body).send();
+    let malformed = send("{\"worker_id\": ".to_owned()).await.expect("reply");
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
+    let big = report(2, 400);
+    let too_big = send(serde_json::to_string(&big).expect("json")).await.expect("reply");
+    assert_eq!(too_big.status(), StatusCode::PAYLOAD_TOO_LARGE, "over the 64 KiB test limit");
+
+    let mut negative = serde_json::to_value(report(3, 2)).expect("json");
+    negative["partitions"][1]["read_ops"] = serde_json::json!(-5);
+    let reply = send(negative.to_string()).await.expect("reply");
+    assert_eq!(reply.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(reply.text().await.expect("body").contains("read_ops"), "names the field");
+
+    let mut bad = report(4, 2);
+    bad.partitions[1].latency_p50_us = 5000.0;
+    let (status, code, message) = rejected(client.post::<_, ReportAck>("/v1/report", &bad).await.unwrap_err());
+    assert_eq!((status, code.as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_field"));
+    assert!(message.contains("partitions[1].latency_p50_us = 5000"), "{message}");
+
+    let mut other_worker = report(5, 2);
+    other_worker.worker_id = "w-9".parse().expect("id");
+    let (status, _, message) = rejected(client.post::<_, ReportAck>("/v1/report", &other_worker).await.unwrap_err());
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(message.contains("worker_id = w-9"), "{message}");
+
+    let reply = raw.get(format!("http://{}/v1/samples?after=abc", agent.addr())).send().await.expect("reply");
+    assert_eq!(reply.status(), StatusCode::BAD_REQUEST);
+
+    assert_eq!(agent.store().latest_cursor(), before, "nothing invalid reached the store");
+    assert_eq!(pull_all(&client, 0).await.0.len(), 2);
+    // The valid report after all that is still not a duplicate: dedup state was not touched.
+    assert!(!client.post::<_, ReportAck>("/v1/report", &report(2, 2)).await.expect("ack").duplicate);
+    assert!(agent.stop(STOP).await);
+}
+
+#[tokio::test]
+async fn expired_data_is_flagged_as_a_gap_and_rollups_sum_the_hour() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    for seq in 1..=3 {
+        client.post::<_, ReportAck>("/v1/report", &report(seq, 2)).await.expect("ack");
+    }
+    // The example timestamps start on an hour boundary.
+    let hour: i64 = 1_764_478_800_000;
+    assert_eq!(hour % 3_600_000, 0);
+    let rollups: RollupsResponse = client
+        .get_with_query("/v1/rollups", &RollupsQuery { from_ms: hour, to_ms: hour + 3_600_000 })
+        .await
+        .expect("rollups");
+    assert_eq!(rollups.rollups.len(), 2);
+    let p0 = &rollups.rollups[0];
+    assert_eq!((p0.sample_count, p0.read_ops, p0.write_ops), (3, 10 + 20 + 30, 1 + 2 + 3));
+    assert_eq!(p0.max_latency_p99_us, 903.0);
+    assert_eq!(p0.max_ops_per_sec, 33.0);
+
+    // Retention as of eight days later removes every raw sample: a puller at 0 learns of the gap.
+    let later = 1_764_478_800_000 + 8 * 86_400_000;
+    agent.store().maintenance(later).await.expect("maintenance");
+    let page = agent.store().samples(Cursor(0), 100).await.expect("page");
+    assert!(page.gap && page.samples.is_empty());
+    assert_eq!(page.next_cursor, agent.store().latest_cursor(), "the puller skips what expired");
+    // Rollups outlive raw samples.
+    let rollups: RollupsResponse = client
+        .get_with_query("/v1/rollups", &RollupsQuery { from_ms: hour, to_ms: hour + 3_600_000 })
+        .await
+        .expect("rollups");
+    assert_eq!(rollups.rollups.len(), 2);
+    assert!(agent.stop(STOP).await);
+}
+
+#[tokio::test]
+async fn a_cursor_from_the_future_restarts_from_the_beginning_with_a_gap() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    client.post::<_, ReportAck>("/v1/report", &report(1, 2)).await.expect("ack");
+    let page = agent.store().samples(Cursor(1_000_000), 100).await.expect("page");
+    assert!(page.gap);
+    assert_eq!(page.samples.len(), 2);
+    let _ = client;
+    assert!(agent.stop(STOP).await);
+}
