@@ -27,8 +27,6 @@ use codec::{decode_sketch, from_sql};
 pub use writer::ReportOutcome;
 use writer::{Command, Writer, get_meta};
 
-const META_LAST_SEQ: &str = "last_seq";
-const META_LAST_REPORT_TS: &str = "last_report_ts_ms";
 const META_ROLLED_THROUGH: &str = "rolled_through";
 const META_EXPIRED_THROUGH: &str = "expired_through";
 

@@ -12,7 +12,7 @@ use crate::config::Synchronous;
 
 /// Each entry migrates from version `i` to `i + 1`. Append only; never edit a shipped entry.
 const MIGRATIONS: &[&str] = &[
-    // 1: partitions, raw samples, hourly rollups, meta.
+    // 1: partitions, raw samples, hourly rollups, accepted report keys, meta.
     "CREATE TABLE partitions (
         id INTEGER PRIMARY KEY,
         tenant TEXT NOT NULL,
@@ -56,6 +56,12 @@ const MIGRATIONS: &[&str] = &[
         max_latency_p99_us REAL NOT NULL,
         stored_bytes INTEGER NOT NULL,
         PRIMARY KEY (hour_start_ms, partition_ref)
+    ) WITHOUT ROWID;
+    -- Keys of recently accepted reports: a retry repeats both, so it is recognised.
+    CREATE TABLE report_keys (
+        seq INTEGER NOT NULL,
+        ts_ms INTEGER NOT NULL,
+        PRIMARY KEY (seq, ts_ms)
     ) WITHOUT ROWID;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
 ];

@@ -6,7 +6,7 @@
 //! caller. So a report is acknowledged only once it is durable, and a burst of reports costs one
 //! commit. Maintenance (rollup flush, retention) runs on the same thread between batches.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 use super::codec::{encode_sketch, to_sql};
 use super::rollup::{Rollups, SampleCounters};
-use super::{META_EXPIRED_THROUGH, META_LAST_REPORT_TS, META_LAST_SEQ, META_ROLLED_THROUGH, Shared, StoreError};
+use super::{META_EXPIRED_THROUGH, META_ROLLED_THROUGH, Shared, StoreError};
 use crate::config::AgentConfig;
 use crate::window::Window;
 
@@ -27,6 +27,9 @@ use crate::window::Window;
 const RETENTION_CHUNK_ROWS: i64 = 50_000;
 /// Chunks per maintenance run; a large backlog is worked off over several runs.
 const RETENTION_MAX_CHUNKS: usize = 20;
+/// How long a report key is remembered: retries come within seconds; a day covers any outage
+/// of the worker's retry loop, at 86,400 keys for a 1 s reporter.
+const DEDUP_WINDOW_MS: i64 = 86_400_000;
 
 /// What a report write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +73,8 @@ pub struct Writer {
     window: Arc<RwLock<Window>>,
     shared: Arc<Shared>,
     partition_refs: HashMap<PartitionKey, i64>,
-    last_seq: Option<u64>,
-    last_report_ts_ms: i64,
+    /// `(seq, timestamp_ms)` of every report accepted within the dedup window.
+    seen_reports: HashSet<(u64, i64)>,
     rollups: Rollups,
     last_rollup_flush: Instant,
 }
@@ -83,8 +86,10 @@ impl Writer {
         window: Arc<RwLock<Window>>,
         shared: Arc<Shared>,
     ) -> Result<Self, StoreError> {
-        let last_seq = get_meta(&conn, META_LAST_SEQ)?.map(super::codec::from_sql);
-        let last_report_ts_ms = get_meta(&conn, META_LAST_REPORT_TS)?.unwrap_or(i64::MIN);
+        let seen_reports = conn
+            .prepare("SELECT seq, ts_ms FROM report_keys")?
+            .query_map([], |r| Ok((super::codec::from_sql(r.get(0)?), r.get(1)?)))?
+            .collect::<Result<HashSet<_>, _>>()?;
         let rolled_through = get_meta(&conn, META_ROLLED_THROUGH)?.unwrap_or(0);
         let mut writer = Self {
             conn,
@@ -92,8 +97,7 @@ impl Writer {
             window,
             shared,
             partition_refs: HashMap::new(),
-            last_seq,
-            last_report_ts_ms,
+            seen_reports,
             rollups: Rollups::new(rolled_through),
             last_rollup_flush: Instant::now(),
         };
@@ -159,13 +163,11 @@ impl Writer {
     fn commit_batch(&mut self, batch: Vec<Command>) {
         let started = Instant::now();
         let batch_len = batch.len();
-        let mut staged =
-            Staged { last_seq: self.last_seq, last_report_ts_ms: self.last_report_ts_ms, ..Default::default() };
+        let mut staged = Staged::default();
         let result = self.write_batch(&batch, &mut staged);
         match result {
             Ok(()) => {
-                self.last_seq = staged.last_seq;
-                self.last_report_ts_ms = staged.last_report_ts_ms;
+                self.seen_reports.extend(staged.new_keys.iter().copied());
                 for (cursor, partition_ref, counters) in &staged.folds {
                     self.rollups.fold(*cursor, *partition_ref, *counters);
                 }
@@ -232,14 +234,14 @@ impl Writer {
         for cmd in batch {
             match cmd {
                 Command::Report { report, .. } => {
-                    if is_duplicate(report, staged.last_seq, staged.last_report_ts_ms) {
+                    let key = (report.seq, report.timestamp_ms);
+                    if self.seen_reports.contains(&key) || staged.new_keys.contains(&key) {
                         let last_cursor = Cursor(self.shared.latest_cursor.load(Ordering::Acquire));
                         staged.outcomes.push(Outcome::Report(ReportOutcome { duplicate: true, last_cursor }));
                         continue;
                     }
-                    if staged.last_seq.is_some_and(|last| report.seq <= last) {
-                        info!(seq = report.seq, last_seq = staged.last_seq, "worker report sequence restarted");
-                    }
+                    tx.prepare_cached("INSERT INTO report_keys (seq, ts_ms) VALUES (?1, ?2)")?
+                        .execute(params![to_sql(report.seq), report.timestamp_ms])?;
                     let mut last_cursor = Cursor(self.shared.latest_cursor.load(Ordering::Acquire));
                     for p in &report.partitions {
                         let partition_ref = partition_ref(&tx, &mut self.partition_refs, p)?;
@@ -265,8 +267,7 @@ impl Writer {
                         last_cursor = Cursor(cursor as u64);
                         staged.rows += 1;
                     }
-                    staged.last_seq = Some(report.seq);
-                    staged.last_report_ts_ms = report.timestamp_ms;
+                    staged.new_keys.push(key);
                     staged.outcomes.push(Outcome::Report(ReportOutcome { duplicate: false, last_cursor }));
                 }
                 Command::Host { timestamp_ms, interval_ms, stats, .. } => {
@@ -282,10 +283,6 @@ impl Writer {
                 }
                 Command::Maintenance { .. } | Command::FlushRollups { .. } | Command::Shutdown { .. } => {}
             }
-        }
-        if let Some(seq) = staged.last_seq {
-            set_meta(&tx, META_LAST_SEQ, to_sql(seq))?;
-            set_meta(&tx, META_LAST_REPORT_TS, staged.last_report_ts_ms)?;
         }
         tx.commit()
     }
@@ -359,7 +356,10 @@ impl Writer {
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let rollups_deleted = tx.execute("DELETE FROM rollups WHERE hour_start_ms < ?1", [rollup_cutoff])?;
+        let dedup_cutoff = now_ms.saturating_sub(DEDUP_WINDOW_MS);
+        tx.execute("DELETE FROM report_keys WHERE ts_ms < ?1", [dedup_cutoff])?;
         tx.commit()?;
+        self.seen_reports.retain(|&(_, ts_ms)| ts_ms >= dedup_cutoff);
         if deleted > 0 || rollups_deleted > 0 {
             info!(samples = deleted, rollups = rollups_deleted, "retention applied");
             metrics::counter!("lb_agent_store_expired_rows_total").increment((deleted + rollups_deleted) as u64);
@@ -370,8 +370,8 @@ impl Writer {
 
 #[derive(Default)]
 struct Staged {
-    last_seq: Option<u64>,
-    last_report_ts_ms: i64,
+    /// Keys of the reports this batch accepts (a batch is small: a linear scan is cheapest).
+    new_keys: Vec<(u64, i64)>,
     samples: Vec<Sample>,
     folds: Vec<(i64, i64, SampleCounters)>,
     outcomes: Vec<Outcome>,
@@ -381,12 +381,6 @@ struct Staged {
 enum Outcome {
     Report(ReportOutcome),
     Host(Cursor),
-}
-
-/// A retry repeats both the sequence number and the timestamp. A sequence number at or below
-/// the last one with a *newer* timestamp is a worker that restarted its counter: accepted.
-pub fn is_duplicate(report: &Report, last_seq: Option<u64>, last_report_ts_ms: i64) -> bool {
-    last_seq.is_some_and(|last| report.seq <= last) && report.timestamp_ms <= last_report_ts_ms
 }
 
 fn counters(report: &Report, p: &PartitionStats) -> SampleCounters {
@@ -491,27 +485,3 @@ pub fn set_meta(tx: &Transaction<'_>, key: &str, value: i64) -> rusqlite::Result
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(seq: u64, ts: i64) -> Report {
-        Report {
-            worker_id: "w".parse().expect("id"),
-            seq,
-            timestamp_ms: ts,
-            interval_ms: 1000,
-            partitions: vec![],
-            host: None,
-        }
-    }
-
-    #[test]
-    fn duplicates_are_retries_not_restarts() {
-        assert!(!is_duplicate(&report(1, 10), None, i64::MIN));
-        assert!(is_duplicate(&report(5, 50), Some(5), 50), "exact retry");
-        assert!(is_duplicate(&report(4, 40), Some(5), 50), "late retry of an older report");
-        assert!(!is_duplicate(&report(6, 60), Some(5), 50), "next report");
-        assert!(!is_duplicate(&report(1, 60), Some(5), 50), "worker restarted its counter");
-    }
-}

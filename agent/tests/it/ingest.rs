@@ -58,11 +58,18 @@ async fn a_retried_report_is_not_counted_twice() {
     assert!(client.post::<_, ReportAck>("/v1/report", &r).await.expect("ack").duplicate);
     let (samples, _, _) = pull_all(&client, 0).await;
     assert_eq!(samples.len(), 3);
+    // Out of order is not a retry (reports may race on separate connections) ...
+    assert!(!client.post::<_, ReportAck>("/v1/report", &report(3, 3)).await.expect("ack").duplicate);
+    // ... and neither is a reused sequence number with a new timestamp (the worker restarted).
+    let mut restarted = report(7, 3);
+    restarted.timestamp_ms += 60_000;
+    assert!(!client.post::<_, ReportAck>("/v1/report", &restarted).await.expect("ack").duplicate);
+    assert_eq!(pull_all(&client, 0).await.0.len(), 9);
     assert!(agent.stop(STOP).await);
     // The dedup state survives a restart too.
     let (agent, _cfg, client) = start(config(dir.path(), None)).await;
     assert!(client.post::<_, ReportAck>("/v1/report", &r).await.expect("ack").duplicate);
-    assert_eq!(pull_all(&client, 0).await.0.len(), 3);
+    assert_eq!(pull_all(&client, 0).await.0.len(), 9);
     assert!(agent.stop(STOP).await);
 }
 

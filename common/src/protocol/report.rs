@@ -13,12 +13,12 @@ pub const MAX_SKETCH_TOP_KEYS: usize = 16;
 /// Longest report interval accepted: a worker that reports less often than this is broken.
 pub const MAX_REPORT_INTERVAL_MS: u64 = 3_600_000;
 
-/// `POST /v1/report` body. Idempotent by `(worker_id, seq)`.
+/// `POST /v1/report` body. Idempotent by `(seq, timestamp_ms)`: a retry repeats both.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     pub worker_id: WorkerId,
-    /// Strictly increasing per worker; a retried report repeats its number.
+    /// Increasing per worker; a retried report repeats its number *and* its timestamp.
     pub seq: u64,
     /// End of the interval the report covers.
     pub timestamp_ms: i64,
@@ -104,7 +104,7 @@ pub struct HostStats {
 pub struct ReportAck {
     pub worker_id: WorkerId,
     pub seq: u64,
-    /// True when this `(worker_id, seq)` had already been accepted; nothing was counted twice.
+    /// True when this `(seq, timestamp_ms)` had already been accepted; nothing was counted twice.
     pub duplicate: bool,
 }
 
