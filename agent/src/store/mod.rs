@@ -129,9 +129,11 @@ impl MetricStore {
 
     /// Samples with a cursor above `after`, at most `limit`.
     pub async fn samples(&self, after: Cursor, limit: usize) -> Result<SamplesPage, StoreError> {
-        let latest = self.latest_cursor();
-        // A cursor from the future means this store was replaced: start over and say so.
-        let (after, reset) = if after > latest { (Cursor(0), true) } else { (after, false) };
+        // A cursor from the future means this store was replaced: start over and say so. The
+        // writer publishes its newest cursor right after a commit, so confirm against SQLite
+        // before resetting a puller that is merely quick.
+        let reset = after > self.latest_cursor() && after > self.committed_cursor().await?;
+        let after = if reset { Cursor(0) } else { after };
         let expired = Cursor(self.shared.expired_through.load(Ordering::Acquire));
         let from_window = self.window.read().expect("window lock is never poisoned").read_after(after, limit + 1);
         let mut samples = match from_window {
@@ -166,6 +168,19 @@ impl MetricStore {
         tokio::task::spawn_blocking(move || {
             let conn = reader.lock().expect("reader lock is never poisoned");
             read_rollups(&conn, from_ms, to_ms)
+        })
+        .await
+        .map_err(|e| StoreError::Write(format!("reader task failed: {e}")))?
+    }
+
+    async fn committed_cursor(&self) -> Result<Cursor, StoreError> {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().expect("reader lock is never poisoned");
+            let seq: Option<i64> = conn
+                .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'samples'", [], |r| r.get(0))
+                .optional()?;
+            Ok(Cursor(seq.map_or(0, from_sql)))
         })
         .await
         .map_err(|e| StoreError::Write(format!("reader task failed: {e}")))?

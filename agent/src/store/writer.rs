@@ -167,13 +167,16 @@ impl Writer {
         let result = self.write_batch(&batch, &mut staged);
         match result {
             Ok(()) => {
+                // Publish the newest cursor first: nothing a reader can see is ever above it.
+                if let Some(last) = staged.samples.last() {
+                    self.shared.latest_cursor.store(last.cursor.0, Ordering::Release);
+                }
                 self.seen_reports.extend(staged.new_keys.iter().copied());
                 for (cursor, partition_ref, counters) in &staged.folds {
                     self.rollups.fold(*cursor, *partition_ref, *counters);
                 }
                 let config = self.config.borrow().clone();
                 let newest_ts = staged.samples.iter().map(|s| s.timestamp_ms).max().unwrap_or(i64::MIN);
-                let newest_cursor = staged.samples.last().map(|s| s.cursor);
                 {
                     let mut window = self.window.write().expect("window lock is never poisoned");
                     window.append(
@@ -184,9 +187,6 @@ impl Writer {
                     );
                     metrics::gauge!("lb_agent_window_samples").set(window.len() as f64);
                     metrics::gauge!("lb_agent_window_bytes").set(window.bytes() as f64);
-                }
-                if let Some(cursor) = newest_cursor {
-                    self.shared.latest_cursor.store(cursor.0, Ordering::Release);
                 }
                 metrics::histogram!("lb_agent_store_commit_seconds").record(started.elapsed().as_secs_f64());
                 metrics::counter!("lb_agent_store_commits_total", "outcome" => "ok").increment(1);
