@@ -133,7 +133,8 @@ async fn sqlite_insert_rate(dir: &Path) -> f64 {
     let config: AgentConfig =
         lb_common::config::parse(&agent_config_text(dir, "w-sql"), Path::new("load.toml")).expect("config");
     let (_tx, rx) = tokio::sync::watch::channel(Arc::new(config));
-    let store = tokio::task::spawn_blocking(move || lb_agent::store::MetricStore::open(rx)).await.expect("task").expect("open");
+    let store =
+        tokio::task::spawn_blocking(move || lb_agent::store::MetricStore::open(rx)).await.expect("task").expect("open");
     let reports: Vec<Report> = (1..=200).map(|seq| report("w-sql", seq, 1_000)).collect();
     let started = Instant::now();
     let rows = reports.iter().map(|r| r.partitions.len() as u64).sum::<u64>();
@@ -219,7 +220,12 @@ async fn window_rss(dir: &Path) -> (u64, u64, f64) {
     let peak = rss_kib(child.id(), "VmHWM:");
     let metrics = client.get(format!("{url}/metrics")).send().await.expect("metrics").text().await.expect("text");
     let gauge = |name: &str| {
-        metrics.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().last()).unwrap_or("?").to_owned()
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or("?")
+            .to_owned()
     };
     println!(
         "  window holds {} samples in {} estimated bytes (bounded by window.max_bytes)",

@@ -11,11 +11,15 @@
 //! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
 //! - [`fair_queue`]: the hierarchical fair queue (per tenant, per table, any depth) the ops
 //!   server runs actions through.
+//! - [`placement`]: the placement decision core for hash-sharded datasets: jump hash, nested
+//!   subrings, shard → node permutation with stable node slots, the weighted ketama ring with
+//!   per-key migration, the adaptive shard allocator, EWMA rates and the placement rules builder.
 
 pub mod config;
 pub mod fair_queue;
 pub mod http;
 pub mod ids;
+pub mod placement;
 pub mod protocol;
 pub mod shutdown;
 pub mod telemetry;

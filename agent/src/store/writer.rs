@@ -484,4 +484,3 @@ pub fn set_meta(tx: &Transaction<'_>, key: &str, value: i64) -> rusqlite::Result
     .execute(params![key, value])?;
     Ok(())
 }
-
