@@ -24,8 +24,9 @@ pub const DEFAULT_MAX_BATCH_REPORTS: u64 = 512;
 /// 120 s: two minutes of samples serve any puller that is not far behind, and a standby master's
 /// warm-up; older data is read from SQLite.
 pub const DEFAULT_WINDOW_DURATION_MS: u64 = 120_000;
-/// 64 MiB: the hard bound of the in-memory window, whatever the partition count.
-pub const DEFAULT_WINDOW_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// 128 MiB: the hard bound of the in-memory window, whatever the partition count; at about 100
+/// bytes a sample it holds the full 120 s of a 10,000-partition worker reporting every second.
+pub const DEFAULT_WINDOW_MAX_BYTES: u64 = 128 * 1024 * 1024;
 /// 1 s: the same cadence as worker reports, so host and partition samples line up.
 pub const DEFAULT_HOST_INTERVAL_MS: u64 = 1_000;
 /// 10,000 samples: a page of about 5 MiB of JSON, a second of a 10k-partition worker.

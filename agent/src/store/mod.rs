@@ -22,7 +22,7 @@ use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::AgentConfig;
-use crate::window::{Window, estimated_bytes};
+use crate::window::{Record, RecordData, Window};
 use codec::{decode_sketch, from_sql};
 pub use writer::ReportOutcome;
 use writer::{Command, Writer, get_meta};
@@ -221,39 +221,69 @@ fn read_after(conn: &Connection, after: Cursor, limit: usize) -> Result<Vec<Samp
     Ok(rows.collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
 }
 
+/// Rows decoded per step of the start-up reload, so it never holds more than a chunk decoded.
+const RELOAD_CHUNK: usize = 10_000;
+/// The smallest a window sample can be; bounds how many rows the reload scans back.
+const MIN_SAMPLE_BYTES: u64 = 24;
+
 /// Reloads the newest samples into a fresh window, within its age and bytes bounds.
 fn load_window(conn: &Connection, config: &AgentConfig, latest: Cursor) -> Result<Window, StoreError> {
-    let sql = format!(
-        "SELECT {SAMPLE_COLUMNS} FROM samples s LEFT JOIN partitions p ON s.partition_ref = p.id
-         ORDER BY s.cursor DESC"
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query([])?;
     let max_bytes = usize::try_from(config.window.max_bytes).unwrap_or(usize::MAX);
     let max_age_ms = i64::try_from(config.window.duration_ms).unwrap_or(i64::MAX);
-    let mut newest_ts = None;
-    let mut bytes = 0usize;
-    let mut loaded = Vec::new();
-    let mut oldest_kept = latest;
-    while let Some(row) = rows.next()? {
-        let cursor = Cursor(from_sql(row.get(0)?));
-        let Some(sample) = row_to_sample(row)? else {
-            oldest_kept = cursor;
-            continue;
-        };
-        let newest = *newest_ts.get_or_insert(sample.timestamp_ms);
-        bytes += estimated_bytes(&sample);
-        if sample.timestamp_ms < newest.saturating_sub(max_age_ms) || bytes > max_bytes {
-            break;
+    let max_rows = config.window.max_bytes / MIN_SAMPLE_BYTES;
+    // Pass 1, two narrow columns: how far back the window reaches.
+    let mut start = None;
+    {
+        let mut stmt = conn.prepare("SELECT cursor, ts_ms FROM samples ORDER BY cursor DESC")?;
+        let mut rows = stmt.query([])?;
+        let mut newest_ts = None;
+        let mut count = 0u64;
+        while let Some(row) = rows.next()? {
+            let (cursor, ts_ms): (i64, i64) = (row.get(0)?, row.get(1)?);
+            let newest = *newest_ts.get_or_insert(ts_ms);
+            count += 1;
+            if ts_ms < newest.saturating_sub(max_age_ms) || count > max_rows {
+                break;
+            }
+            start = Some(cursor);
         }
-        oldest_kept = sample.cursor;
-        loaded.push(sample);
     }
-    let evicted_through = if loaded.is_empty() { latest } else { Cursor(oldest_kept.0 - 1) };
-    let mut window = Window::new(evicted_through);
-    loaded.reverse();
-    window.append(loaded, newest_ts.unwrap_or(0), config.window.duration_ms, max_bytes);
-    Ok(window)
+    let Some(start) = start else { return Ok(Window::new(latest)) };
+    // Pass 2: decode forward in chunks; the window's own bounds evict as it fills.
+    let mut window = Window::new(Cursor(from_sql(start) - 1));
+    let sql = format!(
+        "SELECT {SAMPLE_COLUMNS}, s.partition_ref FROM samples s LEFT JOIN partitions p ON s.partition_ref = p.id
+         WHERE s.cursor >= ?1 ORDER BY s.cursor"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([start])?;
+    let mut chunk: Vec<(Sample, Option<i64>)> = Vec::with_capacity(RELOAD_CHUNK);
+    loop {
+        let row = rows.next()?;
+        if let Some(row) = row
+            && let Some(sample) = row_to_sample(row)?
+        {
+            chunk.push((sample, row.get(20)?));
+        }
+        if chunk.len() == RELOAD_CHUNK || (row.is_none() && !chunk.is_empty()) {
+            window.append(chunk.iter().map(record), config.window.duration_ms, max_bytes);
+            chunk.clear();
+        }
+        if row.is_none() {
+            return Ok(window);
+        }
+    }
+}
+
+fn record((sample, partition_ref): &(Sample, Option<i64>)) -> Record<'_> {
+    let data = match (&sample.data, partition_ref) {
+        (SampleData::Partition(stats), Some(partition_ref)) => {
+            RecordData::Partition { partition_ref: *partition_ref, stats }
+        }
+        (SampleData::Host(host), _) => RecordData::Host(host),
+        (SampleData::Partition(_), None) => unreachable!("partition rows always have a partition_ref"),
+    };
+    Record { cursor: sample.cursor, timestamp_ms: sample.timestamp_ms, interval_ms: sample.interval_ms, data }
 }
 
 /// `None` for a row this build cannot decode (logged); it is skipped, never served wrong.

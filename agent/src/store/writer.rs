@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use lb_common::ids::KeyRange;
-use lb_common::protocol::{Cursor, HostStats, PartitionStats, Report, Sample, SampleData};
+use lb_common::protocol::{Cursor, HostStats, PartitionStats, Report};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
@@ -21,7 +21,7 @@ use super::codec::{encode_sketch, to_sql};
 use super::rollup::{Rollups, SampleCounters};
 use super::{META_EXPIRED_THROUGH, META_ROLLED_THROUGH, Shared, StoreError};
 use crate::config::AgentConfig;
-use crate::window::Window;
+use crate::window::{Record, RecordData, Window};
 
 /// Rows deleted per retention chunk: about 50 ms of writer time, so ingest never stalls long.
 const RETENTION_CHUNK_ROWS: i64 = 50_000;
@@ -168,7 +168,7 @@ impl Writer {
         match result {
             Ok(()) => {
                 // Publish the newest cursor first: nothing a reader can see is ever above it.
-                if let Some(last) = staged.samples.last() {
+                if let Some(last) = staged.records.last() {
                     self.shared.latest_cursor.store(last.cursor.0, Ordering::Release);
                 }
                 self.seen_reports.extend(staged.new_keys.iter().copied());
@@ -176,12 +176,10 @@ impl Writer {
                     self.rollups.fold(*cursor, *partition_ref, *counters);
                 }
                 let config = self.config.borrow().clone();
-                let newest_ts = staged.samples.iter().map(|s| s.timestamp_ms).max().unwrap_or(i64::MIN);
                 {
                     let mut window = self.window.write().expect("window lock is never poisoned");
                     window.append(
-                        staged.samples,
-                        newest_ts,
+                        staged.records.iter().map(|r| r.borrow_from(&batch)),
                         config.window.duration_ms,
                         usize::try_from(config.window.max_bytes).unwrap_or(usize::MAX),
                     );
@@ -231,7 +229,7 @@ impl Writer {
 
     fn write_batch(&mut self, batch: &[Command], staged: &mut Staged) -> rusqlite::Result<()> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        for cmd in batch {
+        for (command, cmd) in batch.iter().enumerate() {
             match cmd {
                 Command::Report { report, .. } => {
                     let key = (report.seq, report.timestamp_ms);
@@ -243,28 +241,22 @@ impl Writer {
                     tx.prepare_cached("INSERT INTO report_keys (seq, ts_ms) VALUES (?1, ?2)")?
                         .execute(params![to_sql(report.seq), report.timestamp_ms])?;
                     let mut last_cursor = Cursor(self.shared.latest_cursor.load(Ordering::Acquire));
-                    for p in &report.partitions {
+                    for (index, p) in report.partitions.iter().enumerate() {
                         let partition_ref = partition_ref(&tx, &mut self.partition_refs, p)?;
                         let cursor = insert_partition_sample(&tx, report, p, partition_ref)?;
                         staged.folds.push((cursor, partition_ref, counters(report, p)));
-                        staged.samples.push(Sample {
-                            cursor: Cursor(cursor as u64),
-                            timestamp_ms: report.timestamp_ms,
-                            interval_ms: report.interval_ms,
-                            data: SampleData::Partition(p.clone()),
-                        });
                         last_cursor = Cursor(cursor as u64);
+                        staged.records.push(StagedRecord {
+                            cursor: last_cursor,
+                            command,
+                            source: Source::Partition { index, partition_ref },
+                        });
                         staged.rows += 1;
                     }
                     if let Some(host) = &report.host {
                         let cursor = insert_host_sample(&tx, report.timestamp_ms, report.interval_ms, host)?;
-                        staged.samples.push(Sample {
-                            cursor: Cursor(cursor as u64),
-                            timestamp_ms: report.timestamp_ms,
-                            interval_ms: report.interval_ms,
-                            data: SampleData::Host(host.clone()),
-                        });
                         last_cursor = Cursor(cursor as u64);
+                        staged.records.push(StagedRecord { cursor: last_cursor, command, source: Source::Host });
                         staged.rows += 1;
                     }
                     staged.new_keys.push(key);
@@ -272,12 +264,7 @@ impl Writer {
                 }
                 Command::Host { timestamp_ms, interval_ms, stats, .. } => {
                     let cursor = insert_host_sample(&tx, *timestamp_ms, *interval_ms, stats)?;
-                    staged.samples.push(Sample {
-                        cursor: Cursor(cursor as u64),
-                        timestamp_ms: *timestamp_ms,
-                        interval_ms: *interval_ms,
-                        data: SampleData::Host(stats.clone()),
-                    });
+                    staged.records.push(StagedRecord { cursor: Cursor(cursor as u64), command, source: Source::Host });
                     staged.rows += 1;
                     staged.outcomes.push(Outcome::Host(Cursor(cursor as u64)));
                 }
@@ -372,10 +359,52 @@ impl Writer {
 struct Staged {
     /// Keys of the reports this batch accepts (a batch is small: a linear scan is cheapest).
     new_keys: Vec<(u64, i64)>,
-    samples: Vec<Sample>,
+    /// Where each committed sample's data is in the batch, for the window.
+    records: Vec<StagedRecord>,
     folds: Vec<(i64, i64, SampleCounters)>,
     outcomes: Vec<Outcome>,
     rows: u64,
+}
+
+struct StagedRecord {
+    cursor: Cursor,
+    command: usize,
+    source: Source,
+}
+
+enum Source {
+    Partition {
+        index: usize,
+        partition_ref: i64,
+    },
+    /// The report's host stats, or a host reading of its own.
+    Host,
+}
+
+impl StagedRecord {
+    fn borrow_from<'a>(&self, batch: &'a [Command]) -> Record<'a> {
+        match (&batch[self.command], &self.source) {
+            (Command::Report { report, .. }, Source::Partition { index, partition_ref }) => Record {
+                cursor: self.cursor,
+                timestamp_ms: report.timestamp_ms,
+                interval_ms: report.interval_ms,
+                data: RecordData::Partition { partition_ref: *partition_ref, stats: &report.partitions[*index] },
+            },
+            (Command::Report { report, .. }, Source::Host) => Record {
+                cursor: self.cursor,
+                timestamp_ms: report.timestamp_ms,
+                interval_ms: report.interval_ms,
+                data: RecordData::Host(report.host.as_ref().expect("staged only when present")),
+            },
+            (Command::Host { timestamp_ms, interval_ms, stats, .. }, _) => Record {
+                cursor: self.cursor,
+                timestamp_ms: *timestamp_ms,
+                interval_ms: *interval_ms,
+                data: RecordData::Host(stats),
+            },
+            _ => unreachable!("records point at ingest commands"),
+        }
+    }
 }
 
 enum Outcome {

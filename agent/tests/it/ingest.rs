@@ -22,8 +22,11 @@ async fn ingest_then_pull_by_cursor_across_a_restart_loses_and_repeats_nothing()
     }
     assert!(agent.stop(STOP).await, "clean stop");
 
-    // Restart on the same file: the old cursor still means the same place.
-    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    // Restart on the same file: the old cursor still means the same place. A 1 s window keeps
+    // only the newest report in memory, so the older ones are served from SQLite.
+    let mut small_window = config(dir.path(), None);
+    small_window.window.duration_ms = 1_000;
+    let (agent, _cfg, client) = start(small_window).await;
     for seq in 9..=10 {
         client.post::<_, ReportAck>("/v1/report", &report(seq, 40)).await.expect("ack");
     }
