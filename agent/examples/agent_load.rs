@@ -154,6 +154,14 @@ async fn sqlite_insert_rate(dir: &Path) -> f64 {
     }
     let rate = rows as f64 / started.elapsed().as_secs_f64();
     store.close().await;
+    let file_bytes: u64 = std::fs::read_dir(dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("agent.sqlite"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    println!("  sqlite file: {} bytes for {rows} samples, {:.0} bytes a sample", file_bytes, file_bytes as f64 / rows as f64);
     rate
 }
 
