@@ -161,7 +161,11 @@ async fn sqlite_insert_rate(dir: &Path) -> f64 {
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
         .sum();
-    println!("  sqlite file: {} bytes for {rows} samples, {:.0} bytes a sample", file_bytes, file_bytes as f64 / rows as f64);
+    println!(
+        "  sqlite file: {} bytes for {rows} samples, {:.0} bytes a sample",
+        file_bytes,
+        file_bytes as f64 / rows as f64
+    );
     rate
 }
 
