@@ -179,7 +179,7 @@ pub fn spawn<C: ServiceConfig>(
         if options.watch_directory { watch_directory(&path, options.debounce, reload_tx.clone()) } else { None };
     // Registered before returning, so a SIGHUP sent right after start-up already reloads.
     let sighup = if options.sighup { hangup_stream() } else { None };
-    let reloader = Reloader { path, tx, status: status.clone(), last_seen_text: text };
+    let reloader = Reloader { path, tx, status: status.clone(), last_seen_text: Some(text) };
     let task = tokio::spawn(reloader.run(reload_rx, options.poll_interval, sighup, cancel, file_events));
     Ok((ConfigHandle { rx, status, reload_tx }, task))
 }
@@ -188,8 +188,10 @@ struct Reloader<C> {
     path: PathBuf,
     tx: watch::Sender<Arc<C>>,
     status: SharedReloadStatus,
-    /// The text of the last attempt, good or bad: the poll backstop skips a file it has seen.
-    last_seen_text: String,
+    /// The text of the last attempt, good or bad; `None` after a failed read. File events and
+    /// the poll backstop skip a file they have seen (editors and `touch` fire events without
+    /// changing a byte); SIGHUP and explicit reloads always re-evaluate.
+    last_seen_text: Option<String>,
 }
 
 impl<C: ServiceConfig> Reloader<C> {
@@ -213,7 +215,8 @@ impl<C: ServiceConfig> Reloader<C> {
                 Some(()) = recv_signal(&mut sighup) => Trigger::Signal,
             };
             let name = trigger.name();
-            let outcome = self.reload(matches!(trigger, Trigger::Poll), name).await;
+            let skip_if_seen = matches!(trigger, Trigger::Poll | Trigger::FileEvent);
+            let outcome = self.reload(skip_if_seen, name).await;
             if let Trigger::Explicit(reply) = trigger {
                 let _ = reply.send(outcome);
             }
@@ -224,14 +227,15 @@ impl<C: ServiceConfig> Reloader<C> {
         let text = match tokio::fs::read_to_string(&self.path).await {
             Ok(text) => text,
             Err(source) => {
+                self.last_seen_text = None;
                 let err = ConfigError::Read { path: self.path.clone(), source };
                 return self.reject(err, trigger);
             }
         };
-        if skip_if_seen && text == self.last_seen_text {
+        if skip_if_seen && self.last_seen_text.as_ref() == Some(&text) {
             return self.status();
         }
-        self.last_seen_text.clone_from(&text);
+        self.last_seen_text = Some(text.clone());
         let candidate: C = match parse(&text, &self.path) {
             Ok(c) => c,
             Err(err) => return self.reject(err, trigger),

@@ -129,8 +129,8 @@ async fn bad_edit_keeps_the_live_config_and_names_the_field() {
 
     // Fixing the file recovers, and the error is cleared.
     std::fs::write(&f.path, text(0.7)).expect("edit");
-    let status = wait_for(&f.handle, |s| s.last_outcome == ReloadOutcome::Applied).await;
-    assert_eq!((status.version, status.last_error), (2, None));
+    let status = wait_for(&f.handle, |s| s.version == 2).await;
+    assert_eq!((status.last_outcome, status.last_error), (ReloadOutcome::Applied, None));
     assert_eq!(engage(&f.handle), 0.7);
 
     let metrics = lb_common::telemetry::metrics_handle().render();
@@ -160,7 +160,7 @@ async fn deleted_file_keeps_the_live_config_until_it_returns() {
     assert!(status.last_error.expect("error").contains("cannot read config file"));
     assert_eq!(engage(&f.handle), 0.8);
     std::fs::write(&f.path, text(0.85)).expect("recreate");
-    wait_for(&f.handle, |s| s.last_outcome == ReloadOutcome::Applied).await;
+    wait_for(&f.handle, |s| s.version == 2).await;
     assert_eq!(engage(&f.handle), 0.85);
 }
 
@@ -195,6 +195,30 @@ async fn sighup_reloads() {
     let status = wait_for(&f.handle, |s| s.version == 2).await;
     assert_eq!(status.last_outcome, ReloadOutcome::Applied);
     assert_eq!(engage(&f.handle), 0.75);
+}
+
+#[tokio::test]
+async fn touching_the_file_without_changing_it_keeps_the_last_outcome() {
+    let f = start(options(true, Duration::from_secs(3600), false));
+    std::fs::write(&f.path, text(0.9)).expect("edit");
+    wait_for(&f.handle, |s| s.version == 2).await;
+    // Rewrite the same bytes several times: no reload is reported, the outcome stays "applied".
+    for _ in 0..3 {
+        std::fs::write(&f.path, text(0.9)).expect("same bytes");
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    let status = f.handle.status();
+    assert_eq!((status.version, status.last_outcome), (2, ReloadOutcome::Applied));
+}
+
+#[tokio::test]
+async fn recreating_a_deleted_file_with_the_same_text_recovers() {
+    let f = start(options(true, Duration::from_secs(3600), false));
+    std::fs::remove_file(&f.path).expect("delete");
+    wait_for(&f.handle, |s| s.last_outcome == ReloadOutcome::Unreadable).await;
+    std::fs::write(&f.path, text(0.8)).expect("recreate, same text as the live config");
+    let status = wait_for(&f.handle, |s| s.last_outcome != ReloadOutcome::Unreadable).await;
+    assert_eq!((status.last_outcome, status.last_error), (ReloadOutcome::Unchanged, None));
 }
 
 #[tokio::test]
