@@ -1,0 +1,139 @@
+//! The audit log in SQLite: every action as last known, and every state change with who, when
+//! and why. Survives restarts; the action book reloads from it.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionState};
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("audit log: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("audit log record is not valid JSON: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("audit log task failed: {0}")]
+    Task(String),
+}
+
+/// One line of an action's history (`GET /v1/actions/{id}/events`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    pub at_ms: i64,
+    pub state: ActionState,
+    /// Who caused it: a token name, or `executor`.
+    pub actor: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Audit {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Audit {
+    pub fn open(path: &Path) -> Result<Self, AuditError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "wal")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS actions (
+                 id TEXT PRIMARY KEY,
+                 record TEXT NOT NULL,
+                 state TEXT NOT NULL,
+                 created_at_ms INTEGER NOT NULL,
+                 updated_at_ms INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS action_events (
+                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                 action_id TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL,
+                 state TEXT NOT NULL,
+                 actor TEXT NOT NULL,
+                 detail TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS action_events_by_action ON action_events (action_id, seq);",
+        )?;
+        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Stores the record and appends the event, in one transaction.
+    pub async fn record(&self, record: &ActionRecord, event: AuditEvent) -> Result<(), AuditError> {
+        let json = serde_json::to_string(record)?;
+        let id = record.request.id.to_string();
+        let created = record.created_at_ms;
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().expect("audit lock is never poisoned");
+            let tx = conn.transaction()?;
+            let state = state_name(event.state);
+            tx.execute(
+                "INSERT INTO actions (id, record, state, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET record = excluded.record, state = excluded.state,
+                     updated_at_ms = excluded.updated_at_ms",
+                params![id, json, state, created, event.at_ms],
+            )?;
+            tx.execute(
+                "INSERT INTO action_events (action_id, at_ms, state, actor, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, event.at_ms, state, event.actor, event.detail],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+    }
+
+    /// Every stored action, oldest first.
+    pub fn load_all(&self) -> Result<Vec<ActionRecord>, AuditError> {
+        let conn = self.conn.lock().expect("audit lock is never poisoned");
+        let mut stmt = conn.prepare("SELECT record FROM actions ORDER BY created_at_ms, id")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(serde_json::from_str(&row?)?);
+        }
+        Ok(out)
+    }
+
+    pub async fn events(&self, id: &ActionId) -> Result<Vec<AuditEvent>, AuditError> {
+        let conn = self.conn.clone();
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().expect("audit lock is never poisoned");
+            let mut stmt =
+                conn.prepare("SELECT at_ms, state, actor, detail FROM action_events WHERE action_id = ?1 ORDER BY seq")?;
+            let rows = stmt.query_map([id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (at_ms, state, actor, detail) = row?;
+                let state = serde_json::from_value(serde_json::Value::String(state))?;
+                out.push(AuditEvent { at_ms, state, actor, detail });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+    }
+}
+
+pub fn state_name(state: ActionState) -> &'static str {
+    match state {
+        ActionState::Queued => "queued",
+        ActionState::Running => "running",
+        ActionState::Succeeded => "succeeded",
+        ActionState::Failed => "failed",
+        ActionState::Cancelled => "cancelled",
+        ActionState::TimedOut => "timed_out",
+    }
+}

@@ -1,0 +1,164 @@
+//! The action book: every action's current record in memory, written through to the audit log.
+//!
+//! Submission is idempotent by action id: the same id with the same request returns the
+//! existing record; the same id with a different request is a conflict. Every state change
+//! follows the protocol's state machine and is audited with who caused it.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionRequest, ActionState};
+
+use super::audit::{Audit, AuditError, AuditEvent, state_name};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BookError {
+    #[error("action {0} exists with a different request")]
+    Conflict(ActionId),
+    #[error("no action {0}")]
+    NotFound(ActionId),
+    #[error("action {id} is {from} and cannot become {to}")]
+    InvalidTransition { id: ActionId, from: &'static str, to: &'static str },
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+#[derive(Debug)]
+pub enum Submitted {
+    Created(ActionRecord),
+    Existing(ActionRecord),
+}
+
+#[derive(Debug)]
+pub struct ActionBook {
+    records: RwLock<HashMap<ActionId, ActionRecord>>,
+    audit: Audit,
+}
+
+impl ActionBook {
+    /// Loads every action the audit log knows.
+    pub fn open(audit: Audit) -> Result<Self, AuditError> {
+        let records = audit.load_all()?.into_iter().map(|r| (r.request.id.clone(), r)).collect();
+        Ok(Self { records: RwLock::new(records), audit })
+    }
+
+    /// Records a new queued action (in memory only; see [`ActionBook::persist_created`]).
+    pub fn create(&self, request: ActionRequest, submitted_by: &str, now_ms: i64) -> Result<Submitted, BookError> {
+        let mut records = self.records.write().expect("book lock is never poisoned");
+        if let Some(existing) = records.get(&request.id) {
+            return if existing.request == request {
+                Ok(Submitted::Existing(existing.clone()))
+            } else {
+                Err(BookError::Conflict(request.id))
+            };
+        }
+        let record = ActionRecord {
+            request,
+            state: ActionState::Queued,
+            submitted_by: submitted_by.to_owned(),
+            created_at_ms: now_ms,
+            started_at_ms: None,
+            finished_at_ms: None,
+            operation_id: None,
+            failure: None,
+        };
+        records.insert(record.request.id.clone(), record.clone());
+        Ok(Submitted::Created(record))
+    }
+
+    /// Forgets an action that was never queued (the queue refused it).
+    pub fn discard(&self, id: &ActionId) {
+        self.records.write().expect("book lock is never poisoned").remove(id);
+    }
+
+    /// Writes the creation to the audit log.
+    pub async fn persist_created(&self, record: &ActionRecord) -> Result<(), BookError> {
+        let detail = format!("submitted: {}", record.request.reason);
+        let event = AuditEvent {
+            at_ms: record.created_at_ms,
+            state: ActionState::Queued,
+            actor: record.submitted_by.clone(),
+            detail,
+        };
+        Ok(self.audit.record(record, event).await?)
+    }
+
+    /// Moves an action to `to` (checked against the state machine), lets `update` fill in the
+    /// details, and audits the change.
+    pub async fn transition(
+        &self,
+        id: &ActionId,
+        to: ActionState,
+        actor: &str,
+        detail: String,
+        now_ms: i64,
+        update: impl FnOnce(&mut ActionRecord),
+    ) -> Result<ActionRecord, BookError> {
+        let record = {
+            let mut records = self.records.write().expect("book lock is never poisoned");
+            let record = records.get_mut(id).ok_or_else(|| BookError::NotFound(id.clone()))?;
+            if !record.state.can_become(to) {
+                return Err(BookError::InvalidTransition {
+                    id: id.clone(),
+                    from: state_name(record.state),
+                    to: state_name(to),
+                });
+            }
+            record.state = to;
+            match to {
+                ActionState::Running => record.started_at_ms = Some(now_ms),
+                s if s.is_terminal() => record.finished_at_ms = Some(now_ms),
+                _ => {}
+            }
+            update(record);
+            record.clone()
+        };
+        if to.is_terminal() {
+            let outcome = state_name(to);
+            metrics::counter!("lb_ops_actions_total", "kind" => record.request.spec.kind().as_str(), "outcome" => outcome)
+                .increment(1);
+        }
+        let event = AuditEvent { at_ms: now_ms, state: to, actor: actor.to_owned(), detail };
+        self.audit.record(&record, event).await?;
+        Ok(record)
+    }
+
+    /// Audits an event that does not change the state (operation started, interrupted by
+    /// shutdown, resumed), after `update` fills in details.
+    pub async fn note(
+        &self,
+        id: &ActionId,
+        actor: &str,
+        detail: String,
+        now_ms: i64,
+        update: impl FnOnce(&mut ActionRecord),
+    ) -> Result<ActionRecord, BookError> {
+        let record = {
+            let mut records = self.records.write().expect("book lock is never poisoned");
+            let record = records.get_mut(id).ok_or_else(|| BookError::NotFound(id.clone()))?;
+            update(record);
+            record.clone()
+        };
+        let event = AuditEvent { at_ms: now_ms, state: record.state, actor: actor.to_owned(), detail };
+        self.audit.record(&record, event).await?;
+        Ok(record)
+    }
+
+    pub fn get(&self, id: &ActionId) -> Option<ActionRecord> {
+        self.records.read().expect("book lock is never poisoned").get(id).cloned()
+    }
+
+    /// Actions, oldest first, optionally only those in `state`.
+    pub fn list(&self, state: Option<ActionState>) -> Vec<ActionRecord> {
+        let records = self.records.read().expect("book lock is never poisoned");
+        let mut out: Vec<ActionRecord> =
+            records.values().filter(|r| state.is_none_or(|s| r.state == s)).cloned().collect();
+        out.sort_by(|a, b| (a.created_at_ms, &a.request.id).cmp(&(b.created_at_ms, &b.request.id)));
+        out
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.audit
+    }
+}

@@ -1,0 +1,102 @@
+//! Collection fan-out: one call from the master pulls new samples from every registered agent
+//! in parallel, each with its own deadline, and reports per agent what happened. A slow or dead
+//! agent costs its own deadline and nothing more.
+
+use std::time::{Duration, Instant};
+
+use lb_common::http::{ClientError, HttpClient};
+use lb_common::protocol::{
+    AgentCollect, AgentState, CollectRequest, CollectResponse, CollectStatus, Cursor, SamplesQuery, SamplesResponse,
+};
+use tokio::task::JoinSet;
+
+use crate::config::CollectConfig;
+use crate::registry::Registry;
+
+pub async fn collect(
+    registry: &Registry,
+    client: &HttpClient,
+    request: CollectRequest,
+    config: &CollectConfig,
+    now_ms: i64,
+    down_after_ms: u64,
+) -> CollectResponse {
+    let deadline_ms = request.agent_deadline_ms.unwrap_or(config.agent_deadline_ms).min(config.max_agent_deadline_ms);
+    let deadline = Duration::from_millis(deadline_ms);
+    let limit = request.limit_per_agent.unwrap_or(config.limit_per_agent).min(config.limit_per_agent);
+    let mut tasks = JoinSet::new();
+    let mut replies = Vec::new();
+    for agent in registry.list(now_ms, down_after_ms) {
+        let after = request.cursors.get(&agent.worker_id).copied().unwrap_or(Cursor(0));
+        if agent.state == AgentState::Down {
+            replies.push(AgentCollect {
+                worker_id: agent.worker_id,
+                status: CollectStatus::Down,
+                error: Some("no heartbeat within the grace period; not asked".to_owned()),
+                samples: Vec::new(),
+                next_cursor: after,
+                gap: false,
+                more: false,
+                elapsed_ms: 0,
+            });
+            continue;
+        }
+        let peer = client.for_peer(&agent.address).with_deadline(deadline);
+        tasks.spawn(async move {
+            let started = Instant::now();
+            let query = SamplesQuery { after, limit: Some(limit) };
+            // The client enforces the deadline; the outer timeout is the hard cap.
+            let result = tokio::time::timeout(deadline, peer.get_with_query::<_, SamplesResponse>("/v1/samples", &query))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ClientError::Timeout { url: peer.base_url().to_owned(), deadline_ms })
+                });
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            let reply = match result {
+                Ok(page) => AgentCollect {
+                    worker_id: agent.worker_id,
+                    status: CollectStatus::Ok,
+                    error: None,
+                    samples: page.samples,
+                    next_cursor: page.next_cursor,
+                    gap: page.gap,
+                    more: page.more,
+                    elapsed_ms,
+                },
+                Err(err) => AgentCollect {
+                    worker_id: agent.worker_id,
+                    status: if matches!(err, ClientError::Timeout { .. }) {
+                        CollectStatus::Timeout
+                    } else {
+                        CollectStatus::Error
+                    },
+                    error: Some(err.to_string()),
+                    samples: Vec::new(),
+                    next_cursor: after,
+                    gap: false,
+                    more: false,
+                    elapsed_ms,
+                },
+            };
+            metrics::counter!("lb_ops_collect_agents_total", "status" => status_label(reply.status)).increment(1);
+            reply
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(reply) => replies.push(reply),
+            Err(error) => tracing::error!(%error, "collect task failed"),
+        }
+    }
+    replies.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+    CollectResponse { agents: replies }
+}
+
+fn status_label(status: CollectStatus) -> &'static str {
+    match status {
+        CollectStatus::Ok => "ok",
+        CollectStatus::Timeout => "timeout",
+        CollectStatus::Error => "error",
+        CollectStatus::Down => "down",
+    }
+}

@@ -1,0 +1,372 @@
+//! `ops-server.toml`. Static: `[http]`, `[log]`, `audit.path`. Everything else reloads live:
+//! tokens (rotate without a restart), limits, timeouts, the halt switch, the storage URL.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lb_common::config::ServiceConfig;
+use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, RuntimeConfig};
+use lb_common::protocol::ActionKind;
+use lb_common::validate::{ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+/// 2 s: frequent enough to notice a dead agent within seconds, cheap for thousands of agents.
+pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+/// 10 s: five missed heartbeats; a GC pause or a slow restart does not flap an agent.
+pub const DEFAULT_DOWN_AFTER_MS: u64 = 10_000;
+/// 800 ms: a collection round is 1 s; every agent gets most of it, the reply still fits.
+pub const DEFAULT_AGENT_DEADLINE_MS: u64 = 800;
+/// 5,000 samples per agent per round: half the agent's page, a 5k-partition worker's second.
+pub const DEFAULT_LIMIT_PER_AGENT: u32 = 5_000;
+/// 8 actions at once cluster-wide: enough to fix several hotspots, few enough to stay safe.
+pub const DEFAULT_MAX_CONCURRENT_ACTIONS: u64 = 8;
+/// One action per worker at a time: two moves off one hot worker compete for its capacity.
+pub const DEFAULT_MAX_CONCURRENT_PER_WORKER: u64 = 1;
+/// 1,000 queued actions per tenant: far above any real storm, a hard stop for a runaway planner.
+pub const DEFAULT_MAX_QUEUED_PER_TENANT: u64 = 1_000;
+/// 250 ms between operation polls: quick feedback, negligible load on the storage admin API.
+pub const DEFAULT_POLL_INTERVAL_MS: u64 = 250;
+/// 60 s without progress means the operation is stuck, whatever its kind.
+pub const DEFAULT_STALL_TIMEOUT_MS: u64 = 60_000;
+/// 500 requests per second per token: a master at 1 Hz and an SRE's scripts fit many times over.
+pub const DEFAULT_REQUESTS_PER_SEC: u64 = 500;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsServerConfig {
+    pub http: HttpServerConfig,
+    #[serde(default)]
+    pub client: HttpClientConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    pub audit: AuditConfig,
+    pub storage: StorageConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub registry: RegistryConfig,
+    #[serde(default)]
+    pub collect: CollectConfig,
+    #[serde(default)]
+    pub executor: ExecutorConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// SQLite file with every action and every state change.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Base URL of the storage admin API (the testbed, or an adapter in front of a real system).
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads only.
+    Viewer,
+    /// Reads, submits and cancels actions, halts the executor.
+    Operator,
+    /// Components: agents register and heartbeat, the master collects and submits actions.
+    Service,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// Who the token belongs to; recorded as `submitted_by` and in the audit log.
+    pub name: String,
+    pub token: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// No tokens means no authentication (loopback demos); the server warns at start-up.
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    #[serde(default = "default_heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+    #[serde(default = "default_down_after_ms")]
+    pub down_after_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self { heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS, down_after_ms: DEFAULT_DOWN_AFTER_MS }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectConfig {
+    /// Used when the request names none; a request's own value is capped at `max_agent_deadline_ms`.
+    #[serde(default = "default_agent_deadline_ms")]
+    pub agent_deadline_ms: u64,
+    #[serde(default = "default_max_agent_deadline_ms")]
+    pub max_agent_deadline_ms: u64,
+    #[serde(default = "default_limit_per_agent")]
+    pub limit_per_agent: u32,
+}
+
+impl Default for CollectConfig {
+    fn default() -> Self {
+        Self {
+            agent_deadline_ms: DEFAULT_AGENT_DEADLINE_MS,
+            max_agent_deadline_ms: 10 * DEFAULT_AGENT_DEADLINE_MS,
+            limit_per_agent: DEFAULT_LIMIT_PER_AGENT,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// Stop taking actions off the queue (running ones finish). Also switchable over the API.
+    #[serde(default)]
+    pub halted: bool,
+    #[serde(default = "default_max_concurrent")]
+    pub max_concurrent: u64,
+    #[serde(default = "default_max_concurrent_per_worker")]
+    pub max_concurrent_per_worker: u64,
+    #[serde(default = "default_max_queued_per_tenant")]
+    pub max_queued_per_tenant: u64,
+    #[serde(default = "default_poll_interval_ms")]
+    pub poll_interval_ms: u64,
+    #[serde(default = "default_stall_timeout_ms")]
+    pub stall_timeout_ms: u64,
+    #[serde(default)]
+    pub timeouts: KindTimeouts,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            halted: false,
+            max_concurrent: DEFAULT_MAX_CONCURRENT_ACTIONS,
+            max_concurrent_per_worker: DEFAULT_MAX_CONCURRENT_PER_WORKER,
+            max_queued_per_tenant: DEFAULT_MAX_QUEUED_PER_TENANT,
+            poll_interval_ms: DEFAULT_POLL_INTERVAL_MS,
+            stall_timeout_ms: DEFAULT_STALL_TIMEOUT_MS,
+            timeouts: KindTimeouts::default(),
+        }
+    }
+}
+
+/// Longest each kind may run before it is declared timed out (and "maybe executed").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindTimeouts {
+    /// 60 s: a split is a metadata change.
+    #[serde(default = "default_split_ms")]
+    pub split_ms: u64,
+    /// 30 min: a move copies the partition's bytes.
+    #[serde(default = "default_move_ms")]
+    pub move_ms: u64,
+    /// 5 min: a merge may rewrite the smaller side.
+    #[serde(default = "default_merge_ms")]
+    pub merge_ms: u64,
+    /// 1 h: a group evacuates every other partition from the group's workers.
+    #[serde(default = "default_group_ms")]
+    pub group_ms: u64,
+    /// 10 min: a reshard publishes rules and moves shards.
+    #[serde(default = "default_reshard_ms")]
+    pub reshard_ms: u64,
+}
+
+impl Default for KindTimeouts {
+    fn default() -> Self {
+        Self {
+            split_ms: default_split_ms(),
+            move_ms: default_move_ms(),
+            merge_ms: default_merge_ms(),
+            group_ms: default_group_ms(),
+            reshard_ms: default_reshard_ms(),
+        }
+    }
+}
+
+impl KindTimeouts {
+    pub fn for_kind(&self, kind: ActionKind) -> Duration {
+        Duration::from_millis(match kind {
+            ActionKind::Split => self.split_ms,
+            ActionKind::Move => self.move_ms,
+            ActionKind::Merge => self.merge_ms,
+            ActionKind::Group => self.group_ms,
+            ActionKind::Reshard => self.reshard_ms,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Per token (or per anonymous caller); over it answers 429.
+    #[serde(default = "default_requests_per_sec")]
+    pub requests_per_sec: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self { requests_per_sec: DEFAULT_REQUESTS_PER_SEC }
+    }
+}
+
+impl ServiceConfig for OpsServerConfig {
+    const STATIC_FIELDS: &'static [&'static str] = &["http", "log", "audit.path"];
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        self.http.validate_into(&mut v.at("http"));
+        self.client.validate_into(&mut v.at("client"));
+        self.runtime.validate_into(&mut v.at("runtime"));
+        v.at("audit").check(!self.audit.path.as_os_str().is_empty(), "path", "\"\"", "must name a file");
+        let url = &self.storage.url;
+        v.at("storage").check(
+            (url.starts_with("http://") || url.starts_with("https://")) && url.len() > 8,
+            "url",
+            url,
+            "must be an http:// or https:// URL",
+        );
+        let mut seen_names = std::collections::HashSet::new();
+        let mut seen_tokens = std::collections::HashSet::new();
+        let mut auth = v.at("auth");
+        for (i, t) in self.auth.tokens.iter().enumerate() {
+            let mut a = auth.at_index("tokens", i);
+            a.check(lb_common::ids::validate_id(&t.name).is_ok(), "name", &t.name, "must be a valid id");
+            // The value is never echoed: it is a secret.
+            a.check(t.token.len() >= 16, "token", "<redacted>", "must be at least 16 characters");
+            a.check(seen_names.insert(&t.name), "name", &t.name, "must be unique");
+            a.check(seen_tokens.insert(&t.token), "token", "<redacted>", "must be unique");
+        }
+        drop(auth);
+        let r = &self.registry;
+        let mut reg = v.at("registry");
+        reg.range_u64("heartbeat_interval_ms", r.heartbeat_interval_ms, 100, 600_000);
+        reg.check(
+            r.down_after_ms >= 2 * r.heartbeat_interval_ms,
+            "down_after_ms",
+            r.down_after_ms,
+            "must be at least twice heartbeat_interval_ms",
+        );
+        drop(reg);
+        let c = &self.collect;
+        let mut col = v.at("collect");
+        col.range_u64("max_agent_deadline_ms", c.max_agent_deadline_ms, 10, 600_000);
+        col.range_u64("agent_deadline_ms", c.agent_deadline_ms, 10, c.max_agent_deadline_ms.max(10));
+        col.range_u64("limit_per_agent", u64::from(c.limit_per_agent), 1, 1_000_000);
+        drop(col);
+        let e = &self.executor;
+        let mut ex = v.at("executor");
+        ex.range_u64("max_concurrent", e.max_concurrent, 1, 1024);
+        ex.range_u64("max_concurrent_per_worker", e.max_concurrent_per_worker, 1, 64);
+        ex.range_u64("max_queued_per_tenant", e.max_queued_per_tenant, 1, 1_000_000);
+        ex.range_u64("poll_interval_ms", e.poll_interval_ms, 10, 60_000);
+        ex.range_u64("stall_timeout_ms", e.stall_timeout_ms, 100, 86_400_000);
+        let t = &e.timeouts;
+        let mut to = ex.at("timeouts");
+        for (name, ms) in [
+            ("split_ms", t.split_ms),
+            ("move_ms", t.move_ms),
+            ("merge_ms", t.merge_ms),
+            ("group_ms", t.group_ms),
+            ("reshard_ms", t.reshard_ms),
+        ] {
+            to.range_u64(name, ms, 100, 86_400_000);
+        }
+        drop(to);
+        drop(ex);
+        v.at("limits").range_u64("requests_per_sec", self.limits.requests_per_sec, 1, 1_000_000);
+        v.finish()
+    }
+}
+
+fn default_heartbeat_interval_ms() -> u64 {
+    DEFAULT_HEARTBEAT_INTERVAL_MS
+}
+fn default_down_after_ms() -> u64 {
+    DEFAULT_DOWN_AFTER_MS
+}
+fn default_agent_deadline_ms() -> u64 {
+    DEFAULT_AGENT_DEADLINE_MS
+}
+fn default_max_agent_deadline_ms() -> u64 {
+    10 * DEFAULT_AGENT_DEADLINE_MS
+}
+fn default_limit_per_agent() -> u32 {
+    DEFAULT_LIMIT_PER_AGENT
+}
+fn default_max_concurrent() -> u64 {
+    DEFAULT_MAX_CONCURRENT_ACTIONS
+}
+fn default_max_concurrent_per_worker() -> u64 {
+    DEFAULT_MAX_CONCURRENT_PER_WORKER
+}
+fn default_max_queued_per_tenant() -> u64 {
+    DEFAULT_MAX_QUEUED_PER_TENANT
+}
+fn default_poll_interval_ms() -> u64 {
+    DEFAULT_POLL_INTERVAL_MS
+}
+fn default_stall_timeout_ms() -> u64 {
+    DEFAULT_STALL_TIMEOUT_MS
+}
+fn default_split_ms() -> u64 {
+    60_000
+}
+fn default_move_ms() -> u64 {
+    1_800_000
+}
+fn default_merge_ms() -> u64 {
+    300_000
+}
+fn default_group_ms() -> u64 {
+    3_600_000
+}
+fn default_reshard_ms() -> u64 {
+    600_000
+}
+fn default_requests_per_sec() -> u64 {
+    DEFAULT_REQUESTS_PER_SEC
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_parses_and_validates() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ops-server.toml"));
+        let config: OpsServerConfig = lb_common::config::load(path).expect("configs/ops-server.toml is valid");
+        assert_eq!(config.auth.tokens.len(), 3);
+    }
+
+    #[test]
+    fn bad_values_name_their_field_and_never_echo_tokens() {
+        let text = "[http]\nlisten = \"127.0.0.1:0\"\n[audit]\npath = \"a.sqlite\"\n[storage]\nurl = \"nope\"\n\
+                    [[auth.tokens]]\nname = \"ci\"\ntoken = \"short-secret\"\nrole = \"operator\"\n\
+                    [registry]\nheartbeat_interval_ms = 1000\ndown_after_ms = 1500\n";
+        let err = lb_common::config::parse::<OpsServerConfig>(text, Path::new("ops.toml")).unwrap_err().to_string();
+        assert!(err.contains("storage.url = nope"), "{err}");
+        assert!(err.contains("auth.tokens[0].token = <redacted>"), "{err}");
+        assert!(!err.contains("short-secret"), "{err}");
+        assert!(err.contains("registry.down_after_ms = 1500"), "{err}");
+    }
+}

@@ -1,0 +1,141 @@
+//! Action routes: submit (idempotent), get, list, events, cancel, and the halt switch.
+
+use axum::Extension;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use lb_common::http::{ApiError, ApiJson};
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionRequest, ActionState, ActionsResponse};
+use serde::{Deserialize, Serialize};
+
+use super::{AppState, now_ms};
+use crate::actions::audit::AuditEvent;
+use crate::actions::book::{BookError, Submitted};
+use crate::auth::Caller;
+
+fn book_error(err: BookError) -> ApiError {
+    match err {
+        BookError::Conflict(_) | BookError::InvalidTransition { .. } => ApiError::conflict(err.to_string()),
+        BookError::NotFound(_) => ApiError::not_found(err.to_string()),
+        BookError::Audit(e) => ApiError::unavailable("audit_unavailable", e.to_string()),
+    }
+}
+
+fn parse_id(raw: &str) -> Result<ActionId, ApiError> {
+    raw.parse().map_err(|e| ApiError::bad_request(format!("action id {raw:?}: {e}")))
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(request): ApiJson<ActionRequest>,
+) -> Result<(StatusCode, ApiJson<ActionRecord>), ApiError> {
+    request.validate()?;
+    let record = match state.book.create(request, &caller.name, now_ms()).map_err(book_error)? {
+        Submitted::Existing(record) => return Ok((StatusCode::OK, ApiJson(record))),
+        Submitted::Created(record) => record,
+    };
+    if let Err(err) = state.executor.enqueue(&record) {
+        state.book.discard(&record.request.id);
+        let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+        let code = if status == StatusCode::TOO_MANY_REQUESTS { "queue_full" } else { "invalid_field" };
+        return Err(ApiError::new(status, code, err.to_string()));
+    }
+    if let Err(err) = state.book.persist_created(&record).await {
+        // Queued but not audited: withdraw it rather than run an action with no record.
+        let _ = state.book.transition(&record.request.id, ActionState::Cancelled, "ops-server", "audit log unavailable".into(), now_ms(), |_| {}).await;
+        return Err(book_error(err));
+    }
+    tracing::info!(action = %record.request.id, kind = record.request.spec.kind().as_str(), by = %caller.name, "action accepted");
+    Ok((StatusCode::ACCEPTED, ApiJson(record)))
+}
+
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<ApiJson<ActionRecord>, ApiError> {
+    let id = parse_id(&id)?;
+    state.book.get(&id).map(ApiJson).ok_or_else(|| ApiError::not_found(format!("no action {id}")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    state: Option<ActionState>,
+}
+
+pub async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, QueryRejection>) -> Result<ApiJson<ActionsResponse>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    Ok(ApiJson(ActionsResponse { actions: state.book.list(query.state) }))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EventsResponse {
+    pub events: Vec<AuditEvent>,
+}
+
+pub async fn events(State(state): State<AppState>, Path(id): Path<String>) -> Result<ApiJson<EventsResponse>, ApiError> {
+    let id = parse_id(&id)?;
+    if state.book.get(&id).is_none() {
+        return Err(ApiError::not_found(format!("no action {id}")));
+    }
+    let events = state.book.audit().events(&id).await.map_err(|e| ApiError::unavailable("audit_unavailable", e.to_string()))?;
+    Ok(ApiJson(EventsResponse { events }))
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<ApiJson<ActionRecord>, ApiError> {
+    let id = parse_id(&id)?;
+    let record = state.book.get(&id).ok_or_else(|| ApiError::not_found(format!("no action {id}")))?;
+    match record.state {
+        ActionState::Queued => {
+            let detail = format!("cancelled by {} while queued", caller.name);
+            let record = state.book.transition(&id, ActionState::Cancelled, &caller.name, detail, now_ms(), |_| {}).await.map_err(book_error)?;
+            Ok(ApiJson(record))
+        }
+        ActionState::Running if state.executor.cancel_running(&id) => {
+            // The executor records the outcome; answer with the record as it is now.
+            Ok(ApiJson(state.book.get(&id).unwrap_or(record)))
+        }
+        other => Err(ApiError::conflict(format!("action {id} is {other:?} and cannot be cancelled"))),
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaltRequest {
+    pub halted: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HaltStatus {
+    /// Whether the executor takes new actions off the queue.
+    pub halted: bool,
+    pub halted_by_api: bool,
+    pub halted_by_config: bool,
+    pub queued: usize,
+}
+
+fn halt_status_of(state: &AppState) -> HaltStatus {
+    HaltStatus {
+        halted: state.executor.halted(),
+        halted_by_api: state.executor.api_halted(),
+        halted_by_config: state.config.borrow().executor.halted,
+        queued: state.executor.queue_len(),
+    }
+}
+
+pub async fn halt_status(State(state): State<AppState>) -> ApiJson<HaltStatus> {
+    ApiJson(halt_status_of(&state))
+}
+
+pub async fn set_halt(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<HaltRequest>,
+) -> ApiJson<HaltStatus> {
+    tracing::warn!(by = %caller.name, halted = req.halted, "executor halt switch changed");
+    state.executor.set_halt(req.halted);
+    ApiJson(halt_status_of(&state))
+}

@@ -1,0 +1,46 @@
+//! Registry and collection routes.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use lb_common::http::{ApiError, ApiJson};
+use lb_common::protocol::{AgentsResponse, CollectRequest, CollectResponse, HeartbeatRequest, RegisterRequest, RegisterResponse};
+
+use super::{AppState, now_ms};
+
+fn reply(state: &AppState) -> RegisterResponse {
+    let r = &state.config.borrow().registry;
+    RegisterResponse { heartbeat_interval_ms: r.heartbeat_interval_ms, down_after_ms: r.down_after_ms }
+}
+
+pub async fn register(State(state): State<AppState>, ApiJson(req): ApiJson<RegisterRequest>) -> Result<ApiJson<RegisterResponse>, ApiError> {
+    if !(req.address.starts_with("http://") || req.address.starts_with("https://")) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("address = {}: must be an http:// or https:// URL", req.address),
+        ));
+    }
+    tracing::info!(worker_id = %req.worker_id, address = %req.address, "agent registered");
+    state.registry.register(req, now_ms());
+    Ok(ApiJson(reply(&state)))
+}
+
+pub async fn heartbeat(State(state): State<AppState>, ApiJson(beat): ApiJson<HeartbeatRequest>) -> Result<ApiJson<RegisterResponse>, ApiError> {
+    if !state.registry.heartbeat(&beat, now_ms()) {
+        return Err(ApiError::not_found(format!("agent {} is not registered; register again", beat.worker_id)));
+    }
+    Ok(ApiJson(reply(&state)))
+}
+
+pub async fn list(State(state): State<AppState>) -> ApiJson<AgentsResponse> {
+    let down_after = state.config.borrow().registry.down_after_ms;
+    ApiJson(AgentsResponse { agents: state.registry.list(now_ms(), down_after) })
+}
+
+pub async fn collect(State(state): State<AppState>, ApiJson(req): ApiJson<CollectRequest>) -> ApiJson<CollectResponse> {
+    let (collect, down_after) = {
+        let c = state.config.borrow();
+        (c.collect.clone(), c.registry.down_after_ms)
+    };
+    ApiJson(crate::collect::collect(&state.registry, &state.agents_client, req, &collect, now_ms(), down_after).await)
+}
