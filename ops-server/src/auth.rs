@@ -86,8 +86,11 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         Caller { name: token.name.clone(), role: Some(token.role) }
     };
     if !state.rate_limiter.allow(&caller.name, config.limits.requests_per_sec) {
-        return ApiError::too_many("rate_limited", format!("{} is over {} requests per second", caller.name, config.limits.requests_per_sec))
-            .into_response();
+        return ApiError::too_many(
+            "rate_limited",
+            format!("{} is over {} requests per second", caller.name, config.limits.requests_per_sec),
+        )
+        .into_response();
     }
     req.extensions_mut().insert(caller);
     next.run(req).await

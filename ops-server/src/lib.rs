@@ -84,7 +84,8 @@ pub async fn start(
             tracing::error!(%error, "http server failed");
         }
     });
-    http_scope.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), http_scope.token()));
+    http_scope
+        .spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), http_scope.token()));
     readiness.set_ready();
     info!(%addr, "ops server started");
     Ok(RunningOpsServer { addr, http: http_scope, executor: executor_scope, readiness, executor_handle: executor })

@@ -109,8 +109,8 @@ impl Audit {
         let id = id.to_string();
         tokio::task::spawn_blocking(move || {
             let conn = conn.lock().expect("audit lock is never poisoned");
-            let mut stmt =
-                conn.prepare("SELECT at_ms, state, actor, detail FROM action_events WHERE action_id = ?1 ORDER BY seq")?;
+            let mut stmt = conn
+                .prepare("SELECT at_ms, state, actor, detail FROM action_events WHERE action_id = ?1 ORDER BY seq")?;
             let rows = stmt.query_map([id], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
             })?;

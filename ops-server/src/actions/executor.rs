@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use lb_common::fair_queue::{ConsumerId, FairQueue, FairQueueConfig, TenantCursor};
 use lb_common::ids::{ActionId, OperationId, WorkerId};
 use lb_common::protocol::{
-    ActionFailure, ActionRecord, ActionSpec, ActionState, AdminRequest, Execution, GroupTarget, OperationState, Topology,
+    ActionFailure, ActionRecord, ActionSpec, ActionState, AdminRequest, Execution, GroupTarget, OperationState,
+    Topology,
 };
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -142,7 +143,10 @@ impl Executor {
             let id = record.request.id.clone();
             match record.operation_id.clone() {
                 Some(op) => {
-                    let _ = self.book.note(&id, "executor", format!("resumed polling {op} after restart"), now_ms(), |_| {}).await;
+                    let _ = self
+                        .book
+                        .note(&id, "executor", format!("resumed polling {op} after restart"), now_ms(), |_| {})
+                        .await;
                     self.start(id, Vec::new(), Some(op), shutdown.clone());
                 }
                 None => {
@@ -186,10 +190,9 @@ impl Executor {
             if slots.running >= max_running {
                 return false;
             }
-            let ready = slots
-                .parked
-                .iter()
-                .position(|(_, workers)| workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker));
+            let ready = slots.parked.iter().position(|(_, workers)| {
+                workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker)
+            });
             if let Some(i) = ready {
                 let (id, workers) = slots.parked.remove(i).expect("position is in range");
                 drop(slots);
@@ -218,7 +221,13 @@ impl Executor {
         true
     }
 
-    fn start(self: &Arc<Self>, id: ActionId, workers: Vec<WorkerId>, resume: Option<OperationId>, shutdown: CancellationToken) {
+    fn start(
+        self: &Arc<Self>,
+        id: ActionId,
+        workers: Vec<WorkerId>,
+        resume: Option<OperationId>,
+        shutdown: CancellationToken,
+    ) {
         {
             let mut slots = self.slots.lock().expect("slots lock is never poisoned");
             slots.running += 1;
@@ -265,7 +274,9 @@ impl Executor {
             None => {
                 let on: Vec<&str> = workers.iter().map(|w| w.as_str()).collect();
                 let detail = format!("started; workers involved: [{}]", on.join(", "));
-                if let Err(error) = self.book.transition(id, ActionState::Running, "executor", detail, now_ms(), |_| {}).await {
+                if let Err(error) =
+                    self.book.transition(id, ActionState::Running, "executor", detail, now_ms(), |_| {}).await
+                {
                     warn!(action = %id, %error, "cannot start action");
                     return;
                 }
@@ -411,7 +422,8 @@ fn d_cursor(d: &lb_common::fair_queue::Dequeued<ActionId>) -> TenantCursor {
 
 /// The workers whose load an action changes, sorted and unique.
 pub fn involved_workers(topology: &Topology, spec: &ActionSpec) -> Vec<WorkerId> {
-    let owner = |p: &lb_common::ids::PartitionId| topology.partitions.iter().find(|x| &x.id == p).map(|x| x.owner.clone());
+    let owner =
+        |p: &lb_common::ids::PartitionId| topology.partitions.iter().find(|x| &x.id == p).map(|x| x.owner.clone());
     let mut workers: Vec<WorkerId> = match spec {
         ActionSpec::Split { partition, .. } => owner(partition).into_iter().collect(),
         ActionSpec::Move { partition, to_worker } => owner(partition).into_iter().chain([to_worker.clone()]).collect(),

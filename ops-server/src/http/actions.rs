@@ -44,7 +44,17 @@ pub async fn submit(
     }
     if let Err(err) = state.book.persist_created(&record).await {
         // Queued but not audited: withdraw it rather than run an action with no record.
-        let _ = state.book.transition(&record.request.id, ActionState::Cancelled, "ops-server", "audit log unavailable".into(), now_ms(), |_| {}).await;
+        let _ = state
+            .book
+            .transition(
+                &record.request.id,
+                ActionState::Cancelled,
+                "ops-server",
+                "audit log unavailable".into(),
+                now_ms(),
+                |_| {},
+            )
+            .await;
         return Err(book_error(err));
     }
     tracing::info!(action = %record.request.id, kind = record.request.spec.kind().as_str(), by = %caller.name, "action accepted");
@@ -62,7 +72,10 @@ pub struct ListQuery {
     state: Option<ActionState>,
 }
 
-pub async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, QueryRejection>) -> Result<ApiJson<ActionsResponse>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<ApiJson<ActionsResponse>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     Ok(ApiJson(ActionsResponse { actions: state.book.list(query.state) }))
 }
@@ -72,12 +85,16 @@ pub struct EventsResponse {
     pub events: Vec<AuditEvent>,
 }
 
-pub async fn events(State(state): State<AppState>, Path(id): Path<String>) -> Result<ApiJson<EventsResponse>, ApiError> {
+pub async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<ApiJson<EventsResponse>, ApiError> {
     let id = parse_id(&id)?;
     if state.book.get(&id).is_none() {
         return Err(ApiError::not_found(format!("no action {id}")));
     }
-    let events = state.book.audit().events(&id).await.map_err(|e| ApiError::unavailable("audit_unavailable", e.to_string()))?;
+    let events =
+        state.book.audit().events(&id).await.map_err(|e| ApiError::unavailable("audit_unavailable", e.to_string()))?;
     Ok(ApiJson(EventsResponse { events }))
 }
 
@@ -91,7 +108,11 @@ pub async fn cancel(
     match record.state {
         ActionState::Queued => {
             let detail = format!("cancelled by {} while queued", caller.name);
-            let record = state.book.transition(&id, ActionState::Cancelled, &caller.name, detail, now_ms(), |_| {}).await.map_err(book_error)?;
+            let record = state
+                .book
+                .transition(&id, ActionState::Cancelled, &caller.name, detail, now_ms(), |_| {})
+                .await
+                .map_err(book_error)?;
             Ok(ApiJson(record))
         }
         ActionState::Running if state.executor.cancel_running(&id) => {

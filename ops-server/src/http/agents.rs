@@ -3,7 +3,9 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use lb_common::http::{ApiError, ApiJson};
-use lb_common::protocol::{AgentsResponse, CollectRequest, CollectResponse, HeartbeatRequest, RegisterRequest, RegisterResponse};
+use lb_common::protocol::{
+    AgentsResponse, CollectRequest, CollectResponse, HeartbeatRequest, RegisterRequest, RegisterResponse,
+};
 
 use super::{AppState, now_ms};
 
@@ -12,7 +14,10 @@ fn reply(state: &AppState) -> RegisterResponse {
     RegisterResponse { heartbeat_interval_ms: r.heartbeat_interval_ms, down_after_ms: r.down_after_ms }
 }
 
-pub async fn register(State(state): State<AppState>, ApiJson(req): ApiJson<RegisterRequest>) -> Result<ApiJson<RegisterResponse>, ApiError> {
+pub async fn register(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<RegisterRequest>,
+) -> Result<ApiJson<RegisterResponse>, ApiError> {
     if !(req.address.starts_with("http://") || req.address.starts_with("https://")) {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -25,7 +30,10 @@ pub async fn register(State(state): State<AppState>, ApiJson(req): ApiJson<Regis
     Ok(ApiJson(reply(&state)))
 }
 
-pub async fn heartbeat(State(state): State<AppState>, ApiJson(beat): ApiJson<HeartbeatRequest>) -> Result<ApiJson<RegisterResponse>, ApiError> {
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    ApiJson(beat): ApiJson<HeartbeatRequest>,
+) -> Result<ApiJson<RegisterResponse>, ApiError> {
     if !state.registry.heartbeat(&beat, now_ms()) {
         return Err(ApiError::not_found(format!("agent {} is not registered; register again", beat.worker_id)));
     }
