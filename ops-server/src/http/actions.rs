@@ -160,3 +160,14 @@ pub async fn set_halt(
     state.executor.set_halt(req.halted);
     ApiJson(halt_status_of(&state))
 }
+
+/// The storage system's topology, read through the ops server (cached for two seconds, dropped
+/// after any "maybe executed" outcome).
+pub async fn topology(State(state): State<AppState>) -> Result<ApiJson<lb_common::protocol::Topology>, ApiError> {
+    state
+        .executor
+        .topology()
+        .await
+        .map(ApiJson)
+        .ok_or_else(|| ApiError::unavailable("storage_unavailable", "cannot read the topology from the storage system"))
+}

@@ -40,6 +40,7 @@ pub fn router(state: AppState, readiness: Readiness, config_status: Option<Share
         .route("/v1/actions/{id}/events", get(actions::events))
         .route("/v1/actions/{id}/cancel", post(actions::cancel))
         .route("/v1/halt", get(actions::halt_status).post(actions::set_halt))
+        .route("/v1/topology", get(actions::topology))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .with_state(state)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));

@@ -53,6 +53,8 @@ async fn every_kind_succeeds_end_to_end_and_is_audited() {
     assert_eq!(states, ["queued", "running", "running", "succeeded"], "submitted, started, operation accepted, done");
     assert_eq!(events["events"][0]["actor"], "master");
     assert_eq!(storage.submissions.lock().expect("lock").len(), 5);
+    let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology through the ops server");
+    assert_eq!(topology.partitions.len(), 3);
     assert!(s.server.stop(STOP).await);
 }
 
