@@ -1,0 +1,303 @@
+//! Layout changes: the ones admin operations make and the ones the timeline makes.
+//!
+//! Contract: every `check_*` is pure and says why a change is invalid ([`LayoutError`]); the
+//! matching `apply_*` re-resolves ids (indices shift on merges) and only then mutates, so an
+//! invalid request never changes anything. Every applied change bumps [`Cluster::version`].
+
+use lb_common::ids::{DatasetId, GroupId, Key, PartitionId, TenantId, WorkerId};
+use lb_common::protocol::{Capacity, GroupTarget, Health, LoadBalancing};
+
+use super::Cluster;
+
+/// Why a layout change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("partition {0} does not exist")]
+    UnknownPartition(PartitionId),
+    #[error("worker {0} does not exist")]
+    UnknownWorker(WorkerId),
+    #[error("worker {0} is down")]
+    WorkerDown(WorkerId),
+    #[error("no table {table} of tenant {tenant}")]
+    UnknownTable { tenant: TenantId, table: String },
+    #[error("tenant {0} has no partitions")]
+    UnknownTenant(TenantId),
+    #[error("no dataset {dataset} of tenant {tenant}")]
+    UnknownDataset { tenant: TenantId, dataset: DatasetId },
+    #[error("group {0} has no healthy worker")]
+    EmptyGroup(GroupId),
+    #[error("split key {key} is not inside {partition} ({start}..={end}) with both halves non-empty")]
+    SplitOutsideRange { partition: PartitionId, key: Key, start: Key, end: Key },
+    #[error("partition {0} is already on worker {1}")]
+    AlreadyThere(PartitionId, WorkerId),
+    #[error(
+        "partitions {left} and {right} are not adjacent partitions of one table (left must end right before right starts)"
+    )]
+    NotAdjacent { left: PartitionId, right: PartitionId },
+    #[error("shard counts invalid: {0}")]
+    BadShards(String),
+    #[error("worker {0} already exists")]
+    DuplicateWorker(WorkerId),
+}
+
+/// What a group action does: the partitions it pins and the moves it needs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupPlan {
+    pub members: Vec<PartitionId>,
+    /// (partition, destination): members onto the group, others off it.
+    pub moves: Vec<(PartitionId, WorkerId)>,
+    pub moved_bytes: f64,
+}
+
+impl Cluster {
+    fn partition(&self, id: &PartitionId) -> Result<usize, LayoutError> {
+        self.partitions.find(id).ok_or_else(|| LayoutError::UnknownPartition(id.clone()))
+    }
+
+    fn healthy_worker(&self, id: &WorkerId) -> Result<usize, LayoutError> {
+        let w = self.workers.find(id).ok_or_else(|| LayoutError::UnknownWorker(id.clone()))?;
+        if self.workers.health[w] == Health::Down {
+            return Err(LayoutError::WorkerDown(id.clone()));
+        }
+        Ok(w)
+    }
+
+    pub fn check_split(&self, id: &PartitionId, key: Key) -> Result<usize, LayoutError> {
+        let p = self.partition(id)?;
+        let range = self.partitions.range(p);
+        if range.split_at(key).is_none() {
+            return Err(LayoutError::SplitOutsideRange {
+                partition: id.clone(),
+                key,
+                start: range.start,
+                end: range.end,
+            });
+        }
+        Ok(p)
+    }
+
+    /// Splits into `[start, key-1]` (keeps the id) and `[key, end]` (a new id on the same
+    /// owner). Stored bytes and accumulated counters divide by key width and current demand.
+    pub fn apply_split(&mut self, id: &PartitionId, key: Key, t_secs: f64) -> Result<PartitionId, LayoutError> {
+        let p = self.check_split(id, key)?;
+        let t = self.partitions.table[p] as usize;
+        let (start, end) = (self.partitions.start[p], self.partitions.end[p]);
+        let right_width_ratio = ((end - key.0) as f64 + 1.0) / ((end - start) as f64 + 1.0);
+        let total = self.demand_in(t, start, end, t_secs);
+        let right_demand_ratio =
+            if total > 0.0 { self.demand_in(t, key.0, end, t_secs) / total } else { right_width_ratio };
+        let table = &mut self.tables[t];
+        let seq = table.next_seq;
+        table.next_seq += 1;
+        let new_id = super::partition_id(&table.tenant, &table.table, seq);
+        let bytes = self.partitions.stored_bytes[p];
+        let owner = self.partitions.owner[p];
+        self.partitions.end[p] = key.0 - 1;
+        self.partitions.stored_bytes[p] = bytes * (1.0 - right_width_ratio);
+        let q = self.partitions.push(new_id.clone(), t as u32, key.0, end, owner, bytes * right_width_ratio);
+        self.partitions.group[q] = self.partitions.group[p].clone();
+        self.load.push_partition();
+        self.load.transfer_acc(p, q, right_demand_ratio);
+        self.resort(t);
+        self.version += 1;
+        Ok(new_id)
+    }
+
+    pub fn check_move(&self, id: &PartitionId, to: &WorkerId) -> Result<(usize, usize), LayoutError> {
+        let p = self.partition(id)?;
+        let w = self.healthy_worker(to)?;
+        if self.partitions.owner[p] as usize == w {
+            return Err(LayoutError::AlreadyThere(id.clone(), to.clone()));
+        }
+        Ok((p, w))
+    }
+
+    pub fn apply_move(&mut self, id: &PartitionId, to: &WorkerId) -> Result<(), LayoutError> {
+        let p = self.partition(id)?;
+        let w = self.healthy_worker(to)?;
+        self.partitions.owner[p] = w as u32;
+        self.version += 1;
+        Ok(())
+    }
+
+    pub fn check_merge(&self, left: &PartitionId, right: &PartitionId) -> Result<(usize, usize), LayoutError> {
+        let l = self.partition(left)?;
+        let r = self.partition(right)?;
+        let adjacent = self.partitions.table[l] == self.partitions.table[r]
+            && self.partitions.range(l).is_left_neighbour_of(&self.partitions.range(r));
+        if !adjacent {
+            return Err(LayoutError::NotAdjacent { left: left.clone(), right: right.clone() });
+        }
+        Ok((l, r))
+    }
+
+    /// Merges `right` into `left` (which keeps its id and owner).
+    pub fn apply_merge(&mut self, left: &PartitionId, right: &PartitionId) -> Result<(), LayoutError> {
+        let (l, r) = self.check_merge(left, right)?;
+        self.partitions.end[l] = self.partitions.end[r];
+        self.partitions.stored_bytes[l] += self.partitions.stored_bytes[r];
+        self.load.transfer_acc(r, l, 1.0);
+        self.load.acc.latency_p99_max_us[l] =
+            self.load.acc.latency_p99_max_us[l].max(self.load.acc.latency_p99_max_us[r]);
+        let t = self.partitions.table[l] as usize;
+        self.partitions.swap_remove(r);
+        self.load.swap_remove_partition(r);
+        // The swap moved the last partition to index r; every table's sorted list must follow.
+        for table in 0..self.tables.len() {
+            self.resort(table);
+        }
+        debug_assert!(self.tables[t].sorted.windows(2).all(|w| w[0] != w[1]));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Plans a group action; pure.
+    pub fn plan_group(&self, target: &GroupTarget, group: &GroupId) -> Result<GroupPlan, LayoutError> {
+        let p = &self.partitions;
+        let members: Vec<usize> = match target {
+            GroupTarget::Partition { partition } => vec![self.partition(partition)?],
+            GroupTarget::Table { tenant, table } => {
+                let t = self
+                    .find_table(tenant, table)
+                    .ok_or_else(|| LayoutError::UnknownTable { tenant: tenant.clone(), table: table.to_string() })?;
+                self.tables[t].sorted.iter().map(|&i| i as usize).collect()
+            }
+            GroupTarget::Tenant { tenant } => {
+                let v: Vec<usize> =
+                    (0..p.len()).filter(|&i| &self.tables[p.table[i] as usize].tenant == tenant).collect();
+                if v.is_empty() {
+                    return Err(LayoutError::UnknownTenant(tenant.clone()));
+                }
+                v
+            }
+        };
+        let in_group = |w: usize| self.workers.group[w].as_ref() == Some(group) && self.workers.is_up(w);
+        let group_workers: Vec<usize> = (0..self.workers.len()).filter(|&w| in_group(w)).collect();
+        if group_workers.is_empty() {
+            return Err(LayoutError::EmptyGroup(group.clone()));
+        }
+        let others: Vec<usize> =
+            (0..self.workers.len()).filter(|&w| self.workers.is_up(w) && self.workers.group[w].is_none()).collect();
+        let mut is_member = vec![false; p.len()];
+        for &m in &members {
+            is_member[m] = true;
+        }
+        let mut plan =
+            GroupPlan { members: members.iter().map(|&m| p.ids[m].clone()).collect(), ..GroupPlan::default() };
+        let mut rr_in = 0usize;
+        let mut rr_out = 0usize;
+        for (i, &member) in is_member.iter().enumerate() {
+            let owner = p.owner[i] as usize;
+            let dest = if member && !in_group(owner) {
+                rr_in += 1;
+                Some(group_workers[(rr_in - 1) % group_workers.len()])
+            } else if !member && in_group(owner) && p.group[i].as_ref() != Some(group) && !others.is_empty() {
+                rr_out += 1;
+                Some(others[(rr_out - 1) % others.len()])
+            } else {
+                None
+            };
+            if let Some(w) = dest {
+                plan.moves.push((p.ids[i].clone(), self.workers.ids[w].clone()));
+                plan.moved_bytes += p.stored_bytes[i];
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Pins the plan's members to `group` and makes its moves.
+    pub fn apply_group(&mut self, plan: &GroupPlan, group: &GroupId) -> Result<(), LayoutError> {
+        for id in &plan.members {
+            if let Some(p) = self.partitions.find(id) {
+                self.partitions.group[p] = Some(group.clone());
+            }
+        }
+        for (id, to) in &plan.moves {
+            // A partition merged away or a worker lost meanwhile is skipped, not fatal.
+            if let (Some(p), Ok(w)) = (self.partitions.find(id), self.healthy_worker(to)) {
+                self.partitions.owner[p] = w as u32;
+            }
+        }
+        self.version += 1;
+        Ok(())
+    }
+
+    pub fn check_reshard(
+        &self,
+        tenant: &TenantId,
+        dataset: &DatasetId,
+        tenant_shards: u32,
+        dataset_shards: u32,
+    ) -> Result<usize, LayoutError> {
+        let d = self
+            .datasets
+            .iter()
+            .position(|d| &d.tenant == tenant && &d.dataset == dataset)
+            .ok_or_else(|| LayoutError::UnknownDataset { tenant: tenant.clone(), dataset: dataset.clone() })?;
+        let shards = self.nodes.shard_count();
+        if dataset_shards == 0 || tenant_shards < dataset_shards || tenant_shards > shards {
+            return Err(LayoutError::BadShards(format!(
+                "need 1 <= dataset_shards ({dataset_shards}) <= tenant_shards ({tenant_shards}) <= ring shards ({shards})"
+            )));
+        }
+        Ok(d)
+    }
+
+    pub fn apply_reshard(
+        &mut self,
+        tenant: &TenantId,
+        dataset: &DatasetId,
+        tenant_shards: u32,
+        dataset_shards: u32,
+        load_balancing: LoadBalancing,
+    ) -> Result<(), LayoutError> {
+        let d = self.check_reshard(tenant, dataset, tenant_shards, dataset_shards)?;
+        let ds = &mut self.datasets[d];
+        ds.tenant_shards = tenant_shards;
+        ds.dataset_shards = dataset_shards;
+        ds.load_balancing = load_balancing;
+        self.place_datasets();
+        self.version += 1;
+        Ok(())
+    }
+
+    /// A worker goes down: each of its partitions fails over to the next healthy worker (by
+    /// index, wrapping), as a replica would take over, and its shards leave the node table.
+    pub fn worker_lost(&mut self, id: &WorkerId) -> Result<(), LayoutError> {
+        let w = self.healthy_worker(id)?;
+        self.workers.health[w] = Health::Down;
+        let n = self.workers.len();
+        let Some(heir) = (1..n).map(|k| (w + k) % n).find(|&x| self.workers.is_up(x)) else {
+            return Ok(());
+        };
+        for owner in &mut self.partitions.owner {
+            if *owner as usize == w {
+                *owner = heir as u32;
+            }
+        }
+        self.nodes.remove(id.as_str());
+        self.place_datasets();
+        self.version += 1;
+        Ok(())
+    }
+
+    /// A new worker joins, empty, with the cluster's token count for datasets.
+    pub fn worker_added(
+        &mut self,
+        id: &WorkerId,
+        capacity: Capacity,
+        group: Option<GroupId>,
+    ) -> Result<(), LayoutError> {
+        if self.workers.find(id).is_some() {
+            return Err(LayoutError::DuplicateWorker(id.clone()));
+        }
+        self.workers.push(id.clone(), capacity, group);
+        self.load.resize_workers(self.workers.len());
+        self.nodes
+            .set_tokens(id.as_str(), self.tokens_per_worker)
+            .map_err(|e| LayoutError::BadShards(e.to_string()))?;
+        self.place_datasets();
+        self.version += 1;
+        Ok(())
+    }
+}

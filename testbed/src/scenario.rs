@@ -1,0 +1,450 @@
+//! Scenario files (`configs/scenarios/*.toml`): the cluster's shape, its tables and datasets with
+//! their workloads, and a timeline of events.
+//!
+//! Contract: parsing is strict (`deny_unknown_fields` on every table) and [`Scenario::validate`]
+//! names every bad field (`tables[1].workloads[0].ramp_secs`), so a typo never silently turns
+//! into a default. A scenario that parses and validates always builds a cluster.
+
+use std::path::{Path, PathBuf};
+
+use lb_common::ids::{DatasetId, GroupId, Key, TableId, TenantId, WorkerId};
+use lb_common::protocol::{ActionKind, LoadBalancing};
+use lb_common::validate::{Scope, ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+/// 2025-12-01T00:00:00Z: a fixed epoch so virtual runs print the same timestamps every time.
+pub const DEFAULT_START_MS: i64 = 1_764_547_200_000;
+/// One hour: the length the benchmark and most scenarios run for.
+pub const DEFAULT_DURATION_SECS: u64 = 3_600;
+/// 1 GiB per partition: a move then takes ~10 s at the default move rate, visible but not slow.
+pub const DEFAULT_STORED_BYTES_PER_PARTITION: u64 = 1 << 30;
+/// 4 tokens per worker: enough shards per worker for hash-sharded datasets to spread.
+pub const DEFAULT_TOKENS_PER_WORKER: u32 = 4;
+/// 1 KiB per op: a typical small-record key-value workload.
+pub const DEFAULT_VALUE_BYTES: u64 = 1024;
+/// 80 % reads: the common read-heavy mix.
+pub const DEFAULT_READ_RATIO: f64 = 0.8;
+/// 1024 zipf segments: fine enough that a split always finds load on both sides.
+pub const DEFAULT_ZIPF_SEGMENTS: u32 = 1024;
+/// A day: the period of the daily modulation.
+pub const DEFAULT_PERIOD_SECS: u64 = 86_400;
+/// Classic zipf skew of keys over a dataset's shards under fingerprint placement.
+pub const DEFAULT_KEY_SKEW_EXPONENT: f64 = 1.0;
+/// Most partitions one table may start with; keeps a typo from allocating gigabytes.
+pub const MAX_PARTITIONS_PER_TABLE: u32 = 1_000_000;
+/// Most workers in a cluster: far beyond the 1,000 the benchmark needs.
+pub const MAX_WORKERS: u32 = 100_000;
+
+/// Why a scenario file was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("scenario {} does not parse: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("scenario {} is invalid: {source}", path.display())]
+    Invalid { path: PathBuf, source: ValidationError },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Seeds every generator: the same seed gives the same run.
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default = "default_start_ms")]
+    pub start_ms: i64,
+    #[serde(default = "default_duration_secs")]
+    pub duration_secs: u64,
+    pub cluster: ClusterSpec,
+    #[serde(default)]
+    pub tables: Vec<TableSpec>,
+    #[serde(default)]
+    pub datasets: Vec<DatasetSpec>,
+    #[serde(default)]
+    pub timeline: Vec<TimelineEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Workers are named `w-0000`, `w-0001`, ...
+    pub workers: u32,
+    pub worker_ops_per_sec: f64,
+    pub worker_bytes_per_sec: f64,
+    pub partition_limit_ops_per_sec: f64,
+    pub partition_limit_bytes_per_sec: f64,
+    #[serde(default = "default_tokens_per_worker")]
+    pub tokens_per_worker: u32,
+    /// Dedicated groups: each takes the last `workers` not yet grouped.
+    #[serde(default)]
+    pub groups: Vec<GroupSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub group: GroupId,
+    pub workers: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    pub tenant: TenantId,
+    pub table: TableId,
+    /// Equal-width partitions over the whole 64-bit key space, placed round robin on workers.
+    pub partitions: u32,
+    #[serde(default = "default_stored_bytes")]
+    pub stored_bytes_per_partition: u64,
+    #[serde(default)]
+    pub workloads: Vec<WorkloadSpec>,
+}
+
+/// The shape of one workload component; see [`crate::workload`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Uniform,
+    Zipf,
+    HotRange,
+    HotKey,
+    SequentialAppend,
+}
+
+/// One component of a table's workload. Fields beyond the common ones apply to some kinds only;
+/// validation says which are required.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub kind: WorkloadKind,
+    /// Peak rate of this component over the whole table.
+    pub ops_per_sec: f64,
+    #[serde(default = "default_read_ratio")]
+    pub read_ratio: f64,
+    #[serde(default = "default_value_bytes")]
+    pub value_bytes: u64,
+    /// Active from this time; with `ramp_secs` the rate rises linearly from 0.
+    #[serde(default)]
+    pub start_secs: u64,
+    #[serde(default)]
+    pub ramp_secs: u64,
+    /// Inactive from this time on.
+    #[serde(default)]
+    pub end_secs: Option<u64>,
+    /// `hot_range`: first and last key; `sequential_append`: `start_key` is where the tail starts.
+    #[serde(default)]
+    pub start_key: Option<Key>,
+    #[serde(default)]
+    pub end_key: Option<Key>,
+    /// `hot_key`: the key.
+    #[serde(default)]
+    pub key: Option<Key>,
+    /// `zipf`: skew exponent (1.0 is classic zipf) and how many key-space segments are ranked.
+    #[serde(default)]
+    pub exponent: Option<f64>,
+    #[serde(default)]
+    pub segments: Option<u32>,
+    /// `sequential_append`: how fast the tail advances through the key space.
+    #[serde(default)]
+    pub keys_per_sec: Option<f64>,
+    /// Daily period: the rate swings by this share around its mean, peaking at `peak_at_secs`.
+    #[serde(default)]
+    pub period_amplitude_ratio: f64,
+    #[serde(default = "default_period_secs")]
+    pub period_secs: u64,
+    #[serde(default)]
+    pub peak_at_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    pub tenant: TenantId,
+    pub dataset: DatasetId,
+    pub tenant_shards: u32,
+    pub dataset_shards: u32,
+    pub load_balancing: LoadBalancing,
+    pub ops_per_sec: f64,
+    /// Linear growth of `ops_per_sec`, per hour of scenario time.
+    #[serde(default)]
+    pub growth_ops_per_sec_per_hour: f64,
+    #[serde(default = "default_value_bytes")]
+    pub value_bytes: u64,
+    /// Key skew under fingerprint placement: shard `i` of the subring gets weight `1/(i+1)^s`.
+    #[serde(default = "default_key_skew")]
+    pub key_skew_exponent: f64,
+}
+
+/// What happens at `at_secs`. (serde cannot combine `flatten` with `deny_unknown_fields`; the
+/// flattened [`Event`] denies unknown fields itself.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    pub at_secs: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// Multiplies every workload of a table for a while.
+    Surge { tenant: TenantId, table: TableId, multiplier: f64, duration_secs: u64 },
+    /// The worker goes down; its partitions fail over to the next healthy worker.
+    WorkerLost { worker: WorkerId },
+    /// A new, empty worker joins (optionally in a group).
+    WorkerAdded {
+        worker: WorkerId,
+        #[serde(default)]
+        group: Option<GroupId>,
+    },
+    /// The next `count` admin operations (of `kind`, or any) fail, hang or time out.
+    Fault {
+        #[serde(default)]
+        kind: Option<ActionKind>,
+        fault: FaultKind,
+        #[serde(default = "default_fault_count")]
+        count: u32,
+    },
+}
+
+/// How an injected fault breaks an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Runs its full time, then fails without changing anything.
+    Fail,
+    /// Stays `running` forever.
+    Hang,
+    /// Applies the change but reports failure ("timed out"): the "maybe executed" case.
+    Timeout,
+}
+
+impl Scenario {
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.to_owned(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates scenario text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        scenario.validate().map_err(|source| ScenarioError::Invalid { path: path.to_owned(), source })?;
+        Ok(scenario)
+    }
+
+    /// Checks what serde cannot; the error names every bad field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        {
+            let mut root = v.at("");
+            root.check(!self.name.trim().is_empty(), "name", "\"\"", "must not be empty");
+            root.check(self.start_ms > 0, "start_ms", self.start_ms, "must be > 0 (epoch millis)");
+            root.range_u64("duration_secs", self.duration_secs, 1, 30 * 86_400);
+        }
+        self.cluster.validate_into(&mut v.at("cluster"));
+        let grouped: u32 = self.cluster.groups.iter().map(|g| g.workers).sum();
+        v.at("cluster").check(
+            grouped <= self.cluster.workers,
+            "groups",
+            grouped,
+            "must not take more than all workers",
+        );
+        for (i, t) in self.tables.iter().enumerate() {
+            let mut s = v.at_index("tables", i);
+            s.range_u64("partitions", u64::from(t.partitions), 1, u64::from(MAX_PARTITIONS_PER_TABLE));
+            for (j, w) in t.workloads.iter().enumerate() {
+                w.validate_into(&mut s.at_index("workloads", j));
+            }
+        }
+        for (i, d) in self.datasets.iter().enumerate() {
+            let mut s = v.at_index("datasets", i);
+            s.check(d.dataset_shards > 0, "dataset_shards", d.dataset_shards, "must be > 0");
+            s.check(d.tenant_shards >= d.dataset_shards, "tenant_shards", d.tenant_shards, "must be >= dataset_shards");
+            s.non_negative("ops_per_sec", d.ops_per_sec);
+            s.check(
+                d.growth_ops_per_sec_per_hour.is_finite(),
+                "growth_ops_per_sec_per_hour",
+                d.growth_ops_per_sec_per_hour,
+                "must be finite",
+            );
+            s.non_negative("key_skew_exponent", d.key_skew_exponent);
+        }
+        for (i, e) in self.timeline.iter().enumerate() {
+            let mut s = v.at_index("timeline", i);
+            s.check(e.at_secs <= self.duration_secs, "at_secs", e.at_secs, "must be within duration_secs");
+            match &e.event {
+                Event::Surge { tenant, table, multiplier, .. } => {
+                    s.non_negative("multiplier", *multiplier);
+                    let known = self.tables.iter().any(|t| &t.tenant == tenant && &t.table == table);
+                    s.check(known, "table", table, "must name a table of the scenario");
+                }
+                Event::WorkerLost { worker } => {
+                    let known = worker_index(worker).is_some_and(|i| i < self.cluster.workers)
+                        || self
+                            .timeline
+                            .iter()
+                            .any(|o| matches!(&o.event, Event::WorkerAdded { worker: w, .. } if w == worker));
+                    s.check(known, "worker", worker, "must name a worker of the cluster");
+                }
+                Event::WorkerAdded { worker, .. } => {
+                    let exists = worker_index(worker).is_some_and(|i| i < self.cluster.workers);
+                    s.check(!exists, "worker", worker, "must not name a worker the cluster starts with");
+                }
+                Event::Fault { count, .. } => {
+                    s.check(*count > 0, "count", count, "must be > 0");
+                }
+            }
+        }
+        v.finish()
+    }
+}
+
+impl ClusterSpec {
+    fn validate_into(&self, s: &mut Scope<'_>) {
+        s.range_u64("workers", u64::from(self.workers), 1, u64::from(MAX_WORKERS));
+        s.positive("worker_ops_per_sec", self.worker_ops_per_sec);
+        s.positive("worker_bytes_per_sec", self.worker_bytes_per_sec);
+        s.positive("partition_limit_ops_per_sec", self.partition_limit_ops_per_sec);
+        s.positive("partition_limit_bytes_per_sec", self.partition_limit_bytes_per_sec);
+        s.range_u64("tokens_per_worker", u64::from(self.tokens_per_worker), 1, 1024);
+    }
+}
+
+impl WorkloadSpec {
+    fn validate_into(&self, s: &mut Scope<'_>) {
+        s.non_negative("ops_per_sec", self.ops_per_sec);
+        s.ratio("read_ratio", self.read_ratio);
+        s.ratio("period_amplitude_ratio", self.period_amplitude_ratio);
+        s.check(self.period_secs > 0, "period_secs", self.period_secs, "must be > 0");
+        if let Some(end) = self.end_secs {
+            s.check(end > self.start_secs, "end_secs", end, "must be after start_secs");
+        }
+        match self.kind {
+            WorkloadKind::Uniform => {}
+            WorkloadKind::Zipf => {
+                let exponent = self.exponent.unwrap_or(1.0);
+                s.check(exponent.is_finite() && exponent >= 0.0, "exponent", exponent, "must be a finite number >= 0");
+                let segments = self.segments.unwrap_or(DEFAULT_ZIPF_SEGMENTS);
+                s.range_u64("segments", u64::from(segments), 1, 1 << 20);
+            }
+            WorkloadKind::HotRange => {
+                s.check(self.start_key.is_some(), "start_key", "none", "is required for hot_range");
+                s.check(self.end_key.is_some(), "end_key", "none", "is required for hot_range");
+                if let (Some(a), Some(b)) = (self.start_key, self.end_key) {
+                    s.check(a <= b, "end_key", b, "must be >= start_key");
+                }
+            }
+            WorkloadKind::HotKey => {
+                s.check(self.key.is_some(), "key", "none", "is required for hot_key");
+            }
+            WorkloadKind::SequentialAppend => {
+                s.check(self.start_key.is_some(), "start_key", "none", "is required for sequential_append");
+                let speed = self.keys_per_sec.unwrap_or(-1.0);
+                s.check(speed.is_finite() && speed >= 0.0, "keys_per_sec", speed, "is required, a finite number >= 0");
+            }
+        }
+    }
+}
+
+/// The generated name of worker `i`.
+pub fn worker_name(i: u32) -> WorkerId {
+    WorkerId::new(format!("w-{i:04}")).expect("generated worker names are valid ids")
+}
+
+/// The index `i` of a generated name `w-{i}`.
+fn worker_index(worker: &WorkerId) -> Option<u32> {
+    worker.as_str().strip_prefix("w-")?.parse().ok()
+}
+
+fn default_start_ms() -> i64 {
+    DEFAULT_START_MS
+}
+fn default_duration_secs() -> u64 {
+    DEFAULT_DURATION_SECS
+}
+fn default_tokens_per_worker() -> u32 {
+    DEFAULT_TOKENS_PER_WORKER
+}
+fn default_stored_bytes() -> u64 {
+    DEFAULT_STORED_BYTES_PER_PARTITION
+}
+fn default_read_ratio() -> f64 {
+    DEFAULT_READ_RATIO
+}
+fn default_value_bytes() -> u64 {
+    DEFAULT_VALUE_BYTES
+}
+fn default_period_secs() -> u64 {
+    DEFAULT_PERIOD_SECS
+}
+fn default_key_skew() -> f64 {
+    DEFAULT_KEY_SKEW_EXPONENT
+}
+fn default_fault_count() -> u32 {
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+name = "t"
+[cluster]
+workers = 2
+worker_ops_per_sec = 1000
+worker_bytes_per_sec = 1e6
+partition_limit_ops_per_sec = 500
+partition_limit_bytes_per_sec = 1e6
+[[tables]]
+tenant = "acme"
+table = "orders"
+partitions = 4
+[[tables.workloads]]
+kind = "hot_range"
+ops_per_sec = 100
+start_key = "1000000000000000"
+[[timeline]]
+at_secs = 10
+event = "worker_lost"
+worker = "w-0009"
+"#;
+
+    #[test]
+    fn validation_names_every_bad_field() {
+        let err = Scenario::parse(MINIMAL, Path::new("t.toml")).unwrap_err();
+        let ScenarioError::Invalid { source, .. } = err else { panic!("expected invalid, got {err}") };
+        let fields: Vec<_> = source.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["tables[0].workloads[0].end_key", "timeline[0].worker"]);
+    }
+
+    #[test]
+    fn timeline_events_reject_unknown_fields_and_kinds() {
+        let good = MINIMAL.replace("worker = \"w-0009\"", "worker = \"w-0001\"").replace(
+            "start_key = \"1000000000000000\"",
+            "start_key = \"1000000000000000\"\nend_key = \"2000000000000000\"",
+        );
+        Scenario::parse(&good, Path::new("t.toml")).expect("valid");
+        let extra = good.replace("worker = \"w-0001\"", "worker = \"w-0001\"\nreason = \"x\"");
+        assert!(matches!(Scenario::parse(&extra, Path::new("t.toml")), Err(ScenarioError::Parse { .. })));
+        let kind = good.replace("event = \"worker_lost\"", "event = \"meteor\"");
+        assert!(matches!(Scenario::parse(&kind, Path::new("t.toml")), Err(ScenarioError::Parse { .. })));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let text = MINIMAL.replace("partitions = 4", "partitions = 4\nshards = 3");
+        let err = Scenario::parse(&text, Path::new("t.toml")).unwrap_err();
+        assert!(matches!(err, ScenarioError::Parse { .. }), "{err}");
+        assert!(err.to_string().contains("shards"), "{err}");
+    }
+}
