@@ -3,3 +3,4 @@
 mod actions;
 mod agents;
 mod support;
+mod testbed;
