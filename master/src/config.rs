@@ -1,0 +1,254 @@
+//! `master.toml`. Static: `[http]`, `[log]`, `store.path`, `[table]` (the table is sized at
+//! start-up). Everything else reloads live.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lb_common::config::ServiceConfig;
+use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, RuntimeConfig};
+use lb_common::validate::{ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+use crate::table::TableConfig;
+
+/// 1 s: the design's online cadence; hotspots are detected within a few seconds.
+pub const DEFAULT_COLLECT_INTERVAL_MS: u64 = 1_000;
+/// 800 ms: each agent gets most of a round, and a round still fits in its second.
+pub const DEFAULT_AGENT_DEADLINE_MS: u64 = 800;
+/// 5,000 samples per agent per page: a 5k-partition worker's second in one page.
+pub const DEFAULT_LIMIT_PER_AGENT: u32 = 5_000;
+/// 20 pages per round: enough to catch up a minute behind, bounded so a round ends.
+pub const DEFAULT_MAX_PAGES_PER_ROUND: u32 = 20;
+/// 5 s without a successful round: the analyzers should not act on what they have.
+pub const DEFAULT_STALE_AFTER_MS: u64 = 5_000;
+/// 5 s: partitions move and split on this scale; the ops server caches topology for 2 s anyway.
+pub const DEFAULT_TOPOLOGY_INTERVAL_MS: u64 = 5_000;
+/// 30 days of proposals, actions and evaluations: a month of "why did it do that" answers.
+pub const DEFAULT_STORE_RETENTION_DAYS: u64 = 30;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasterConfig {
+    pub http: HttpServerConfig,
+    #[serde(default)]
+    pub client: HttpClientConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    pub ops_server: OpsServerLink,
+    #[serde(default)]
+    pub collector: CollectorConfig,
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub table: TableSection,
+}
+
+/// `[table]`: the MetricsTable's resolutions and ceilings (static: sized at start-up).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSection {
+    #[serde(default = "default_fine_step_ms")]
+    pub fine_step_ms: u64,
+    #[serde(default = "default_fine_points")]
+    pub fine_points: u32,
+    #[serde(default = "default_coarse_step_ms")]
+    pub coarse_step_ms: u64,
+    #[serde(default = "default_coarse_points")]
+    pub coarse_points: u32,
+    #[serde(default = "default_max_partitions")]
+    pub max_partitions: usize,
+    #[serde(default = "default_max_workers")]
+    pub max_workers: usize,
+}
+
+impl Default for TableSection {
+    fn default() -> Self {
+        Self::from(&TableConfig::default())
+    }
+}
+
+impl From<&TableConfig> for TableSection {
+    fn from(c: &TableConfig) -> Self {
+        Self {
+            fine_step_ms: c.fine_step.as_millis() as u64,
+            fine_points: c.fine_points,
+            coarse_step_ms: c.coarse_step.as_millis() as u64,
+            coarse_points: c.coarse_points,
+            max_partitions: c.max_partitions,
+            max_workers: c.max_workers,
+        }
+    }
+}
+
+impl TableSection {
+    pub fn to_table_config(&self) -> TableConfig {
+        TableConfig {
+            fine_step: Duration::from_millis(self.fine_step_ms),
+            fine_points: self.fine_points,
+            coarse_step: Duration::from_millis(self.coarse_step_ms),
+            coarse_points: self.coarse_points,
+            max_partitions: self.max_partitions,
+            max_workers: self.max_workers,
+            ..TableConfig::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsServerLink {
+    pub url: String,
+    /// Bearer token with the `service` role, when the ops server requires one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectorConfig {
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default = "default_agent_deadline_ms")]
+    pub agent_deadline_ms: u64,
+    #[serde(default = "default_limit_per_agent")]
+    pub limit_per_agent: u32,
+    #[serde(default = "default_max_pages_per_round")]
+    pub max_pages_per_round: u32,
+    #[serde(default = "default_stale_after_ms")]
+    pub stale_after_ms: u64,
+    #[serde(default = "default_topology_interval_ms")]
+    pub topology_interval_ms: u64,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: DEFAULT_COLLECT_INTERVAL_MS,
+            agent_deadline_ms: DEFAULT_AGENT_DEADLINE_MS,
+            limit_per_agent: DEFAULT_LIMIT_PER_AGENT,
+            max_pages_per_round: DEFAULT_MAX_PAGES_PER_ROUND,
+            stale_after_ms: DEFAULT_STALE_AFTER_MS,
+            topology_interval_ms: DEFAULT_TOPOLOGY_INTERVAL_MS,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The ResultDataStore's SQLite file.
+    pub path: PathBuf,
+    #[serde(default = "default_retention_days")]
+    pub retention_days: u64,
+}
+
+impl ServiceConfig for MasterConfig {
+    const STATIC_FIELDS: &'static [&'static str] = &["http", "log", "store.path", "table"];
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        self.http.validate_into(&mut v.at("http"));
+        self.client.validate_into(&mut v.at("client"));
+        self.runtime.validate_into(&mut v.at("runtime"));
+        let url = &self.ops_server.url;
+        v.at("ops_server").check(
+            (url.starts_with("http://") || url.starts_with("https://")) && url.len() > 8,
+            "url",
+            url,
+            "must be an http:// or https:// URL",
+        );
+        let c = &self.collector;
+        let mut col = v.at("collector");
+        col.range_u64("interval_ms", c.interval_ms, 100, 60_000);
+        col.range_u64("agent_deadline_ms", c.agent_deadline_ms, 10, 60_000);
+        col.range_u64("limit_per_agent", u64::from(c.limit_per_agent), 1, 1_000_000);
+        col.range_u64("max_pages_per_round", u64::from(c.max_pages_per_round), 1, 1_000);
+        col.check(
+            c.stale_after_ms >= c.interval_ms,
+            "stale_after_ms",
+            c.stale_after_ms,
+            "must be at least interval_ms",
+        );
+        col.range_u64("topology_interval_ms", c.topology_interval_ms, 100, 3_600_000);
+        drop(col);
+        let mut st = v.at("store");
+        st.check(!self.store.path.as_os_str().is_empty(), "path", "\"\"", "must name a file");
+        st.range_u64("retention_days", self.store.retention_days, 1, 3650);
+        drop(st);
+        if let Err(e) = crate::table::MetricsTable::new(self.table.to_table_config()) {
+            v.at("").check(false, "table", format!("{:?}", self.table), &e.to_string());
+        }
+        v.finish()
+    }
+}
+
+fn default_interval_ms() -> u64 {
+    DEFAULT_COLLECT_INTERVAL_MS
+}
+fn default_agent_deadline_ms() -> u64 {
+    DEFAULT_AGENT_DEADLINE_MS
+}
+fn default_limit_per_agent() -> u32 {
+    DEFAULT_LIMIT_PER_AGENT
+}
+fn default_max_pages_per_round() -> u32 {
+    DEFAULT_MAX_PAGES_PER_ROUND
+}
+fn default_stale_after_ms() -> u64 {
+    DEFAULT_STALE_AFTER_MS
+}
+fn default_topology_interval_ms() -> u64 {
+    DEFAULT_TOPOLOGY_INTERVAL_MS
+}
+fn default_retention_days() -> u64 {
+    DEFAULT_STORE_RETENTION_DAYS
+}
+fn default_fine_step_ms() -> u64 {
+    TableSection::default_of(|t| t.fine_step_ms)
+}
+fn default_fine_points() -> u32 {
+    TableConfig::default().fine_points
+}
+fn default_coarse_step_ms() -> u64 {
+    TableSection::default_of(|t| t.coarse_step_ms)
+}
+fn default_coarse_points() -> u32 {
+    TableConfig::default().coarse_points
+}
+fn default_max_partitions() -> usize {
+    TableConfig::default().max_partitions
+}
+fn default_max_workers() -> usize {
+    TableConfig::default().max_workers
+}
+
+impl TableSection {
+    fn default_of<T>(f: impl Fn(&TableSection) -> T) -> T {
+        f(&TableSection::from(&TableConfig::default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_parses_and_validates() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/master.toml"));
+        let config: MasterConfig = lb_common::config::load(path).expect("configs/master.toml is valid");
+        assert_eq!(config.table, TableSection::default());
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let text = "[http]\nlisten = \"127.0.0.1:0\"\n[ops_server]\nurl = \"x\"\n[store]\npath = \"r.sqlite\"\n\
+                    [collector]\ninterval_ms = 1000\nstale_after_ms = 10\n[table]\nfine_points = 0\n";
+        let err = lb_common::config::parse::<MasterConfig>(text, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(err.contains("ops_server.url = x"), "{err}");
+        assert!(err.contains("collector.stale_after_ms = 10"), "{err}");
+        assert!(err.contains("table = "), "{err}");
+    }
+}

@@ -1,0 +1,252 @@
+//! The master's read API under `/api/v1`. Every reply that aggregates over time states its
+//! averaging window (`window_secs`, or `step_ms` for heatmaps and histories). Table queries run
+//! on a blocking thread: a top-N over 100k partitions takes milliseconds, too long for an async
+//! task.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use lb_common::config::watch::SharedReloadStatus;
+use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
+use lb_common::ids::{PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::Topology;
+use serde::{Deserialize, Serialize};
+
+use crate::Shared;
+use crate::collector::CollectorStatus;
+use crate::store::{RecordKind, StoredRecord};
+use crate::table::{
+    ClusterOverview, GroupBy, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN,
+    WorkerRow,
+};
+
+/// 10 s: long enough to smooth a 1 s report's noise, short enough to show a hotspot now.
+pub const DEFAULT_WINDOW_SECS: u64 = 10;
+/// A thousand rows: beyond a console page, still a bounded reply; larger asks are capped.
+pub const MAX_TOP_N: usize = 1_000;
+
+pub fn router(shared: Shared, readiness: Readiness, config_status: Option<SharedReloadStatus>) -> Router {
+    let http = shared.config.borrow().http.clone();
+    let api = Router::new()
+        .route("/api/v1/overview", get(overview))
+        .route("/api/v1/workers", get(workers))
+        .route("/api/v1/partitions", get(partitions))
+        .route("/api/v1/partitions/{id}/history", get(history))
+        .route("/api/v1/top", get(top))
+        .route("/api/v1/heatmap", get(heatmap))
+        .route("/api/v1/topology", get(topology))
+        .route("/api/v1/collector", get(collector))
+        .route("/api/v1/table/memory", get(memory))
+        .route("/api/v1/records/{kind}", get(records))
+        .with_state(shared)
+        .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
+    with_standard_layers(api, &http)
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn table_error(err: TableError) -> ApiError {
+    match err {
+        TableError::UnknownPartition(_) | TableError::UnknownWorker(_) => ApiError::not_found(err.to_string()),
+        other => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_query", other.to_string()),
+    }
+}
+
+/// Runs a table query on a blocking thread under the read lock.
+async fn query<T: Send + 'static>(
+    shared: &Shared,
+    f: impl FnOnce(&MetricsTable) -> Result<T, TableError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let table = shared.table.clone();
+    tokio::task::spawn_blocking(move || f(&table.read().expect("table lock is never poisoned")))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(table_error)
+}
+
+fn bad_query(e: QueryRejection) -> ApiError {
+    ApiError::bad_request(e.body_text())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewQuery {
+    metric: Option<Metric>,
+    window_secs: Option<u64>,
+}
+
+fn window(secs: Option<u64>) -> Duration {
+    Duration::from_secs(secs.unwrap_or(DEFAULT_WINDOW_SECS).max(1))
+}
+
+async fn overview(
+    State(shared): State<Shared>,
+    q: Result<Query<OverviewQuery>, QueryRejection>,
+) -> Result<ApiJson<ClusterOverview>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let (metric, last, now) = (q.metric.unwrap_or(Metric::Ops), window(q.window_secs), now_ms());
+    query(&shared, move |t| t.cluster_overview(metric, last, now)).await.map(ApiJson)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowQuery {
+    window_secs: Option<u64>,
+}
+
+async fn workers(
+    State(shared): State<Shared>,
+    q: Result<Query<WindowQuery>, QueryRejection>,
+) -> Result<ApiJson<Vec<WorkerRow>>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let (last, now) = (window(q.window_secs), now_ms());
+    query(&shared, move |t| t.workers(last, now)).await.map(ApiJson)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionsQuery {
+    window_secs: Option<u64>,
+    tenant: Option<TenantId>,
+    table: Option<TableId>,
+    worker: Option<WorkerId>,
+    /// Only partitions at or above this many ops per second.
+    min_ops_per_sec: Option<f64>,
+    /// Include partitions that no longer exist (split, merged) but still have history.
+    include_gone: Option<bool>,
+}
+
+async fn partitions(
+    State(shared): State<Shared>,
+    q: Result<Query<PartitionsQuery>, QueryRejection>,
+) -> Result<ApiJson<Vec<PartitionRow>>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let (last, now) = (window(q.window_secs), now_ms());
+    let mut rows = query(&shared, move |t| t.partitions(last, now)).await?;
+    rows.retain(|r| {
+        q.tenant.as_ref().is_none_or(|t| &r.tenant == t)
+            && q.table.as_ref().is_none_or(|t| &r.table == t)
+            && q.worker.as_ref().is_none_or(|w| r.owner.as_ref() == Some(w))
+            && q.min_ops_per_sec.is_none_or(|m| r.ops_per_sec >= m)
+            && (q.include_gone.unwrap_or(false) || !r.gone)
+    });
+    Ok(ApiJson(rows))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopQuery {
+    metric: Option<Metric>,
+    n: Option<usize>,
+    group_by: Option<GroupBy>,
+    window_secs: Option<u64>,
+}
+
+async fn top(
+    State(shared): State<Shared>,
+    q: Result<Query<TopQuery>, QueryRejection>,
+) -> Result<ApiJson<TopN>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let metric = q.metric.unwrap_or(Metric::Ops);
+    let n = q.n.unwrap_or(100).clamp(1, MAX_TOP_N);
+    let (group_by, last, now) = (q.group_by.unwrap_or_default(), window(q.window_secs), now_ms());
+    query(&shared, move |t| t.top_n(metric, n, group_by, last, now)).await.map(ApiJson)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeatmapQuery {
+    tenant: TenantId,
+    table: TableId,
+    metric: Option<Metric>,
+    /// Default: the last hour.
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+    /// Default: one minute per row.
+    step_ms: Option<i64>,
+    /// Default: 64 key-range columns.
+    buckets: Option<usize>,
+}
+
+async fn heatmap(
+    State(shared): State<Shared>,
+    q: Result<Query<HeatmapQuery>, QueryRejection>,
+) -> Result<ApiJson<Heatmap>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let now = now_ms();
+    let to = q.to_ms.unwrap_or(now);
+    let from = q.from_ms.unwrap_or(to - 3_600_000);
+    let (metric, step, buckets) =
+        (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000), q.buckets.unwrap_or(64));
+    query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    metric: Option<Metric>,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+}
+
+async fn history(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<ApiJson<History>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let id: PartitionId = id.parse().map_err(|e| ApiError::bad_request(format!("partition id: {e}")))?;
+    let to = q.to_ms.unwrap_or_else(now_ms);
+    let from = q.from_ms.unwrap_or(to - 3_600_000);
+    let metric = q.metric.unwrap_or(Metric::Ops);
+    query(&shared, move |t| t.history(&id, metric, from, to)).await.map(ApiJson)
+}
+
+async fn topology(State(shared): State<Shared>) -> Result<ApiJson<Topology>, ApiError> {
+    let topology = shared.topology.read().expect("topology lock is never poisoned").clone();
+    topology
+        .map(|t| ApiJson(Topology::clone(&t)))
+        .ok_or_else(|| ApiError::unavailable("no_topology", "the topology has not been read from the ops server yet"))
+}
+
+async fn collector(State(shared): State<Shared>) -> ApiJson<CollectorStatus> {
+    ApiJson(shared.collector.read().expect("collector status lock is never poisoned").clone())
+}
+
+async fn memory(State(shared): State<Shared>) -> Result<ApiJson<MemoryUsage>, ApiError> {
+    query(&shared, |t| Ok(t.memory_usage())).await.map(ApiJson)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsQuery {
+    since_ms: Option<i64>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecordsResponse {
+    pub records: Vec<StoredRecord<serde_json::Value>>,
+}
+
+async fn records(
+    State(shared): State<Shared>,
+    Path(kind): Path<String>,
+    q: Result<Query<RecordsQuery>, QueryRejection>,
+) -> Result<ApiJson<RecordsResponse>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let kind: RecordKind = serde_json::from_value(serde_json::Value::String(kind.clone()))
+        .map_err(|_| ApiError::not_found(format!("no record kind {kind:?}")))?;
+    let records = shared
+        .store
+        .list(kind, q.since_ms.unwrap_or(0), q.limit.unwrap_or(100).min(1_000))
+        .await
+        .map_err(|e| ApiError::unavailable("store_unavailable", e.to_string()))?;
+    Ok(ApiJson(RecordsResponse { records }))
+}

@@ -1,0 +1,207 @@
+//! lb-master: the master's picture of the cluster and, later, its decisions.
+//!
+//! - [`collector`]: pulls samples from every agent through the ops server, exactly once.
+//! - [`table`]: the in-memory MetricsTable (fine and coarse history per partition and worker,
+//!   top-N, heatmap, lineage across splits and merges).
+//! - [`store`]: the ResultDataStore (SQLite) for analyses, proposals, actions, evaluations and
+//!   config reloads, with retention.
+//! - [`http`]: the read API under `/api/v1`; [`config`]: `master.toml`.
+
+pub mod collector;
+pub mod config;
+pub mod http;
+pub mod store;
+pub mod table;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use lb_common::config::watch::SharedReloadStatus;
+use lb_common::http::{HttpClient, Readiness};
+use lb_common::protocol::Topology;
+use lb_common::shutdown::{Shutdown, serve};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::collector::{Collector, CollectorStatus};
+use crate::config::MasterConfig;
+use crate::store::{RecordKind, ResultStore};
+use crate::table::MetricsTable;
+
+/// Everything the loops and the API share.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub config: watch::Receiver<Arc<MasterConfig>>,
+    pub table: Arc<RwLock<MetricsTable>>,
+    pub topology: Arc<RwLock<Option<Arc<Topology>>>>,
+    pub collector: Arc<RwLock<CollectorStatus>>,
+    pub store: ResultStore,
+}
+
+/// Table maintenance (evicting partitions gone for longer than the history) and store
+/// retention run this often.
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+pub struct RunningMaster {
+    addr: SocketAddr,
+    shutdown: Shutdown,
+    readiness: Readiness,
+    pub shared: Shared,
+}
+
+pub async fn start(
+    config: watch::Receiver<Arc<MasterConfig>>,
+    listener: TcpListener,
+    config_status: Option<SharedReloadStatus>,
+) -> anyhow::Result<RunningMaster> {
+    let addr = listener.local_addr().context("listener address")?;
+    let cfg = config.borrow().clone();
+    let table = MetricsTable::new(cfg.table.to_table_config()).context("table config")?;
+    let store_path = cfg.store.path.clone();
+    let store =
+        tokio::task::spawn_blocking(move || ResultStore::open(&store_path))
+            .await
+            .context("store open task")?
+            .with_context(|| format!("cannot open the result store at store.path = {}", cfg.store.path.display()))?;
+    let shared = Shared {
+        config: config.clone(),
+        table: Arc::new(RwLock::new(table)),
+        topology: Arc::new(RwLock::new(None)),
+        collector: Arc::new(RwLock::new(CollectorStatus::default())),
+        store,
+    };
+    let readiness = Readiness::new();
+    let shutdown = Shutdown::new();
+    let router = http::router(shared.clone(), readiness.clone(), config_status.clone());
+    let token = shutdown.token();
+    shutdown.spawn(async move {
+        if let Err(error) = serve(listener, router, token).await {
+            tracing::error!(%error, "http server failed");
+        }
+    });
+    shutdown.spawn(collect_loop(shared.clone(), shutdown.token()));
+    shutdown.spawn(topology_loop(shared.clone(), shutdown.token()));
+    shutdown.spawn(maintenance_loop(shared.clone(), shutdown.token()));
+    if let Some(status) = config_status {
+        shutdown.spawn(record_config_reloads(shared.clone(), status, shutdown.token()));
+    }
+    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), shutdown.token()));
+    readiness.set_ready();
+    info!(%addr, "master started");
+    Ok(RunningMaster { addr, shutdown, readiness, shared })
+}
+
+impl RunningMaster {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub async fn stop(self, deadline: Duration) -> bool {
+        self.readiness.set_not_ready("shutting down");
+        self.shutdown.stop(deadline).await
+    }
+}
+
+fn ops_client(config: &MasterConfig) -> HttpClient {
+    let client = HttpClient::new(&config.ops_server.url, &config.client);
+    match &config.ops_server.token {
+        Some(token) => client.with_bearer_token(token),
+        None => client,
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+async fn collect_loop(shared: Shared, cancel: CancellationToken) {
+    let mut collector: Option<(String, Collector)> = None;
+    loop {
+        let cfg = shared.config.borrow().clone();
+        // A new ops server URL starts from fresh cursors only if the URL changed.
+        if collector.as_ref().is_none_or(|(url, _)| *url != cfg.ops_server.url) {
+            collector = Some((cfg.ops_server.url.clone(), Collector::new(ops_client(&cfg))));
+        }
+        let (_, c) = collector.as_mut().expect("set above");
+        let table = shared.table.clone();
+        let mut sink = |worker: &lb_common::ids::WorkerId, samples: &[lb_common::protocol::Sample], reset: bool| {
+            // Held for one agent's page at a time, so readers are never blocked for long.
+            let mut table = table.write().expect("table lock is never poisoned");
+            if reset {
+                table.forget_cursor(worker);
+            }
+            let stats = table.ingest(worker, samples, now_ms());
+            metrics::counter!("lb_master_table_accepted_total")
+                .increment(stats.accepted_partition + stats.accepted_host);
+            metrics::counter!("lb_master_table_duplicates_total").increment(stats.duplicate);
+            metrics::counter!("lb_master_table_dropped_total")
+                .increment(stats.dropped_late + stats.rejected_future + stats.invalid + stats.over_capacity);
+        };
+        let _ = c.run_once(&cfg.collector, now_ms(), &mut sink).await;
+        *shared.collector.write().expect("collector status lock is never poisoned") = c.status.clone();
+        let delay = c.next_delay(&cfg.collector);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+async fn topology_loop(shared: Shared, cancel: CancellationToken) {
+    loop {
+        let cfg = shared.config.borrow().clone();
+        match ops_client(&cfg).get::<Topology>("/v1/topology").await {
+            Ok(topology) => {
+                shared.table.write().expect("table lock is never poisoned").apply_topology(&topology);
+                *shared.topology.write().expect("topology lock is never poisoned") = Some(Arc::new(topology));
+            }
+            Err(error) => warn!(%error, "cannot refresh the topology"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(cfg.collector.topology_interval_ms)) => {}
+        }
+    }
+}
+
+async fn maintenance_loop(shared: Shared, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(MAINTENANCE_INTERVAL) => {}
+        }
+        let evicted = shared.table.write().expect("table lock is never poisoned").evict_expired(now_ms());
+        let retention_ms = shared.config.borrow().store.retention_days as i64 * 86_400_000;
+        match shared.store.expire(now_ms() - retention_ms).await {
+            Ok(expired) if expired > 0 || evicted > 0 => info!(expired, evicted, "maintenance done"),
+            Ok(_) => {}
+            Err(error) => warn!(%error, "result store retention failed"),
+        }
+    }
+}
+
+/// Every config reload attempt (applied or rejected) goes to the ResultDataStore.
+async fn record_config_reloads(shared: Shared, status: SharedReloadStatus, cancel: CancellationToken) {
+    let mut last_attempt = None;
+    loop {
+        let current = status.read().expect("reload status lock is never poisoned").clone();
+        if last_attempt != Some(current.last_attempt_at_ms) {
+            last_attempt = Some(current.last_attempt_at_ms);
+            let key = format!("{}-{}", current.last_attempt_at_ms, current.version);
+            if let Err(error) =
+                shared.store.put(RecordKind::ConfigReload, &key, current.last_attempt_at_ms, &current).await
+            {
+                warn!(%error, "cannot record config reload");
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! ResultDataStore: the master's durable history in SQLite — analysis results, proposals,
+//! actions, evaluations and config reloads — with retention.
+//!
+//! One table holds every kind of record as JSON under `(kind, key)`, with its time; a record
+//! written again under the same key replaces the old one (an action's record as it moves through
+//! its states). Kinds are a closed enum so a typo cannot create a new one. Writes run on a
+//! blocking thread; nothing here blocks an async task.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// A pass of an analyzer: what it saw and concluded.
+    Analysis,
+    /// A proposed action with its reasons, numbers and rejected alternatives.
+    Proposal,
+    /// An action as submitted to the ops server and as it progressed.
+    Action,
+    /// An action's before/after evaluation and verdict.
+    Evaluation,
+    /// A config reload attempt and its outcome.
+    ConfigReload,
+}
+
+impl RecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Analysis => "analysis",
+            RecordKind::Proposal => "proposal",
+            RecordKind::Action => "action",
+            RecordKind::Evaluation => "evaluation",
+            RecordKind::ConfigReload => "config_reload",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("result store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("result store record: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("result store task failed: {0}")]
+    Task(String),
+}
+
+/// A stored record, as read back.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StoredRecord<T> {
+    pub kind: RecordKind,
+    pub key: String,
+    pub at_ms: i64,
+    pub body: T,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResultStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl ResultStore {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "wal")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS records (
+                 kind TEXT NOT NULL,
+                 key TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL,
+                 body TEXT NOT NULL,
+                 PRIMARY KEY (kind, key)
+             ) WITHOUT ROWID;
+             CREATE INDEX IF NOT EXISTS records_by_time ON records (kind, at_ms);",
+        )?;
+        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Writes (or replaces) the record `(kind, key)`.
+    pub async fn put<T: Serialize>(&self, kind: RecordKind, key: &str, at_ms: i64, body: &T) -> Result<(), StoreError> {
+        let body = serde_json::to_string(body)?;
+        let key = key.to_owned();
+        self.blocking(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO records (kind, key, at_ms, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (kind, key) DO UPDATE SET at_ms = excluded.at_ms, body = excluded.body",
+            )?
+            .execute(params![kind.as_str(), key, at_ms, body])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn get<T: DeserializeOwned + Send + 'static>(
+        &self,
+        kind: RecordKind,
+        key: &str,
+    ) -> Result<Option<StoredRecord<T>>, StoreError> {
+        let key = key.to_owned();
+        self.blocking(move |conn| {
+            let row: Option<(i64, String)> = rusqlite::OptionalExtension::optional(conn.query_row(
+                "SELECT at_ms, body FROM records WHERE kind = ?1 AND key = ?2",
+                params![kind.as_str(), key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            ))?;
+            match row {
+                None => Ok(None),
+                Some((at_ms, body)) => Ok(Some(StoredRecord { kind, key, at_ms, body: serde_json::from_str(&body)? })),
+            }
+        })
+        .await
+    }
+
+    /// The newest `limit` records of `kind` at or after `since_ms`, newest first.
+    pub async fn list<T: DeserializeOwned + Send + 'static>(
+        &self,
+        kind: RecordKind,
+        since_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<StoredRecord<T>>, StoreError> {
+        self.blocking(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT key, at_ms, body FROM records WHERE kind = ?1 AND at_ms >= ?2 ORDER BY at_ms DESC, key LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![kind.as_str(), since_ms, limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (key, at_ms, body) = row?;
+                out.push(StoredRecord { kind, key, at_ms, body: serde_json::from_str(&body)? });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Deletes records older than `before_ms`; returns how many.
+    pub async fn expire(&self, before_ms: i64) -> Result<usize, StoreError> {
+        self.blocking(move |conn| Ok(conn.execute("DELETE FROM records WHERE at_ms < ?1", [before_ms])?)).await
+    }
+
+    async fn blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || f(&conn.lock().expect("result store lock is never poisoned")))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_replaces_list_orders_and_expire_deletes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = ResultStore::open(&dir.path().join("r.sqlite")).expect("open");
+        store.put(RecordKind::Action, "a-1", 10, &serde_json::json!({"state": "queued"})).await.expect("put");
+        store.put(RecordKind::Action, "a-1", 20, &serde_json::json!({"state": "running"})).await.expect("put");
+        store.put(RecordKind::Action, "a-2", 15, &serde_json::json!({"state": "queued"})).await.expect("put");
+        store.put(RecordKind::Proposal, "p-1", 5, &serde_json::json!({})).await.expect("put");
+        let a1: StoredRecord<serde_json::Value> =
+            store.get(RecordKind::Action, "a-1").await.expect("get").expect("found");
+        assert_eq!((a1.at_ms, a1.body["state"].as_str()), (20, Some("running")));
+        let list: Vec<StoredRecord<serde_json::Value>> = store.list(RecordKind::Action, 0, 10).await.expect("list");
+        assert_eq!(list.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["a-1", "a-2"]);
+        assert_eq!(store.expire(16).await.expect("expire"), 2, "a-2 and p-1 are older than 16");
+        drop(store);
+        let reopened = ResultStore::open(&dir.path().join("r.sqlite")).expect("reopen");
+        let left: Vec<StoredRecord<serde_json::Value>> = reopened.list(RecordKind::Action, 0, 10).await.expect("list");
+        assert_eq!(left.len(), 1, "durable across reopen");
+    }
+}

@@ -1,0 +1,472 @@
+//! Window queries, top-N, cluster overview and listings. Every result carries its averaging
+//! window (`window_secs`).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{Capacity, Health};
+use serde::{Deserialize, Serialize};
+
+use super::codec::Codec;
+use super::metric::View;
+use super::ring::{Point, SeriesStore};
+use super::store::{MetricsTable, PartState};
+use super::{Metric, TableError};
+
+/// Aggregates of one series over a window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowStats {
+    pub metric: Metric,
+    /// Length of the window the figures average over.
+    pub window_secs: f64,
+    /// Seconds of the window that had data (a coarse point counts for the seconds it covers).
+    pub covered_secs: f64,
+    /// Rates: events in the window (rate × seconds). Gauges: value × covered seconds.
+    pub sum: f64,
+    /// Rates: `sum / window_secs` (missing seconds count as zero). Gauges: same as `mean`.
+    pub rate_per_sec: f64,
+    /// Mean over the covered seconds.
+    pub mean: f64,
+    /// Largest point (a coarse point is a 1-minute mean for rates, a 1-minute max for latency).
+    pub max: f64,
+    /// Duration-weighted percentiles over the points; `None` when there is no data.
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// How [`MetricsTable::top_n`] groups partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// One entry per live partition.
+    #[default]
+    None,
+    /// One entry per worker, from the worker series (load attributed to the worker that served it).
+    Worker,
+    /// Partitions summed (rates) or maxed (gauges) per table.
+    Table,
+    Tenant,
+}
+
+impl FromStr for GroupBy {
+    type Err = TableError;
+    fn from_str(s: &str) -> Result<Self, TableError> {
+        Ok(match s {
+            "none" | "partition" => GroupBy::None,
+            "worker" => GroupBy::Worker,
+            "table" => GroupBy::Table,
+            "tenant" => GroupBy::Tenant,
+            other => return Err(TableError::InvalidQuery(format!("unknown group_by {other:?}"))),
+        })
+    }
+}
+
+/// What a top-N entry is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GroupKey {
+    Partition { partition: PartitionId },
+    Worker { worker: WorkerId },
+    Table { tenant: TenantId, table: TableId },
+    Tenant { tenant: TenantId },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopEntry {
+    pub key: GroupKey,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopN {
+    pub metric: Metric,
+    pub group_by: GroupBy,
+    pub window_secs: f64,
+    /// Highest first.
+    pub entries: Vec<TopEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerLoad {
+    pub worker: WorkerId,
+    pub value: f64,
+    /// `value` over the worker's capacity for ops and bytes, when the topology gives one.
+    pub capacity_ratio: Option<f64>,
+}
+
+/// Per-worker load and its spread, for the console's overview and the imbalance policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterOverview {
+    pub metric: Metric,
+    pub window_secs: f64,
+    pub workers: Vec<WorkerLoad>,
+    pub max: f64,
+    pub mean: f64,
+    /// `max / mean`; 0 when the mean is 0.
+    pub max_over_mean: f64,
+    /// Coefficient of variation (population std-dev / mean); 0 when the mean is 0.
+    pub cv: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionRow {
+    pub id: PartitionId,
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub key_range: KeyRange,
+    pub owner: Option<WorkerId>,
+    pub last_worker: Option<WorkerId>,
+    pub gone: bool,
+    pub parents: Vec<PartitionId>,
+    pub stored_bytes: u64,
+    pub limit: Option<Capacity>,
+    pub window_secs: f64,
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub cpu_cores: f64,
+    pub rejected_per_sec: f64,
+    pub errors_per_sec: f64,
+    pub latency_p99_us: Option<f64>,
+    pub has_sketch: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRow {
+    pub id: WorkerId,
+    pub in_topology: bool,
+    pub health: Option<Health>,
+    pub capacity: Option<Capacity>,
+    pub window_secs: f64,
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub cpu_cores: f64,
+    pub rejected_per_sec: f64,
+    pub latency_p99_us: Option<f64>,
+    pub host_cpu_ratio: Option<f64>,
+    pub net_bytes_per_sec: Option<f64>,
+}
+
+/// Slots `[a, b]` of the window `last` ending at `now_ms` (exclusive), and its length in seconds.
+pub(crate) fn window_slots(table: &MetricsTable, last: Duration, now_ms: i64) -> Result<(i64, i64, f64), TableError> {
+    let step = table.geo.fine_step_ms;
+    let last_ms = i64::try_from(last.as_millis()).unwrap_or(i64::MAX);
+    if last_ms <= 0 {
+        return Err(TableError::InvalidQuery("window must be longer than zero".into()));
+    }
+    let n = (last_ms + step - 1) / step;
+    let b = table.geo.slot_of(now_ms - 1);
+    Ok((b - n + 1, b, (n * step) as f64 / 1000.0))
+}
+
+/// Full statistics of one series over slots `[a, b]`.
+pub(crate) fn stats_of<F: Codec, K: Codec>(
+    store: &SeriesStore<F, K>,
+    id: u32,
+    view: View,
+    metric: Metric,
+    (a, b, window_secs): (i64, i64, f64),
+) -> WindowStats {
+    let step_secs = store.geo.fine_step_ms as f64 / 1000.0;
+    let mut points: Vec<Point> = Vec::new();
+    store.fold(id, view, a, b, |p| points.push(p));
+    let covered_secs = points.iter().map(|p| p.weight).sum::<f64>() * step_secs;
+    let sum = points.iter().map(|p| p.value * p.weight).sum::<f64>() * step_secs;
+    let max = points.iter().map(|p| p.value).fold(0.0, f64::max);
+    let mean = if covered_secs > 0.0 { sum / covered_secs } else { 0.0 };
+    let rate_per_sec = if metric.is_rate() { sum / window_secs } else { mean };
+    points.sort_by(|x, y| x.value.total_cmp(&y.value));
+    let pct = |q: f64| {
+        let total: f64 = points.iter().map(|p| p.weight).sum();
+        let target = q * total;
+        let mut acc = 0.0;
+        points.iter().find(|p| {
+            acc += p.weight;
+            acc >= target - 1e-9
+        })
+    };
+    WindowStats {
+        metric,
+        window_secs,
+        covered_secs,
+        sum,
+        rate_per_sec,
+        mean,
+        max,
+        p50: pct(0.5).map(|p| p.value),
+        p99: pct(0.99).map(|p| p.value),
+    }
+}
+
+/// The one figure top-N and listings rank by: rates per second over the whole window, gauges
+/// averaged over the covered seconds. `None` when the window has no data.
+pub(crate) fn scalar_of<F: Codec, K: Codec>(
+    store: &SeriesStore<F, K>,
+    id: u32,
+    view: View,
+    is_rate: bool,
+    (a, b, _): (i64, i64, f64),
+) -> Option<f64> {
+    let (sum, covered, any) = store.sum(id, view, a, b);
+    if !any {
+        None
+    } else if is_rate {
+        Some(sum / (b - a + 1) as f64)
+    } else if covered > 0.0 {
+        Some(sum / covered)
+    } else {
+        Some(0.0)
+    }
+}
+
+fn latest_stats(metric: Metric, value: f64, window_secs: f64) -> WindowStats {
+    WindowStats {
+        metric,
+        window_secs,
+        covered_secs: 0.0,
+        sum: value,
+        rate_per_sec: value,
+        mean: value,
+        max: value,
+        p50: Some(value),
+        p99: Some(value),
+    }
+}
+
+impl MetricsTable {
+    /// Statistics of one partition's metric over the `last` window before `now_ms`.
+    /// `StoredBytes` has no history: every field is its latest value.
+    pub fn window(
+        &self,
+        partition: &PartitionId,
+        metric: Metric,
+        last: Duration,
+        now_ms: i64,
+    ) -> Result<WindowStats, TableError> {
+        let i = self.partition_idx(partition)?;
+        let w = window_slots(self, last, now_ms)?;
+        if metric == Metric::StoredBytes {
+            return Ok(latest_stats(metric, self.entry(i).stored_bytes as f64, w.2));
+        }
+        let view = metric.partition_view().ok_or(TableError::MetricNotAvailable { metric, scope: "partition" })?;
+        Ok(stats_of(&self.pseries, i, view, metric, w))
+    }
+
+    /// Statistics of one worker's load: its partitions' samples added up (as served by it), or
+    /// its host stats. `StoredBytes` is the sum over the partitions it owns now.
+    pub fn worker_load(
+        &self,
+        worker: &WorkerId,
+        metric: Metric,
+        last: Duration,
+        now_ms: i64,
+    ) -> Result<WindowStats, TableError> {
+        let w = *self.worker_index.get(worker).ok_or_else(|| TableError::UnknownWorker(worker.clone()))?;
+        let win = window_slots(self, last, now_ms)?;
+        if metric == Metric::StoredBytes {
+            return Ok(latest_stats(metric, self.owned_stored_bytes()[w as usize], win.2));
+        }
+        let view = metric.worker_view().ok_or(TableError::MetricNotAvailable { metric, scope: "worker" })?;
+        Ok(stats_of(&self.wseries, w, view, metric, win))
+    }
+
+    fn owned_stored_bytes(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.workers.len()];
+        for e in self.partitions.iter().flatten().filter(|e| !e.gone) {
+            if let Some(w) = e.owner.or(e.last_worker) {
+                out[w as usize] += e.stored_bytes as f64;
+            }
+        }
+        out
+    }
+
+    /// Per-worker values of a metric (`None` when the worker had no data in the window).
+    fn worker_values(&self, metric: Metric, win: (i64, i64, f64)) -> Result<Vec<Option<f64>>, TableError> {
+        if metric == Metric::StoredBytes {
+            return Ok(self.owned_stored_bytes().into_iter().map(Some).collect());
+        }
+        let view = metric.worker_view().ok_or(TableError::MetricNotAvailable { metric, scope: "worker" })?;
+        Ok((0..self.workers.len() as u32).map(|w| scalar_of(&self.wseries, w, view, metric.is_rate(), win)).collect())
+    }
+
+    /// Per-partition values of a metric for live partitions (index, value).
+    pub(crate) fn partition_values(&self, metric: Metric, win: (i64, i64, f64)) -> Result<Vec<(u32, f64)>, TableError> {
+        let mut out = Vec::with_capacity(self.live_partitions);
+        if metric == Metric::StoredBytes {
+            for (i, e) in self.partitions.iter().enumerate() {
+                if let Some(e) = e.as_ref().filter(|e| !e.gone) {
+                    out.push((i as u32, e.stored_bytes as f64));
+                }
+            }
+            return Ok(out);
+        }
+        let view = metric.partition_view().ok_or(TableError::MetricNotAvailable { metric, scope: "partition" })?;
+        for (i, st) in self.pstate.iter().enumerate() {
+            if *st == PartState::Live
+                && let Some(v) = scalar_of(&self.pseries, i as u32, view, metric.is_rate(), win)
+            {
+                out.push((i as u32, v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `n` highest values of `metric` over the `last` window, per partition or grouped.
+    /// Rates are per-second averages over the window and add up in a group; gauges are means
+    /// over the covered seconds and a group takes their max.
+    pub fn top_n(
+        &self,
+        metric: Metric,
+        n: usize,
+        group_by: GroupBy,
+        last: Duration,
+        now_ms: i64,
+    ) -> Result<TopN, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        let merge = |acc: &mut Option<f64>, v: f64| {
+            *acc = Some(match *acc {
+                None => v,
+                Some(a) if metric.is_rate() || metric == Metric::StoredBytes => a + v,
+                Some(a) => a.max(v),
+            })
+        };
+        let mut ranked: Vec<(f64, u32)> = match group_by {
+            GroupBy::None => self.partition_values(metric, win)?.into_iter().map(|(i, v)| (v, i)).collect(),
+            GroupBy::Worker => self
+                .worker_values(metric, win)?
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (v, i as u32)))
+                .collect(),
+            GroupBy::Table | GroupBy::Tenant => {
+                let per_table = self.partition_values(metric, win)?;
+                let groups = if group_by == GroupBy::Table { self.tables.len() } else { self.tenants.len() };
+                let mut acc = vec![None; groups];
+                for (i, v) in per_table {
+                    let t = self.ptable[i as usize] as usize;
+                    let g = if group_by == GroupBy::Table { t } else { self.tables[t].tenant as usize };
+                    merge(&mut acc[g], v);
+                }
+                acc.into_iter().enumerate().filter_map(|(g, v)| v.map(|v| (v, g as u32))).collect()
+            }
+        };
+        let desc = |x: &(f64, u32), y: &(f64, u32)| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1));
+        if n == 0 {
+            ranked.clear();
+        } else if ranked.len() > n {
+            ranked.select_nth_unstable_by(n - 1, desc);
+            ranked.truncate(n);
+        }
+        ranked.sort_unstable_by(desc);
+        let entries =
+            ranked.into_iter().map(|(value, i)| TopEntry { key: self.group_key(group_by, i), value }).collect();
+        Ok(TopN { metric, group_by, window_secs: win.2, entries })
+    }
+
+    fn group_key(&self, group_by: GroupBy, i: u32) -> GroupKey {
+        match group_by {
+            GroupBy::None => GroupKey::Partition { partition: self.entry(i).id.clone() },
+            GroupBy::Worker => GroupKey::Worker { worker: self.workers[i as usize].id.clone() },
+            GroupBy::Table => {
+                let t = &self.tables[i as usize];
+                GroupKey::Table { tenant: self.tenants[t.tenant as usize].clone(), table: t.table.clone() }
+            }
+            GroupBy::Tenant => GroupKey::Tenant { tenant: self.tenants[i as usize].clone() },
+        }
+    }
+
+    /// Per-worker load with max, mean, max/mean and CV. Counts the workers of the latest
+    /// topology that are not down (with 0 when silent) and any other worker that sent data.
+    pub fn cluster_overview(&self, metric: Metric, last: Duration, now_ms: i64) -> Result<ClusterOverview, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        let values = self.worker_values(metric, win)?;
+        let mut workers = Vec::new();
+        for (w, v) in self.workers.iter().zip(values) {
+            let counted = if w.in_topology { w.health != Some(Health::Down) } else { v.is_some() };
+            if !counted {
+                continue;
+            }
+            let value = v.unwrap_or(0.0);
+            let cap = match metric {
+                Metric::Ops => w.capacity.map(|c| c.ops_per_sec),
+                Metric::Bytes => w.capacity.map(|c| c.bytes_per_sec),
+                _ => None,
+            };
+            let capacity_ratio = cap.filter(|c| *c > 0.0).map(|c| value / c);
+            workers.push(WorkerLoad { worker: w.id.clone(), value, capacity_ratio });
+        }
+        let n = workers.len() as f64;
+        let mean = if n > 0.0 { workers.iter().map(|w| w.value).sum::<f64>() / n } else { 0.0 };
+        let max = workers.iter().map(|w| w.value).fold(0.0, f64::max);
+        let var = if n > 0.0 { workers.iter().map(|w| (w.value - mean).powi(2)).sum::<f64>() / n } else { 0.0 };
+        let (max_over_mean, cv) = if mean > 0.0 { (max / mean, var.sqrt() / mean) } else { (0.0, 0.0) };
+        Ok(ClusterOverview { metric, window_secs: win.2, workers, max, mean, max_over_mean, cv })
+    }
+
+    /// Every partition the table knows (live and gone), with its figures over the `last` window.
+    pub fn partitions(&self, last: Duration, now_ms: i64) -> Result<Vec<PartitionRow>, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        let v = |i: u32, m: Metric| metric_view(m).and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate(), win));
+        let worker = |w: Option<u32>| w.map(|w| self.workers[w as usize].id.clone());
+        let mut rows = Vec::with_capacity(self.live_partitions);
+        for (i, e) in self.partitions.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let i = i as u32;
+            let t = &self.tables[e.table as usize];
+            rows.push(PartitionRow {
+                id: e.id.clone(),
+                tenant: self.tenants[t.tenant as usize].clone(),
+                table: t.table.clone(),
+                key_range: e.range,
+                owner: worker(e.owner),
+                last_worker: worker(e.last_worker),
+                gone: e.gone,
+                parents: e.parents.iter().map(|p| self.entry(p.idx).id.clone()).collect(),
+                stored_bytes: e.stored_bytes,
+                limit: e.limit,
+                window_secs: win.2,
+                ops_per_sec: v(i, Metric::Ops).unwrap_or(0.0),
+                bytes_per_sec: v(i, Metric::Bytes).unwrap_or(0.0),
+                cpu_cores: v(i, Metric::Cpu).unwrap_or(0.0),
+                rejected_per_sec: v(i, Metric::Rejected).unwrap_or(0.0),
+                errors_per_sec: v(i, Metric::Errors).unwrap_or(0.0),
+                latency_p99_us: v(i, Metric::LatencyP99),
+                has_sketch: e.sketch.is_some(),
+            });
+        }
+        Ok(rows)
+    }
+
+    /// Every worker the table knows, with its figures over the `last` window.
+    pub fn workers(&self, last: Duration, now_ms: i64) -> Result<Vec<WorkerRow>, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        let v =
+            |i: u32, m: Metric| m.worker_view().and_then(|view| scalar_of(&self.wseries, i, view, m.is_rate(), win));
+        Ok(self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let i = i as u32;
+                WorkerRow {
+                    id: w.id.clone(),
+                    in_topology: w.in_topology,
+                    health: w.health,
+                    capacity: w.capacity,
+                    window_secs: win.2,
+                    ops_per_sec: v(i, Metric::Ops).unwrap_or(0.0),
+                    bytes_per_sec: v(i, Metric::Bytes).unwrap_or(0.0),
+                    cpu_cores: v(i, Metric::Cpu).unwrap_or(0.0),
+                    rejected_per_sec: v(i, Metric::Rejected).unwrap_or(0.0),
+                    latency_p99_us: v(i, Metric::LatencyP99),
+                    host_cpu_ratio: v(i, Metric::HostCpu),
+                    net_bytes_per_sec: v(i, Metric::NetBytes),
+                }
+            })
+            .collect())
+    }
+}
+
+fn metric_view(m: Metric) -> Option<View> {
+    m.partition_view()
+}

@@ -1,0 +1,462 @@
+//! Behaviour of the whole table: exactly-once ingest, windows across both resolutions, top-N,
+//! the memory budget, topology, lineage, heatmap and eviction.
+
+use std::time::Duration;
+
+use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{
+    Capacity, Cursor, Health, HostStats, KeySketch, PartitionInfo, PartitionStats, Sample, SampleData, Topology,
+    WorkerInfo,
+};
+use proptest::prelude::*;
+
+use super::*;
+
+const T0_MS: i64 = 1_700_000_000_000;
+
+fn pid(s: &str) -> PartitionId {
+    PartitionId::new(s).expect("valid id")
+}
+fn wid(s: &str) -> WorkerId {
+    WorkerId::new(s).expect("valid id")
+}
+fn range(a: u64, b: u64) -> KeyRange {
+    KeyRange { start: Key(a), end: Key(b) }
+}
+
+fn pstats(id: &str, table: &str, r: KeyRange, ops: u64) -> PartitionStats {
+    PartitionStats {
+        tenant: TenantId::new("acme").expect("valid"),
+        table: TableId::new(table).expect("valid"),
+        partition_id: pid(id),
+        key_range: r,
+        read_ops: ops - ops / 4,
+        write_ops: ops / 4,
+        read_bytes: ops * 100,
+        write_bytes: 0,
+        errors: 0,
+        rejected: 0,
+        latency_p50_us: 100.0,
+        latency_p99_us: 1000.0,
+        cpu_time_us: ops * 10,
+        stored_bytes: 1 << 20,
+        sketch: None,
+    }
+}
+
+fn sample(cursor: u64, ts_ms: i64, stats: PartitionStats) -> Sample {
+    Sample { cursor: Cursor(cursor), timestamp_ms: ts_ms, interval_ms: 1000, data: SampleData::Partition(stats) }
+}
+
+fn table() -> MetricsTable {
+    MetricsTable::new(TableConfig::default()).expect("default config is valid")
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// `n` one-second samples of one partition ending at `T0 + 1 s ..= T0 + n s`, cursors from `c0`.
+fn steady(id: &str, ops: u64, n: i64, c0: u64) -> Vec<Sample> {
+    (0..n).map(|k| sample(c0 + k as u64, T0_MS + (k + 1) * 1000, pstats(id, "t", range(0, 99), ops))).collect()
+}
+
+#[test]
+fn config_is_validated() {
+    let c = TableConfig { coarse_step: Duration::from_millis(1500), ..TableConfig::default() };
+    assert!(matches!(MetricsTable::new(c), Err(TableError::InvalidConfig(_))));
+    let c = TableConfig { fine_points: 60, ..TableConfig::default() };
+    assert!(matches!(MetricsTable::new(c), Err(TableError::InvalidConfig(_))), "fine ring must outlive a coarse slot");
+    let c = TableConfig { coarse_step: Duration::from_secs(600), fine_points: 700, ..TableConfig::default() };
+    assert!(matches!(MetricsTable::new(c), Err(TableError::InvalidConfig(_))), "coverage fits a byte");
+}
+
+#[test]
+fn memory_budget_holds_and_does_not_grow_with_time() {
+    let mut t = table();
+    let m = t.memory_usage();
+    assert!(m.history_bytes_per_partition <= 4096, "history {} B over 4 KiB", m.history_bytes_per_partition);
+    let w = wid("w1");
+    t.ingest(&w, &steady("p1", 100, 10, 1), T0_MS + 10_000);
+    let before = t.memory_bytes();
+    let late: Vec<Sample> = (0..7200)
+        .map(|k| sample(100 + k as u64, T0_MS + 20_000 + k * 1000, pstats("p1", "t", range(0, 99), 100)))
+        .collect();
+    t.ingest(&w, &late, T0_MS + 8_000_000);
+    assert_eq!(t.memory_bytes(), before, "two hours of samples must not grow memory");
+}
+
+#[test]
+fn redelivered_batches_change_nothing() {
+    let mut t = table();
+    let w = wid("w1");
+    let batch = steady("p1", 100, 30, 1);
+    let now = T0_MS + 31_000;
+    let first = t.ingest(&w, &batch, now);
+    assert_eq!(first.accepted_partition, 30);
+    let before = t.window(&pid("p1"), Metric::Ops, secs(60), now).expect("known");
+    let again = t.ingest(&w, &batch, now);
+    assert_eq!(again, IngestStats { duplicate: 30, ..IngestStats::default() });
+    assert_eq!(t.window(&pid("p1"), Metric::Ops, secs(60), now).expect("known"), before);
+    // The same cursors from another worker are another worker's samples.
+    let other = t.ingest(&wid("w2"), &batch[..1], now);
+    assert_eq!(other.accepted_partition, 1);
+}
+
+#[test]
+fn windows_report_rates_sums_and_their_window() {
+    let mut t = table();
+    let now = T0_MS + 30_000;
+    t.ingest(&wid("w1"), &steady("p1", 100, 30, 1), now);
+    let s = t.window(&pid("p1"), Metric::Ops, secs(10), now).expect("known");
+    assert_eq!(s.window_secs, 10.0);
+    assert_eq!(s.covered_secs, 10.0);
+    assert!((s.sum - 1000.0).abs() < 0.5, "{s:?}");
+    assert!((s.rate_per_sec - 100.0).abs() < 0.05);
+    assert!((s.max - 100.0).abs() < 0.05);
+    assert!(s.p99.is_some_and(|p| (p - 100.0).abs() < 0.05));
+    let r = t.window(&pid("p1"), Metric::ReadOps, secs(10), now).expect("known");
+    assert!((r.rate_per_sec - 75.0).abs() < 0.05, "{r:?}");
+    // A 60 s window over 30 s of data: the rate counts missing seconds as zero, the mean does not.
+    let s = t.window(&pid("p1"), Metric::Ops, secs(60), now).expect("known");
+    assert!((s.rate_per_sec - 50.0).abs() < 0.05 && (s.mean - 100.0).abs() < 0.05, "{s:?}");
+    let lat = t.window(&pid("p1"), Metric::LatencyP99, secs(10), now).expect("known");
+    assert!((lat.rate_per_sec - 1000.0).abs() < 1.0, "gauges average: {lat:?}");
+    let sb = t.window(&pid("p1"), Metric::StoredBytes, secs(10), now).expect("known");
+    assert_eq!(sb.max, (1u64 << 20) as f64);
+    assert!(matches!(t.window(&pid("p1"), Metric::HostCpu, secs(10), now), Err(TableError::MetricNotAvailable { .. })));
+    assert!(matches!(t.window(&pid("nope"), Metric::Ops, secs(10), now), Err(TableError::UnknownPartition(_))));
+}
+
+#[test]
+fn long_windows_read_the_coarse_ring_within_its_error_bound() {
+    let mut t = table();
+    let n = 1800; // 30 minutes
+    let now = T0_MS + n * 1000;
+    let stats = t.ingest(&wid("w1"), &steady("p1", 100, n, 1), now);
+    assert_eq!(stats.accepted_partition, n as u64);
+    let bound = t.error_bounds().iter().find(|b| b.metric == Metric::Ops).map(|b| b.coarse_relative_error);
+    let bound = bound.expect("ops has a bound");
+    assert!(bound < 0.04, "u8 ops error {bound}");
+    let s = t.window(&pid("p1"), Metric::Ops, secs(1800), now).expect("known");
+    assert!((s.rate_per_sec - 100.0).abs() <= 100.0 * bound + 0.01, "{s:?}");
+    assert!((s.covered_secs - 1800.0).abs() < 1e-9, "every second covered exactly once: {s:?}");
+    let h = t.history(&pid("p1"), Metric::Ops, T0_MS, now).expect("known");
+    let covered: i64 = h.points.iter().map(|p| p.step_ms).sum();
+    assert_eq!(covered, n * 1000, "history points tile the data without overlap");
+    assert!(h.points.iter().any(|p| p.step_ms == 60_000) && h.points.iter().any(|p| p.step_ms == 1000));
+}
+
+#[test]
+fn late_samples_are_kept_inside_the_open_window_and_counted_outside_it() {
+    let mut t = table();
+    let w = wid("w1");
+    let now = T0_MS + 200_000;
+    t.ingest(&w, &[sample(1, now, pstats("p1", "t", range(0, 99), 10))], now);
+    // 15 s late: its minute is still open (the open window is at least fine_points − 60 s).
+    let late = t.ingest(&w, &[sample(2, now - 15_000, pstats("p1", "t", range(0, 99), 10))], now);
+    assert_eq!(late.accepted_partition, 1);
+    // 10 minutes late: its minute was rolled up long ago.
+    let old = t.ingest(&w, &[sample(3, now - 600_000, pstats("p1", "t", range(0, 99), 10))], now);
+    assert_eq!(old.dropped_late, 1);
+    let future = t.ingest(&w, &[sample(4, now + 3_600_000, pstats("p1", "t", range(0, 99), 10))], now);
+    assert_eq!(future.rejected_future, 1);
+    let mut bad = sample(5, now, pstats("p1", "t", range(0, 99), 10));
+    bad.interval_ms = 0;
+    assert_eq!(t.ingest(&w, &[bad], now).invalid, 1);
+    let s = t.window(&pid("p1"), Metric::Ops, secs(60), now).expect("known");
+    assert!((s.sum - 20.0).abs() < 0.01, "two accepted samples: {s:?}");
+}
+
+#[test]
+fn long_intervals_spread_over_their_seconds() {
+    let mut t = table();
+    let now = T0_MS + 100_000;
+    let mut s = sample(1, now, pstats("p1", "t", range(0, 99), 1000));
+    s.interval_ms = 10_000;
+    t.ingest(&wid("w1"), &[s], now);
+    let w = t.window(&pid("p1"), Metric::Ops, secs(10), now).expect("known");
+    assert!((w.sum - 1000.0).abs() < 0.5 && (w.max - 100.0).abs() < 0.05, "{w:?}");
+}
+
+#[test]
+fn host_samples_feed_the_worker_series() {
+    let mut t = table();
+    let now = T0_MS + 10_000;
+    let host = HostStats {
+        cpu_ratio: 0.5,
+        cpu_cores: 8,
+        memory_used_bytes: 1,
+        memory_total_bytes: 2,
+        net_rx_bytes_per_sec: 100.0,
+        net_tx_bytes_per_sec: 50.0,
+        disk_read_bytes_per_sec: 0.0,
+        disk_write_bytes_per_sec: 0.0,
+    };
+    let s = Sample { cursor: Cursor(1), timestamp_ms: now, interval_ms: 1000, data: SampleData::Host(host) };
+    let st = t.ingest(&wid("w1"), &[s], now);
+    assert_eq!(st.accepted_host, 1);
+    let l = t.worker_load(&wid("w1"), Metric::HostCpu, secs(5), now).expect("known");
+    assert!((l.mean - 0.5).abs() < 1e-6);
+    let n = t.worker_load(&wid("w1"), Metric::NetBytes, secs(5), now).expect("known");
+    assert!((n.mean - 150.0).abs() < 1e-3);
+}
+
+#[test]
+fn top_n_ranks_partitions_and_groups() {
+    let mut t = table();
+    let now = T0_MS + 10_000;
+    let mut c = 0;
+    for (w, p, tbl, ops) in [("w1", "a", "t1", 10), ("w1", "b", "t1", 30), ("w2", "c", "t2", 20), ("w2", "d", "t2", 5)]
+    {
+        let batch: Vec<Sample> = (0..10)
+            .map(|k| {
+                c += 1;
+                sample(c, T0_MS + (k + 1) * 1000, pstats(p, tbl, range(0, 99), ops))
+            })
+            .collect();
+        t.ingest(&wid(w), &batch, now);
+    }
+    let top = t.top_n(Metric::Ops, 2, GroupBy::None, secs(10), now).expect("ok");
+    assert_eq!(top.window_secs, 10.0);
+    let keys: Vec<_> = top.entries.iter().map(|e| e.key.clone()).collect();
+    assert_eq!(keys, vec![GroupKey::Partition { partition: pid("b") }, GroupKey::Partition { partition: pid("c") }]);
+    let by_table = t.top_n(Metric::Ops, 10, GroupBy::Table, secs(10), now).expect("ok");
+    assert_eq!(by_table.entries.len(), 2);
+    assert!((by_table.entries[0].value - 40.0).abs() < 0.01, "{by_table:?}");
+    let by_worker = t.top_n(Metric::Ops, 10, GroupBy::Worker, secs(10), now).expect("ok");
+    assert_eq!(by_worker.entries[0].key, GroupKey::Worker { worker: wid("w1") });
+    assert!((by_worker.entries[0].value - 40.0).abs() < 1e-3);
+    let by_tenant = t.top_n(Metric::Ops, 10, GroupBy::Tenant, secs(10), now).expect("ok");
+    assert!((by_tenant.entries[0].value - 65.0).abs() < 0.02);
+    let lat = t.top_n(Metric::LatencyP99, 10, GroupBy::Table, secs(10), now).expect("ok");
+    assert!((lat.entries[0].value - 1000.0).abs() < 1.0, "gauges group by max: {lat:?}");
+    let overview = t.cluster_overview(Metric::Ops, secs(10), now).expect("ok");
+    assert!((overview.mean - 32.5).abs() < 1e-3 && (overview.max_over_mean - 40.0 / 32.5).abs() < 1e-3);
+    assert!((overview.cv - 7.5 / 32.5).abs() < 1e-3, "{overview:?}");
+}
+
+fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
+    let cap = Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e6 };
+    Topology {
+        version: 1,
+        workers: ["w1", "w2"]
+            .iter()
+            .map(|w| WorkerInfo { id: wid(w), capacity: cap, group: None, health: Health::Healthy })
+            .collect(),
+        partitions: parts
+            .iter()
+            .map(|(p, r, w)| PartitionInfo {
+                id: pid(p),
+                tenant: TenantId::new("acme").expect("valid"),
+                table: TableId::new("t").expect("valid"),
+                range: *r,
+                owner: wid(w),
+                group: None,
+                stored_bytes: 42,
+                limit: None,
+                supported_actions: vec![],
+            })
+            .collect(),
+        datasets: vec![],
+    }
+}
+
+#[test]
+fn split_children_inherit_history_and_the_heatmap_shows_the_split() {
+    let mut t = table();
+    t.apply_topology(&topo(&[("p", range(0, 99), "w1")]));
+    let w = wid("w1");
+    // The parent serves 100 ops/s for 120 s, then splits into l [0,24] and r [25,99].
+    let parent: Vec<Sample> =
+        (0..120).map(|k| sample(k as u64 + 1, T0_MS + (k + 1) * 1000, pstats("p", "t", range(0, 99), 100))).collect();
+    t.ingest(&w, &parent, T0_MS + 120_000);
+    t.apply_topology(&topo(&[("l", range(0, 24), "w1"), ("r", range(25, 99), "w2")]));
+    t.link_split(&pid("p"), &[pid("l"), pid("r")]).expect("known");
+    assert!(t.partitions(secs(10), T0_MS + 120_000).expect("ok").iter().any(|r| r.id == pid("p") && r.gone));
+    let mut c = 1000;
+    for k in 120..180 {
+        c += 1;
+        t.ingest(&w, &[sample(c, T0_MS + (k + 1) * 1000, pstats("l", "t", range(0, 24), 40))], T0_MS + 180_000);
+        t.ingest(
+            &wid("w2"),
+            &[sample(c, T0_MS + (k + 1) * 1000, pstats("r", "t", range(25, 99), 60))],
+            T0_MS + 180_000,
+        );
+    }
+    let h = t.history(&pid("l"), Metric::Ops, T0_MS, T0_MS + 180_000).expect("known");
+    let inherited: Vec<_> = h.points.iter().filter(|p| p.ts_ms < T0_MS + 120_000).collect();
+    assert!(!inherited.is_empty());
+    assert!(inherited.iter().all(|p| (p.value - 25.0).abs() < 1.0), "a quarter of the parent: {inherited:?}");
+    assert!(h.points.iter().filter(|p| p.ts_ms >= T0_MS + 120_000).all(|p| (p.value - 40.0).abs() < 0.1));
+    assert!(t.link_split(&pid("l"), &[pid("p")]).is_err(), "cycles are refused");
+
+    let tenant = TenantId::new("acme").expect("valid");
+    let tbl = TableId::new("t").expect("valid");
+    let hm = t.heatmap(&tenant, &tbl, Metric::Ops, T0_MS, T0_MS + 180_000, 60_000, 4).expect("ok");
+    assert_eq!(hm.times_ms.len(), 3);
+    assert_eq!(hm.key_buckets.len(), 4);
+    assert_eq!(hm.key_buckets[0], range(0, 24));
+    for row in 0..3 {
+        let total: f32 = hm.values[row * 4..row * 4 + 4].iter().sum();
+        assert!((total - 100.0).abs() < 4.0, "row {row} sums to the table's rate: {total}");
+    }
+    // After the split, bucket 0 holds l's 40 ops/s; before it, a quarter of p's 100.
+    assert!((hm.values[2 * 4] - 40.0).abs() < 0.1, "{:?}", hm.values);
+    assert!((hm.values[0] - 25.0).abs() < 1.5, "{:?}", hm.values);
+
+    // Six hours on, the gone parent is evicted and the link with it.
+    assert_eq!(t.evict_expired(T0_MS + 7 * 3_600_000), 1);
+    assert!(matches!(t.window(&pid("p"), Metric::Ops, secs(1), T0_MS), Err(TableError::UnknownPartition(_))));
+    assert!(t.partitions(secs(1), T0_MS).expect("ok").iter().all(|r| r.parents.is_empty()));
+}
+
+#[test]
+fn merges_sum_their_parents() {
+    let mut t = table();
+    let w = wid("w1");
+    let mut batch = vec![];
+    for k in 0..10 {
+        batch.push(sample(2 * k as u64 + 1, T0_MS + (k + 1) * 1000, pstats("a", "t", range(0, 49), 10)));
+        batch.push(sample(2 * k as u64 + 2, T0_MS + (k + 1) * 1000, pstats("b", "t", range(50, 99), 20)));
+    }
+    t.ingest(&w, &batch, T0_MS + 10_000);
+    t.ingest(&w, &[sample(100, T0_MS + 11_000, pstats("m", "t", range(0, 99), 30))], T0_MS + 11_000);
+    t.link_merge(&[pid("a"), pid("b")], &pid("m")).expect("known");
+    let h = t.history(&pid("m"), Metric::Ops, T0_MS, T0_MS + 11_000).expect("known");
+    assert_eq!(h.points.len(), 11);
+    assert!(h.points.iter().all(|p| (p.value - 30.0).abs() < 0.01), "{h:?}");
+}
+
+#[test]
+fn sketches_are_kept_per_partition() {
+    let mut t = table();
+    let mut st = pstats("p", "t", range(0, 99), 10);
+    st.sketch = Some(KeySketch { bucket_ops: vec![1; 200], top_keys: vec![], sequential_write_ratio: 0.0 });
+    t.ingest(&wid("w1"), &[sample(1, T0_MS + 1000, st)], T0_MS + 1000);
+    assert_eq!(t.sketch(&pid("p")).map(|s| s.bucket_ops.len()), Some(64), "truncated to the protocol bound");
+    assert!(t.memory_usage().sketch_bytes > 0);
+}
+
+#[derive(Debug, Clone)]
+struct Op {
+    partition: usize,
+    ops: u64,
+    delay_secs: i64,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every sample is counted exactly once however the collector slices, repeats and overlaps
+    /// its batches: the window sums equal the sums of the distinct samples, per partition and
+    /// per worker, and the ingest stats account for every delivered sample.
+    #[test]
+    fn every_sample_is_counted_exactly_once(
+        ops in prop::collection::vec((0usize..3, 0u64..10_000, 0i64..5), 1..200),
+        cuts in prop::collection::vec((0usize..200, 0usize..40), 1..30),
+    ) {
+        let ops: Vec<Op> = ops.into_iter().map(|(partition, ops, delay_secs)| Op { partition, ops, delay_secs }).collect();
+        let names = ["p0", "p1", "p2"];
+        // Sample k is stamped k seconds after T0 minus a small delay (out of order within 5 s).
+        let samples: Vec<Sample> = ops
+            .iter()
+            .enumerate()
+            .map(|(k, o)| {
+                let ts = T0_MS + (k as i64 + 10 - o.delay_secs) * 1000;
+                sample(k as u64 + 1, ts, pstats(names[o.partition], "t", range(0, 99), o.ops))
+            })
+            .collect();
+        let now = T0_MS + (samples.len() as i64 + 10) * 1000;
+        let mut t = table();
+        let w = wid("w1");
+        let mut delivered = 0u64;
+        let mut accepted = 0u64;
+        // Deliver overlapping, repeated slices in increasing start order, then everything again.
+        let mut sorted = cuts.clone();
+        sorted.sort();
+        for (start, len) in sorted {
+            let start = start.min(samples.len());
+            let end = (start + len).min(samples.len());
+            let st = t.ingest(&w, &samples[start..end], now);
+            prop_assert_eq!(st.total(), (end - start) as u64);
+            delivered += st.total();
+            accepted += st.accepted_partition;
+        }
+        let st = t.ingest(&w, &samples, now);
+        prop_assert_eq!(st.total(), samples.len() as u64);
+        accepted += st.accepted_partition;
+        delivered += st.total();
+        prop_assert!(delivered >= samples.len() as u64);
+        // Slices may skip ahead (the table only keeps a high-water mark), so count what the table
+        // took; with the final full delivery that is every sample not skipped by a later slice.
+        let taken: std::collections::BTreeSet<u64> = {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut sorted = cuts.clone();
+            sorted.sort();
+            let mut last = 0u64;
+            for (start, len) in sorted.into_iter().map(|(s, l)| (s.min(samples.len()), l)).chain([(0, samples.len())]) {
+                let end = (start + len).min(samples.len());
+                for s in &samples[start..end] {
+                    if s.cursor.0 > last {
+                        seen.insert(s.cursor.0);
+                        last = s.cursor.0;
+                    }
+                }
+            }
+            seen
+        };
+        prop_assert_eq!(accepted, taken.len() as u64);
+        let window = secs(samples.len() as u64 + 60);
+        let bound = t.error_bounds()[0].coarse_relative_error;
+        let mut worker_total = 0.0;
+        for (p, name) in names.iter().enumerate() {
+            let want: u64 = samples
+                .iter()
+                .zip(&ops)
+                .filter(|(s, o)| o.partition == p && taken.contains(&s.cursor.0))
+                .map(|(_, o)| o.ops)
+                .sum();
+            worker_total += want as f64;
+            // Partition series: exact up to the u8 coarse error for the part older than the fine ring.
+            match t.window(&pid(name), Metric::Ops, window, now) {
+                Ok(s) => prop_assert!((s.sum - want as f64).abs() <= want as f64 * bound + 1e-6, "{} {} {:?}", name, want, s),
+                Err(_) => prop_assert_eq!(want, 0),
+            }
+        }
+        let wl = t.worker_load(&w, Metric::Ops, window, now).expect("worker known");
+        prop_assert!((wl.sum - worker_total).abs() <= worker_total * 1e-5 + 1e-3, "{} {:?}", worker_total, wl);
+    }
+
+    /// Windows never count a second twice: covered seconds never exceed the window.
+    #[test]
+    fn coverage_never_exceeds_the_window(n in 1i64..400, last in 1u64..3000, lag in 0i64..400) {
+        let mut t = table();
+        let now = T0_MS + (n + lag) * 1000;
+        t.ingest(&wid("w1"), &steady("p1", 7, n, 1), now);
+        let s = t.window(&pid("p1"), Metric::Ops, secs(last), now).expect("known");
+        prop_assert!(s.covered_secs <= s.window_secs);
+        prop_assert!(s.covered_secs <= n as f64 + 1e-9);
+        // The top-N fast path agrees with the full window statistics.
+        let top = t.top_n(Metric::Ops, 1, GroupBy::None, secs(last), now).expect("ok");
+        match top.entries.first() {
+            Some(e) => prop_assert!((e.value - s.rate_per_sec).abs() <= 1e-9 * (1.0 + s.rate_per_sec), "{:?} {:?}", e, s),
+            None => prop_assert_eq!(s.covered_secs, 0.0),
+        }
+        let r = t.window(&pid("p1"), Metric::ReadOps, secs(last), now).expect("known");
+        let top = t.top_n(Metric::ReadOps, 1, GroupBy::None, secs(last), now).expect("ok");
+        if let Some(e) = top.entries.first() {
+            prop_assert!((e.value - r.rate_per_sec).abs() <= 1e-3 * (1.0 + r.rate_per_sec), "{:?} {:?}", e, r);
+        }
+    }
+}
+
+#[test]
+fn unknown_table_and_bad_heatmaps_are_refused() {
+    let t = table();
+    let tenant = TenantId::new("x").expect("valid");
+    let tbl = TableId::new("y").expect("valid");
+    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 4), Err(TableError::UnknownTable { .. })));
+    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1500, 4), Err(TableError::InvalidQuery(_))));
+    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 0), Err(TableError::InvalidQuery(_))));
+}

@@ -1,0 +1,3 @@
+//! lb-master's integration tests with real agents and a real ops server, in-process on loopback.
+
+mod collect;
