@@ -12,12 +12,15 @@
 //!   reports; no HTTP, no sleeping, deterministic from the seed.
 //! - [`realtime`] and [`http`]: the same engine stepped by the wall clock behind the storage
 //!   admin API, and the pusher that posts every worker's report to its agent.
+//! - [`up`]: the whole system in one process (`lb-testbed up`): this cluster, an agent per
+//!   worker, the ops server and the master, each on its own loopback port.
 
 pub mod http;
 pub mod model;
 pub mod ops;
 pub mod realtime;
 pub mod scenario;
+pub mod up;
 pub mod virtual_time;
 pub mod workload;
 

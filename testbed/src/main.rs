@@ -1,5 +1,7 @@
-//! `lb-testbed serve --scenario FILE`: the simulated storage system in real time behind the
-//! storage admin API, pushing reports to agents. `lb-testbed sim --scenario FILE`: the same
+//! `lb-testbed up [--scenario FILE]`: the whole system in one process — the simulated cluster,
+//! one agent per worker, the ops server and the master — each on its own loopback port.
+//! `lb-testbed serve --scenario FILE`: the simulated storage system alone, in real time behind
+//! the storage admin API, pushing reports to agents. `lb-testbed sim --scenario FILE`: the same
 //! scenario in virtual time, printing per-minute cluster load.
 
 use std::collections::BTreeMap;
@@ -24,6 +26,17 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Starts the simulated cluster, its agents, the ops server and the master, all on loopback.
+    Up {
+        #[arg(long, default_value = "configs/scenarios/hot-range-surge.toml")]
+        scenario: PathBuf,
+        /// Where every component keeps its SQLite file.
+        #[arg(long, default_value = "data/up")]
+        data_dir: PathBuf,
+        /// Report and collection interval.
+        #[arg(long, default_value_t = 1_000)]
+        interval_ms: u64,
+    },
     /// Runs a scenario in real time with the admin API and report pushing.
     Serve {
         #[arg(long)]
@@ -65,6 +78,25 @@ async fn main() -> anyhow::Result<()> {
     let filter = if matches!(args.command, Command::Sim { .. }) { "warn" } else { "info" };
     lb_common::telemetry::init_tracing(&LogConfig { filter: filter.to_owned(), ..LogConfig::default() });
     match args.command {
+        Command::Up { scenario, data_dir, interval_ms } => {
+            let options = lb_testbed::up::UpOptions {
+                scenario,
+                data_dir,
+                host: "127.0.0.1".to_owned(),
+                interval: Duration::from_millis(interval_ms.max(100)),
+            };
+            let running = lb_testbed::up::up(&options).await?;
+            println!("lb is up (scenario {}); Ctrl-C stops everything.", options.scenario.display());
+            for (what, url) in running.urls() {
+                println!("  {what:<30} {url}");
+            }
+            let signal = lb_common::shutdown::wait_for_signal().await;
+            tracing::info!(signal, "shutting down");
+            if !running.stop(Duration::from_secs(10)).await {
+                anyhow::bail!("shutdown did not finish within 10 s per component");
+            }
+            Ok(())
+        }
         Command::Serve { scenario, listen, agents, agent_port_base, report_interval_ms } => {
             let scenario = Scenario::load(&scenario)?;
             let mut options = RealtimeOptions::new(listen);

@@ -7,4 +7,5 @@ mod engine_ops;
 mod pusher;
 mod scenarios;
 mod support;
+mod up;
 mod workloads;

@@ -1,0 +1,144 @@
+//! `lb-testbed up`: the whole system in one process, each component on its own loopback port
+//! and talking real HTTP — the simulated cluster, one agent per worker (each with its own SQLite
+//! file), the ops server and the master.
+//!
+//! Start order follows who needs whose address: the testbed's listener is bound first (the ops
+//! server needs the storage URL), then the ops server, the agents (they register with it), the
+//! testbed (it pushes reports to the agents) and the master (it collects through the ops server).
+//! Stop order is the reverse.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use lb_common::ids::WorkerId;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::Engine;
+use crate::realtime::{self, RealtimeOptions, RunningTestbed};
+use crate::scenario::Scenario;
+
+/// Everything `up` started, for the caller to print and stop.
+#[derive(Debug)]
+pub struct Running {
+    pub testbed: RunningTestbed,
+    pub ops_server: lb_ops_server::RunningOpsServer,
+    pub agents: Vec<(WorkerId, lb_agent::RunningAgent)>,
+    pub master: lb_master::RunningMaster,
+}
+
+/// Options of `up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub scenario: PathBuf,
+    /// Each component's SQLite file goes here.
+    pub data_dir: PathBuf,
+    /// `127.0.0.1:0` picks free ports; tests and the launcher both use it.
+    pub host: String,
+    /// Report and collection cadence.
+    pub interval: Duration,
+}
+
+async fn bind(host: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(format!("{host}:0")).await.with_context(|| format!("cannot bind {host}:0"))
+}
+
+fn parse<C: lb_common::config::ServiceConfig>(text: &str, what: &str) -> anyhow::Result<C> {
+    lb_common::config::parse(text, Path::new(what)).with_context(|| format!("generated {what} is invalid"))
+}
+
+pub async fn up(options: &UpOptions) -> anyhow::Result<Running> {
+    let scenario = Scenario::load(&options.scenario)?;
+    std::fs::create_dir_all(&options.data_dir)
+        .with_context(|| format!("cannot create the data directory {}", options.data_dir.display()))?;
+    let engine = Engine::new(&scenario);
+    let workers: Vec<WorkerId> = engine.topology().workers.into_iter().map(|w| w.id).collect();
+    let interval_ms = options.interval.as_millis() as u64;
+    let data = |name: &str| options.data_dir.join(name).display().to_string();
+
+    let testbed_listener = bind(&options.host).await?;
+    let storage_url = format!("http://{}", testbed_listener.local_addr()?);
+
+    let ops_config: lb_ops_server::config::OpsServerConfig = parse(
+        &format!(
+            "[http]\nlisten = \"{}:0\"\n[audit]\npath = \"{}\"\n[storage]\nurl = \"{storage_url}\"\n\
+             [registry]\nheartbeat_interval_ms = {}\ndown_after_ms = {}\n\
+             [executor.timeouts]\nmove_ms = 600000\n[limits]\nrequests_per_sec = 100000\n",
+            options.host,
+            data("ops-server-audit.sqlite"),
+            interval_ms.max(100),
+            (interval_ms * 10).max(1000)
+        ),
+        "ops-server.toml",
+    )?;
+    let (_ops_tx, ops_rx) = watch::channel(Arc::new(ops_config));
+    let ops_server = lb_ops_server::start(ops_rx, bind(&options.host).await?, None).await?;
+    let ops_url = format!("http://{}", ops_server.addr());
+
+    let mut agents = Vec::new();
+    let mut agent_urls = BTreeMap::new();
+    for worker in &workers {
+        let config: lb_agent::config::AgentConfig = parse(
+            &format!(
+                "worker_id = \"{worker}\"\n[http]\nlisten = \"{}:0\"\n[store]\npath = \"{}\"\n\
+                 [host]\nenabled = false\n[ops_server]\nurl = \"{ops_url}\"\n",
+                options.host,
+                data(&format!("agent-{worker}.sqlite"))
+            ),
+            "agent.toml",
+        )?;
+        let (_tx, rx) = watch::channel(Arc::new(config));
+        let agent = lb_agent::start(rx, bind(&options.host).await?, None).await?;
+        agent_urls.insert(worker.clone(), format!("http://{}", agent.addr()));
+        agents.push((worker.clone(), agent));
+    }
+
+    let mut rt = RealtimeOptions::new(testbed_listener.local_addr()?);
+    rt.agents = agent_urls;
+    rt.report_interval = options.interval;
+    let testbed = realtime::start(engine, testbed_listener, rt).await?;
+
+    let master_config: lb_master::config::MasterConfig = parse(
+        &format!(
+            "[http]\nlisten = \"{}:0\"\n[ops_server]\nurl = \"{ops_url}\"\n[store]\npath = \"{}\"\n\
+             [collector]\ninterval_ms = {}\nstale_after_ms = {}\ntopology_interval_ms = {}\n",
+            options.host,
+            data("master-results.sqlite"),
+            interval_ms.max(100),
+            (interval_ms * 5).max(1000),
+            (interval_ms * 2).max(100)
+        ),
+        "master.toml",
+    )?;
+    let (_master_tx, master_rx) = watch::channel(Arc::new(master_config));
+    let master = lb_master::start(master_rx, bind(&options.host).await?, None).await?;
+    Ok(Running { testbed, ops_server, agents, master })
+}
+
+impl Running {
+    /// Stops everything, newest first, each within `deadline`. Returns whether all stopped clean.
+    pub async fn stop(self, deadline: Duration) -> bool {
+        let mut clean = self.master.stop(deadline).await;
+        clean &= self.testbed.stop(deadline).await;
+        for (_, agent) in self.agents {
+            clean &= agent.stop(deadline).await;
+        }
+        clean & self.ops_server.stop(deadline).await
+    }
+
+    /// The URLs to print.
+    pub fn urls(&self) -> Vec<(String, String)> {
+        let mut urls = vec![
+            ("master (console and /api/v1)".to_owned(), format!("http://{}", self.master.addr())),
+            ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
+            ("storage admin (testbed)".to_owned(), format!("http://{}", self.testbed.addr())),
+        ];
+        for (worker, agent) in &self.agents {
+            urls.push((format!("agent {worker}"), format!("http://{}", agent.addr())));
+        }
+        urls
+    }
+}
