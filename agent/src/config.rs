@@ -244,8 +244,8 @@ mod tests {
     fn the_shipped_config_parses_and_validates() {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/agent.toml"));
         let config: AgentConfig = lb_common::config::load(path).expect("configs/agent.toml is valid");
-        assert_eq!(config.worker_id.as_str(), "w-3");
-        assert!(config.ops_server.is_none());
+        assert_eq!(config.worker_id.as_str(), "w-0003");
+        assert!(config.ops_server.is_some());
     }
 
     #[test]

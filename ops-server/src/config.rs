@@ -355,7 +355,7 @@ mod tests {
     fn the_shipped_config_parses_and_validates() {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ops-server.toml"));
         let config: OpsServerConfig = lb_common::config::load(path).expect("configs/ops-server.toml is valid");
-        assert_eq!(config.auth.tokens.len(), 3);
+        assert_eq!(config.auth.tokens.len(), 4);
     }
 
     #[test]
