@@ -15,6 +15,11 @@ use super::store::{MetricsTable, PartState};
 use super::{Metric, TableError};
 
 /// Aggregates of one series over a window.
+/// Below this many partitions a scan is too short to be worth a thread (~50 µs to spawn).
+const PARALLEL_SCAN_MIN_PARTITIONS: usize = 20_000;
+/// Scans use at most this many threads; the master's other loops need a core too.
+const MAX_SCAN_THREADS: usize = 4;
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowStats {
     pub metric: Metric,
@@ -301,13 +306,33 @@ impl MetricsTable {
             return Ok(out);
         }
         let view = metric.partition_view().ok_or(TableError::MetricNotAvailable { metric, scope: "partition" })?;
-        for (i, st) in self.pstate.iter().enumerate() {
-            if *st == PartState::Live
-                && let Some(v) = scalar_of(&self.pseries, i as u32, view, metric.is_rate(), win)
-            {
-                out.push((i as u32, v));
+        let scan = |range: std::ops::Range<usize>| {
+            let mut part = Vec::with_capacity(range.len());
+            for i in range {
+                if self.pstate[i] == PartState::Live
+                    && let Some(v) = scalar_of(&self.pseries, i as u32, view, metric.is_rate(), win)
+                {
+                    part.push((i as u32, v));
+                }
             }
+            part
+        };
+        let len = self.pstate.len();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_SCAN_THREADS);
+        if threads < 2 || len < PARALLEL_SCAN_MIN_PARTITIONS {
+            out.extend(scan(0..len));
+            return Ok(out);
         }
+        // Every partition's window is independent: scan disjoint ranges on scoped threads.
+        let chunk = len.div_ceil(threads);
+        std::thread::scope(|s| {
+            let scan = &scan;
+            let parts: Vec<_> =
+                (0..threads).map(|t| s.spawn(move || scan(t * chunk..((t + 1) * chunk).min(len)))).collect();
+            for part in parts {
+                out.extend(part.join().expect("a scan thread does not panic"));
+            }
+        });
         Ok(out)
     }
 

@@ -460,3 +460,33 @@ fn unknown_table_and_bad_heatmaps_are_refused() {
     assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1500, 4), Err(TableError::InvalidQuery(_))));
     assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 0), Err(TableError::InvalidQuery(_))));
 }
+
+#[test]
+fn parallel_top_n_over_many_partitions_matches_the_sequential_answer() {
+    // Above PARALLEL_SCAN_MIN_PARTITIONS the scan runs on several threads: the five hot
+    // partitions sit in different threads' ranges and must all be found, in order.
+    let mut t = table();
+    let n = 25_000u64;
+    let hot =
+        [(24_990u64, 9_000_000u64), (10, 7_000_000), (13_000, 5_000_000), (7_000, 3_000_000), (19_000, 1_000_000)];
+    let ops_of = |i: u64| hot.iter().find(|(h, _)| *h == i).map_or(100 + i % 1000, |(_, ops)| *ops);
+    let samples: Vec<Sample> = (0..n)
+        .map(|i| sample(i + 1, T0_MS, pstats(&format!("p{i}"), "orders", range(i * 10, i * 10 + 9), ops_of(i))))
+        .collect();
+    t.ingest(&wid("w1"), &samples, T0_MS);
+    let top = t.top_n(Metric::Ops, 5, GroupBy::None, secs(10), T0_MS + 1_000).expect("top");
+    let got: Vec<String> = top
+        .entries
+        .iter()
+        .map(|e| match &e.key {
+            GroupKey::Partition { partition } => partition.to_string(),
+            other => panic!("unexpected key {other:?}"),
+        })
+        .collect();
+    let want: Vec<String> = hot.iter().map(|(i, _)| format!("p{i}")).collect();
+    assert_eq!(got, want);
+    for (entry, (i, _)) in top.entries.iter().zip(&hot) {
+        let one = t.window(&pid(&format!("p{i}")), Metric::Ops, secs(10), T0_MS + 1_000).expect("window");
+        assert!((entry.value - one.rate_per_sec).abs() < 1e-6, "top-N agrees with window for p{i}");
+    }
+}
