@@ -3,6 +3,7 @@
 //! - [`collector`]: pulls samples from every agent through the ops server, exactly once.
 //! - [`table`]: the in-memory MetricsTable (fine and coarse history per partition and worker,
 //!   top-N, heatmap, lineage across splits and merges).
+//! - [`lineage`]: which new partitions came from which old ones, from consecutive topologies.
 //! - [`store`]: the ResultDataStore (SQLite) for analyses, proposals, actions, evaluations and
 //!   config reloads, with retention.
 //! - [`http`]: the read API under `/api/v1`; [`config`]: `master.toml`.
@@ -10,6 +11,7 @@
 pub mod collector;
 pub mod config;
 pub mod http;
+pub mod lineage;
 pub mod store;
 pub mod table;
 
@@ -157,7 +159,23 @@ async fn topology_loop(shared: Shared, cancel: CancellationToken) {
         let cfg = shared.config.borrow().clone();
         match ops_client(&cfg).get::<Topology>("/v1/topology").await {
             Ok(topology) => {
-                shared.table.write().expect("table lock is never poisoned").apply_topology(&topology);
+                let previous = shared.topology.read().expect("topology lock is never poisoned").clone();
+                let mut table = shared.table.write().expect("table lock is never poisoned");
+                table.apply_topology(&topology);
+                // Splits and merges keep their history linked.
+                for link in previous.map(|old| lineage::lineage(&old, &topology)).unwrap_or_default() {
+                    let result = match &link {
+                        lineage::Lineage::Split { parent, child, share_ratio } => {
+                            table.link_split_share(parent, child, *share_ratio)
+                        }
+                        lineage::Lineage::Merge { parents, child } => table.link_merge(parents, child),
+                    };
+                    match result {
+                        Ok(()) => info!(?link, "partition lineage linked"),
+                        Err(error) => warn!(?link, %error, "cannot link partition lineage"),
+                    }
+                }
+                drop(table);
                 *shared.topology.write().expect("topology lock is never poisoned") = Some(Arc::new(topology));
             }
             Err(error) => warn!(%error, "cannot refresh the topology"),

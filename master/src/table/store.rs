@@ -359,6 +359,20 @@ impl MetricsTable {
         Ok(())
     }
 
+    /// Records that `child` took `share_ratio` of `parent`'s key range, computed by the caller
+    /// from the ranges *before* the split (the parent may have kept its id with a smaller range).
+    pub fn link_split_share(
+        &mut self,
+        parent: &PartitionId,
+        child: &PartitionId,
+        share_ratio: f64,
+    ) -> Result<(), TableError> {
+        let p = self.partition_idx(parent)?;
+        let c = self.partition_idx(child)?;
+        self.link(p, c, share_ratio.clamp(0.0, 1.0))
+            .map_err(|()| TableError::LineageCycle { parent: parent.clone(), child: child.clone() })
+    }
+
     /// Records that `parents` merged into `child`: before the child's first sample, its history
     /// is the sum of its parents'.
     pub fn link_merge(&mut self, parents: &[PartitionId], child: &PartitionId) -> Result<(), TableError> {

@@ -43,3 +43,58 @@ async fn up_starts_everything_and_data_reaches_the_master() {
     }
     assert!(running.stop(Duration::from_secs(20)).await, "clean stop");
 }
+
+#[tokio::test]
+async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let options = UpOptions {
+        scenario: scenarios_dir().join("hot-range-surge.toml"),
+        data_dir: dir.path().to_owned(),
+        host: "127.0.0.1".to_owned(),
+        interval: Duration::from_millis(200),
+    };
+    let running = up(&options).await.expect("everything starts");
+    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    // Let the parent build up a few seconds of history.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let topology: lb_common::protocol::Topology = master.get("/api/v1/topology").await.expect("topology");
+    let parent = topology.partitions.iter().min_by_key(|p| p.range.start).expect("a partition").clone();
+    let mid = lb_common::ids::Key(parent.range.start.0 + (parent.range.end.0 - parent.range.start.0) / 2);
+    let split_at_ms = chrono::Utc::now().timestamp_millis();
+    let request = lb_common::protocol::ActionRequest {
+        id: "lineage-split".parse().expect("id"),
+        spec: lb_common::protocol::ActionSpec::Split { partition: parent.id.clone(), split_key: mid },
+        origin: lb_common::protocol::Origin::Manual,
+        policy: None,
+        reason: "test lineage".to_owned(),
+        actor_path: vec!["manual".to_owned(), "test".to_owned()],
+    };
+    let _: lb_common::protocol::ActionRecord = ops.post("/v1/actions", &request).await.expect("accepted");
+    // Wait for the master to see the new partition.
+    let started = tokio::time::Instant::now();
+    let child = loop {
+        let t: lb_common::protocol::Topology = master.get("/api/v1/topology").await.expect("topology");
+        if let Some(child) = t.partitions.iter().find(|p| p.range.start == mid) {
+            break child.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the split never showed in the master's topology");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let history: serde_json::Value = master
+        .get(&format!("/api/v1/partitions/{}/history?metric=ops&from_ms={}", child.id, split_at_ms - 10_000))
+        .await
+        .expect("history");
+    let before_split = history["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .filter(|p| {
+            p["ts_ms"].as_i64().is_some_and(|t| t < split_at_ms - 1_000) && p["value"].as_f64().is_some_and(|v| v > 0.0)
+        })
+        .count();
+    assert!(before_split > 0, "the child's history reaches back into its parent's: {history}");
+    assert!(running.stop(Duration::from_secs(20)).await);
+}
