@@ -234,6 +234,18 @@ fn default_max_samples_per_page() -> u64 {
     DEFAULT_MAX_SAMPLES_PER_PAGE
 }
 
+impl lb_common::service::ServiceBasics for AgentConfig {
+    fn log(&self) -> &LogConfig {
+        &self.log
+    }
+    fn runtime(&self) -> &RuntimeConfig {
+        &self.runtime
+    }
+    fn listen(&self) -> std::net::SocketAddr {
+        self.http.listen
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

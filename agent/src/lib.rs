@@ -114,3 +114,13 @@ async fn maintenance(
         }
     }
 }
+
+impl lb_common::service::RunningService for RunningAgent {
+    fn addr(&self) -> SocketAddr {
+        RunningAgent::addr(self)
+    }
+
+    fn stop(self, deadline: Duration) -> impl std::future::Future<Output = bool> + Send {
+        RunningAgent::stop(self, deadline)
+    }
+}

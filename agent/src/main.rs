@@ -1,12 +1,9 @@
-//! `lb-agent --config agent.toml`: runs the agent until SIGINT or SIGTERM; SIGHUP reloads.
+//! `lb-agent --config agent.toml`: runs until SIGINT or SIGTERM; SIGHUP reloads the config.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
 use lb_agent::config::AgentConfig;
-use lb_common::config::watch::{self, WatchOptions};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "lb agent: collects a storage worker's partition metrics")]
@@ -19,24 +16,8 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let initial: AgentConfig = lb_common::config::load(&args.config)?;
-    lb_common::telemetry::init_tracing(&initial.log);
-    lb_common::telemetry::metrics_handle();
-    let config_cancel = tokio_util::sync::CancellationToken::new();
-    let (handle, _watcher) =
-        watch::spawn::<AgentConfig>(&args.config, WatchOptions::from_runtime(&initial.runtime), config_cancel.clone())?;
-    let listener = tokio::net::TcpListener::bind(initial.http.listen)
-        .await
-        .with_context(|| format!("cannot listen on http.listen = {}", initial.http.listen))?;
-    let agent = lb_agent::start(handle.subscribe(), listener, Some(handle.shared_status())).await?;
-    println!("lb-agent {} listening on http://{}", initial.worker_id, agent.addr());
-    let signal = lb_common::shutdown::wait_for_signal().await;
-    tracing::info!(signal, "shutting down");
-    let deadline = Duration::from_millis(handle.current().runtime.shutdown_deadline_ms);
-    let clean = agent.stop(deadline).await;
-    config_cancel.cancel();
-    if !clean {
-        anyhow::bail!("shutdown did not finish within {} ms", deadline.as_millis());
-    }
-    Ok(())
+    lb_common::service::run::<AgentConfig, _, _, _>("lb-agent", &args.config, |config, listener, status| {
+        lb_agent::start(config, listener, Some(status))
+    })
+    .await
 }

@@ -9,6 +9,7 @@
 //! - [`http`]: router plumbing (`/metrics`, `/live`, `/ready`, limits, errors) and the typed
 //!   HTTP client with timeouts.
 //! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
+//! - [`service`]: the body of every binary's `main`.
 //! - [`fair_queue`]: the hierarchical fair queue (per tenant, per table, any depth) the ops
 //!   server runs actions through.
 //! - [`placement`]: the placement decision core for hash-sharded datasets: jump hash, nested
@@ -21,6 +22,7 @@ pub mod http;
 pub mod ids;
 pub mod placement;
 pub mod protocol;
+pub mod service;
 pub mod shutdown;
 pub mod telemetry;
 pub mod validate;

@@ -229,6 +229,18 @@ impl TableSection {
     }
 }
 
+impl lb_common::service::ServiceBasics for MasterConfig {
+    fn log(&self) -> &LogConfig {
+        &self.log
+    }
+    fn runtime(&self) -> &RuntimeConfig {
+        &self.runtime
+    }
+    fn listen(&self) -> std::net::SocketAddr {
+        self.http.listen
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -223,3 +223,13 @@ async fn record_config_reloads(shared: Shared, status: SharedReloadStatus, cance
         }
     }
 }
+
+impl lb_common::service::RunningService for RunningMaster {
+    fn addr(&self) -> SocketAddr {
+        RunningMaster::addr(self)
+    }
+
+    fn stop(self, deadline: Duration) -> impl std::future::Future<Output = bool> + Send {
+        RunningMaster::stop(self, deadline)
+    }
+}

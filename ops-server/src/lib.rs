@@ -106,3 +106,13 @@ impl RunningOpsServer {
         http_done && executor_done
     }
 }
+
+impl lb_common::service::RunningService for RunningOpsServer {
+    fn addr(&self) -> SocketAddr {
+        RunningOpsServer::addr(self)
+    }
+
+    fn stop(self, deadline: Duration) -> impl std::future::Future<Output = bool> + Send {
+        RunningOpsServer::stop(self, deadline)
+    }
+}

@@ -1,11 +1,8 @@
-//! `lb-ops-server --config ops-server.toml`: runs until SIGINT or SIGTERM; SIGHUP reloads.
+//! `lb-ops-server --config ops-server.toml`: runs until SIGINT or SIGTERM; SIGHUP reloads the config.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
-use lb_common::config::watch::{self, WatchOptions};
 use lb_ops_server::config::OpsServerConfig;
 
 #[derive(Debug, Parser)]
@@ -19,27 +16,8 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let initial: OpsServerConfig = lb_common::config::load(&args.config)?;
-    lb_common::telemetry::init_tracing(&initial.log);
-    lb_common::telemetry::metrics_handle();
-    let config_cancel = tokio_util::sync::CancellationToken::new();
-    let (handle, _watcher) = watch::spawn::<OpsServerConfig>(
-        &args.config,
-        WatchOptions::from_runtime(&initial.runtime),
-        config_cancel.clone(),
-    )?;
-    let listener = tokio::net::TcpListener::bind(initial.http.listen)
-        .await
-        .with_context(|| format!("cannot listen on http.listen = {}", initial.http.listen))?;
-    let server = lb_ops_server::start(handle.subscribe(), listener, Some(handle.shared_status())).await?;
-    println!("lb-ops-server listening on http://{}", server.addr());
-    let signal = lb_common::shutdown::wait_for_signal().await;
-    tracing::info!(signal, "shutting down");
-    let deadline = Duration::from_millis(handle.current().runtime.shutdown_deadline_ms);
-    let clean = server.stop(deadline).await;
-    config_cancel.cancel();
-    if !clean {
-        anyhow::bail!("shutdown did not finish within {} ms", deadline.as_millis());
-    }
-    Ok(())
+    lb_common::service::run::<OpsServerConfig, _, _, _>("lb-ops-server", &args.config, |config, listener, status| {
+        lb_ops_server::start(config, listener, Some(status))
+    })
+    .await
 }

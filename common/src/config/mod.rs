@@ -33,8 +33,8 @@ pub trait ServiceConfig: DeserializeOwned + Serialize + Clone + Debug + Send + S
 /// Why a config file was not (re)loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read config file {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("config file {} does not parse: {message}", path.display())]
     Parse { path: PathBuf, message: String },
     #[error("config file {} is invalid: {source}", path.display())]
@@ -72,7 +72,7 @@ pub fn parse<C: ServiceConfig>(text: &str, path: &Path) -> Result<C, ConfigError
 
 /// Reads, parses and validates a config file.
 pub fn load<C: ServiceConfig>(path: &Path) -> Result<C, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.to_owned(), error })?;
     parse(&text, path)
 }
 

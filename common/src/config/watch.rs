@@ -157,7 +157,7 @@ pub fn spawn<C: ServiceConfig>(
     cancel: CancellationToken,
 ) -> Result<(ConfigHandle<C>, tokio::task::JoinHandle<()>), ConfigError> {
     let path = absolute(path);
-    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Read { path: path.clone(), error })?;
     let config: C = parse(&text, &path)?;
     let now = now_ms();
     let status = Arc::new(RwLock::new(ReloadStatus {
@@ -226,9 +226,9 @@ impl<C: ServiceConfig> Reloader<C> {
     async fn reload(&mut self, skip_if_seen: bool, trigger: &'static str) -> ReloadStatus {
         let text = match tokio::fs::read_to_string(&self.path).await {
             Ok(text) => text,
-            Err(source) => {
+            Err(error) => {
                 self.last_seen_text = None;
-                let err = ConfigError::Read { path: self.path.clone(), source };
+                let err = ConfigError::Read { path: self.path.clone(), error };
                 return self.reject(err, trigger);
             }
         };
