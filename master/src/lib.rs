@@ -3,6 +3,9 @@
 //! - [`collector`]: pulls samples from every agent through the ops server, exactly once.
 //! - [`table`]: the in-memory MetricsTable (fine and coarse history per partition and worker,
 //!   top-N, heatmap, lineage across splits and merges).
+//! - [`planner`]: the online analyzer and planner — pure: cluster view + config + state + now →
+//!   proposals (split, isolate, move) with reasons, numbers and rejected alternatives. Not yet
+//!   wired into a loop: the executor and evaluation come next (issue 8).
 //! - [`lineage`]: which new partitions came from which old ones, from consecutive topologies.
 //! - [`store`]: the ResultDataStore (SQLite) for analyses, proposals, actions, evaluations and
 //!   config reloads, with retention.
@@ -12,6 +15,7 @@ pub mod collector;
 pub mod config;
 pub mod http;
 pub mod lineage;
+pub mod planner;
 pub mod store;
 pub mod table;
 

@@ -1,0 +1,296 @@
+//! The planner's dynamic config: one section per policy plus the shared caps. Every threshold
+//! pair has `engage > release` (hysteresis); every default says why it has its value.
+
+use lb_common::validate::{Scope, ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+/// Dry-run by default would hide the planner from the scenario tests; the master's own config
+/// file ships `dry_run` (Cruise Control's lesson), the library default is what it was tuned for.
+pub const DEFAULT_MODE: PolicyMode = PolicyMode::Auto;
+/// 2 one-second windows: one noisy sample never acts, and a split still lands within ~4 s.
+pub const DEFAULT_HOT_WINDOWS: u32 = 2;
+/// 0.9 of the partition limit: act just before the partition starts rejecting.
+pub const DEFAULT_PARTITION_ENGAGE_RATIO: f64 = 0.9;
+/// 0.7 of the limit: a split leaves halves near 0.45, well under, so release never flaps.
+pub const DEFAULT_PARTITION_RELEASE_RATIO: f64 = 0.7;
+/// 1 % of demand rejected counts as overload even under the ops ratio (bytes-bound partitions).
+pub const DEFAULT_REJECTED_ENGAGE_RATIO: f64 = 0.01;
+/// 100 ops/s: below that a "hot" partition is noise on an idle cluster (CockroachDB's floor).
+pub const DEFAULT_MIN_PARTITION_OPS_PER_SEC: f64 = 100.0;
+/// Pieces aim at half the limit: room for the load to double before the next split.
+pub const DEFAULT_SPLIT_TARGET_RATIO: f64 = 0.5;
+/// One key with half the ops: a split cannot divide it (Cosmos DB, Dicer).
+pub const DEFAULT_SINGLE_KEY_SHARE_RATIO: f64 = 0.5;
+/// 80 % of writes on the tail: an append-only partition, a split only moves the tail.
+pub const DEFAULT_SEQUENTIAL_WRITE_RATIO: f64 = 0.8;
+/// 0.85 of capacity: latency climbs steeply past it (queueing), rejections start at 1.
+pub const DEFAULT_HIGH_WATERMARK_RATIO: f64 = 0.85;
+/// 0.75 of capacity: moves bring a worker back here, 10 points under engage (anti-flap).
+pub const DEFAULT_LOW_WATERMARK_RATIO: f64 = 0.75;
+/// max/mean 1.10 engages: the ±10 % band of CockroachDB and Cruise Control (balance threshold 1.1).
+pub const DEFAULT_IMBALANCE_ENGAGE_MAX_OVER_MEAN: f64 = 1.10;
+/// Release at 1.05: once engaged, balance well inside the band so a small drift does not re-engage.
+pub const DEFAULT_IMBALANCE_RELEASE_MAX_OVER_MEAN: f64 = 1.05;
+/// CV 0.25 engages: a clearly uneven spread even when the max is not far out.
+pub const DEFAULT_IMBALANCE_ENGAGE_CV: f64 = 0.25;
+/// CV 0.10 releases.
+pub const DEFAULT_IMBALANCE_RELEASE_CV: f64 = 0.10;
+/// 10 windows: imbalance is not urgent; wait out bursts (and a split's settling) before moving data.
+pub const DEFAULT_IMBALANCE_WINDOWS: u32 = 10;
+/// Mean load 0.05: an almost idle cluster is not worth moving data for.
+pub const DEFAULT_IMBALANCE_MIN_MEAN_RATIO: f64 = 0.05;
+/// A balancing move may push its source 5 % over capacity while it streams (make-before-break
+/// keeps the load there and the stream drains it): stricter blocks all balancing above ~0.8.
+pub const DEFAULT_MAX_SOURCE_TRANSIENT_RATIO: f64 = 1.05;
+/// 8 proposals per pass: neon's storage controller plans up to 64, but lb runs every second.
+pub const DEFAULT_MAX_ACTIONS_PER_PASS: u32 = 8;
+/// 2 concurrent actions touching one worker: a move drains its source 20 %; two is the ceiling.
+pub const DEFAULT_MAX_INFLIGHT_PER_WORKER: u32 = 2;
+/// 32 concurrent actions cluster-wide: bounds churn like PD's schedule limits.
+pub const DEFAULT_MAX_INFLIGHT_CLUSTER: u32 = 32;
+/// 30 s: longer than a small move and its settle time; short enough to follow a ramping load.
+pub const DEFAULT_COOLDOWN_SECS: u64 = 30;
+/// A move must cut the pair's max load by 2 points of capacity (PD asks for 5 % of the load).
+pub const DEFAULT_MIN_GAIN_RATIO: f64 = 0.02;
+/// Each GiB moved costs 1 point of capacity: a 10 GiB move must gain 12 points to be worth it.
+pub const DEFAULT_MOVE_COST_RATIO_PER_GIB: f64 = 0.01;
+/// A streaming move costs its source 20 % of capacity until it finishes (reads, network,
+/// checksums; the testbed's `DEFAULT_MOVE_SOURCE_COST_RATIO`), so in-flight moves lower it.
+pub const DEFAULT_MOVE_SOURCE_DRAIN_RATIO: f64 = 0.2;
+/// 120 s: ten times a 1 GiB move at 100 MiB/s; an action running longer is presumed stuck and
+/// planned around as not done (its load stays on the source) until the executor times it out.
+pub const DEFAULT_STALLED_ACTION_SECS: u64 = 120;
+/// Split children are scattered if they appear within 60 s of their split.
+pub const DEFAULT_SCATTER_WINDOW_SECS: u64 = 60;
+
+/// Whether a policy acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    Off,
+    /// Proposals are produced and explained but marked dry-run; the caller does not execute them.
+    DryRun,
+    Auto,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerConfig {
+    /// Global halt: no proposals at all; hysteresis is still tracked.
+    pub halt: bool,
+    pub partition_overload: PartitionOverloadConfig,
+    pub worker_overload: WorkerOverloadConfig,
+    pub imbalance: ImbalanceConfig,
+    pub caps: CapsConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PartitionOverloadConfig {
+    pub mode: PolicyMode,
+    /// Demand over the partition limit that counts as hot.
+    pub engage_ratio: f64,
+    pub release_ratio: f64,
+    pub rejected_engage_ratio: f64,
+    pub min_ops_per_sec: f64,
+    pub hot_windows: u32,
+    pub split_target_ratio: f64,
+    pub single_key_share_ratio: f64,
+    pub sequential_write_ratio: f64,
+    pub scatter_window_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerOverloadConfig {
+    pub mode: PolicyMode,
+    pub high_watermark_ratio: f64,
+    pub low_watermark_ratio: f64,
+    pub hot_windows: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImbalanceConfig {
+    pub mode: PolicyMode,
+    pub engage_max_over_mean: f64,
+    pub release_max_over_mean: f64,
+    pub engage_cv: f64,
+    pub release_cv: f64,
+    pub min_mean_ratio: f64,
+    pub hot_windows: u32,
+    /// Highest load ratio a source may reach while a balancing move drains it.
+    pub max_source_transient_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CapsConfig {
+    pub max_actions_per_pass: u32,
+    pub max_inflight_per_worker: u32,
+    pub max_inflight_cluster: u32,
+    pub cooldown_secs: u64,
+    pub min_gain_ratio: f64,
+    pub move_cost_ratio_per_gib: f64,
+    /// Capacity share an in-flight move takes from its source worker (floored at half).
+    pub move_source_drain_ratio: f64,
+    /// In-flight actions older than this are presumed stuck: not counted as done.
+    pub stalled_action_secs: u64,
+}
+
+impl Default for PartitionOverloadConfig {
+    fn default() -> Self {
+        Self {
+            mode: DEFAULT_MODE,
+            engage_ratio: DEFAULT_PARTITION_ENGAGE_RATIO,
+            release_ratio: DEFAULT_PARTITION_RELEASE_RATIO,
+            rejected_engage_ratio: DEFAULT_REJECTED_ENGAGE_RATIO,
+            min_ops_per_sec: DEFAULT_MIN_PARTITION_OPS_PER_SEC,
+            hot_windows: DEFAULT_HOT_WINDOWS,
+            split_target_ratio: DEFAULT_SPLIT_TARGET_RATIO,
+            single_key_share_ratio: DEFAULT_SINGLE_KEY_SHARE_RATIO,
+            sequential_write_ratio: DEFAULT_SEQUENTIAL_WRITE_RATIO,
+            scatter_window_secs: DEFAULT_SCATTER_WINDOW_SECS,
+        }
+    }
+}
+
+impl Default for WorkerOverloadConfig {
+    fn default() -> Self {
+        Self {
+            mode: DEFAULT_MODE,
+            high_watermark_ratio: DEFAULT_HIGH_WATERMARK_RATIO,
+            low_watermark_ratio: DEFAULT_LOW_WATERMARK_RATIO,
+            hot_windows: DEFAULT_HOT_WINDOWS,
+        }
+    }
+}
+
+impl Default for ImbalanceConfig {
+    fn default() -> Self {
+        Self {
+            mode: DEFAULT_MODE,
+            engage_max_over_mean: DEFAULT_IMBALANCE_ENGAGE_MAX_OVER_MEAN,
+            release_max_over_mean: DEFAULT_IMBALANCE_RELEASE_MAX_OVER_MEAN,
+            engage_cv: DEFAULT_IMBALANCE_ENGAGE_CV,
+            release_cv: DEFAULT_IMBALANCE_RELEASE_CV,
+            min_mean_ratio: DEFAULT_IMBALANCE_MIN_MEAN_RATIO,
+            hot_windows: DEFAULT_IMBALANCE_WINDOWS,
+            max_source_transient_ratio: DEFAULT_MAX_SOURCE_TRANSIENT_RATIO,
+        }
+    }
+}
+
+impl Default for CapsConfig {
+    fn default() -> Self {
+        Self {
+            max_actions_per_pass: DEFAULT_MAX_ACTIONS_PER_PASS,
+            max_inflight_per_worker: DEFAULT_MAX_INFLIGHT_PER_WORKER,
+            max_inflight_cluster: DEFAULT_MAX_INFLIGHT_CLUSTER,
+            cooldown_secs: DEFAULT_COOLDOWN_SECS,
+            min_gain_ratio: DEFAULT_MIN_GAIN_RATIO,
+            move_cost_ratio_per_gib: DEFAULT_MOVE_COST_RATIO_PER_GIB,
+            move_source_drain_ratio: DEFAULT_MOVE_SOURCE_DRAIN_RATIO,
+            stalled_action_secs: DEFAULT_STALLED_ACTION_SECS,
+        }
+    }
+}
+
+fn engage_above_release(s: &mut Scope<'_>, engage_field: &str, engage: f64, release: f64) {
+    s.check(engage > release, engage_field, engage, &format!("must be greater than the release threshold ({release})"));
+}
+
+impl PlannerConfig {
+    /// Checks what serde cannot; every error names its field (`partition_overload.engage_ratio`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        {
+            let p = &self.partition_overload;
+            let mut s = v.at("partition_overload");
+            s.positive("engage_ratio", p.engage_ratio).positive("release_ratio", p.release_ratio);
+            engage_above_release(&mut s, "engage_ratio", p.engage_ratio, p.release_ratio);
+            s.ratio("rejected_engage_ratio", p.rejected_engage_ratio);
+            s.non_negative("min_ops_per_sec", p.min_ops_per_sec);
+            s.range_u64("hot_windows", u64::from(p.hot_windows), 1, 600);
+            s.check(
+                p.split_target_ratio > 0.0 && p.split_target_ratio < p.engage_ratio,
+                "split_target_ratio",
+                p.split_target_ratio,
+                "must be > 0 and below engage_ratio (pieces must end up cooler than hot)",
+            );
+            s.ratio("single_key_share_ratio", p.single_key_share_ratio);
+            s.ratio("sequential_write_ratio", p.sequential_write_ratio);
+        }
+        {
+            let w = &self.worker_overload;
+            let mut s = v.at("worker_overload");
+            s.positive("high_watermark_ratio", w.high_watermark_ratio)
+                .positive("low_watermark_ratio", w.low_watermark_ratio);
+            engage_above_release(&mut s, "high_watermark_ratio", w.high_watermark_ratio, w.low_watermark_ratio);
+            s.range_u64("hot_windows", u64::from(w.hot_windows), 1, 600);
+        }
+        {
+            let i = &self.imbalance;
+            let mut s = v.at("imbalance");
+            s.check(i.release_max_over_mean >= 1.0, "release_max_over_mean", i.release_max_over_mean, "must be >= 1");
+            engage_above_release(&mut s, "engage_max_over_mean", i.engage_max_over_mean, i.release_max_over_mean);
+            s.positive("engage_cv", i.engage_cv).non_negative("release_cv", i.release_cv);
+            engage_above_release(&mut s, "engage_cv", i.engage_cv, i.release_cv);
+            s.ratio("min_mean_ratio", i.min_mean_ratio);
+            s.range_u64("hot_windows", u64::from(i.hot_windows), 1, 3600);
+            s.positive("max_source_transient_ratio", i.max_source_transient_ratio);
+        }
+        {
+            let c = &self.caps;
+            let mut s = v.at("caps");
+            s.range_u64("max_actions_per_pass", u64::from(c.max_actions_per_pass), 1, 10_000);
+            s.range_u64("max_inflight_per_worker", u64::from(c.max_inflight_per_worker), 1, 1_000);
+            s.range_u64("max_inflight_cluster", u64::from(c.max_inflight_cluster), 1, 100_000);
+            s.range_u64("cooldown_secs", c.cooldown_secs, 0, 86_400);
+            s.range_u64("stalled_action_secs", c.stalled_action_secs, 1, 86_400);
+            s.check(
+                (0.0..0.5).contains(&c.move_source_drain_ratio),
+                "move_source_drain_ratio",
+                c.move_source_drain_ratio,
+                "must be within 0..0.5",
+            );
+            s.non_negative("min_gain_ratio", c.min_gain_ratio)
+                .non_negative("move_cost_ratio_per_gib", c.move_cost_ratio_per_gib);
+        }
+        v.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_round_trip() {
+        let c = PlannerConfig::default();
+        c.validate().expect("defaults are valid");
+        let json = serde_json::to_string(&c).expect("serialise");
+        assert_eq!(serde_json::from_str::<PlannerConfig>(&json).expect("parse"), c);
+    }
+
+    #[test]
+    fn unknown_fields_and_inverted_hysteresis_are_rejected() {
+        assert!(serde_json::from_str::<PlannerConfig>(r#"{"imbalance":{"engage":1.2}}"#).is_err());
+        let mut c = PlannerConfig::default();
+        c.partition_overload.release_ratio = 0.95;
+        c.worker_overload.low_watermark_ratio = 0.9;
+        c.caps.max_actions_per_pass = 0;
+        let err = c.validate().expect_err("invalid");
+        let fields: Vec<_> = err.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["partition_overload.engage_ratio", "worker_overload.high_watermark_ratio", "caps.max_actions_per_pass"]
+        );
+    }
+
+    #[test]
+    fn modes_are_snake_case() {
+        let c: PlannerConfig = serde_json::from_str(r#"{"imbalance":{"mode":"dry_run"}}"#).expect("parse");
+        assert_eq!(c.imbalance.mode, PolicyMode::DryRun);
+    }
+}

@@ -1,0 +1,69 @@
+//! What the planner reads: the layout plus the last window's load, and the actions in flight.
+//! The master builds it from its MetricsTable; tests build it from the testbed. Nothing here
+//! depends on either.
+
+use lb_common::ids::{GroupId, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{ActionKind, ActionSpec, Capacity, Health, KeySketch};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlannerInput {
+    pub partitions: Vec<PartitionView>,
+    pub workers: Vec<WorkerView>,
+    /// Submitted and not finished: planned around as if already done.
+    pub in_flight: Vec<InFlightAction>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionView {
+    pub id: PartitionId,
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub range: KeyRange,
+    pub owner: WorkerId,
+    pub group: Option<GroupId>,
+    pub stored_bytes: u64,
+    pub limit: Option<Capacity>,
+    pub supported_actions: Vec<ActionKind>,
+    pub stats: PartitionWindow,
+}
+
+/// One partition's load over the last window, per second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartitionWindow {
+    /// Served ops.
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    /// CPU spent serving it, in cores (CPU seconds per second).
+    pub cpu_cores: f64,
+    /// Refused ops (over the partition limit or the worker's capacity): demand = ops + rejected.
+    pub rejected_per_sec: f64,
+    pub latency_p99_us: f64,
+    pub sketch: Option<KeySketch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub id: WorkerId,
+    pub capacity: Capacity,
+    /// Cores of the host; 0 when unknown (CPU is then not a load dimension).
+    pub cpu_cores: f64,
+    pub group: Option<GroupId>,
+    pub health: Health,
+    pub load: WorkerWindow,
+}
+
+/// A worker's own totals over the last window; load beyond its partitions' sum (hash-sharded
+/// datasets, compaction) is kept as immovable background.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerWindow {
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub cpu_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InFlightAction {
+    pub spec: ActionSpec,
+    pub started_at_ms: i64,
+}

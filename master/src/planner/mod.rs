@@ -1,0 +1,279 @@
+//! The master's online analyzer and planner, as one pure function:
+//! [`plan`]`(&input, &config, &mut state, now_ms) -> Plan`. No I/O, no clock: the same code runs
+//! live (1 s tick) and in the virtual-time simulator.
+//!
+//! **Problem.** Given the layout (partitions on workers, with limits, sizes and supported
+//! actions), the last window's load per partition (ops, bytes, CPU, rejections, key sketch) and
+//! per worker, and the actions in flight, propose the few actions that remove hotspots without
+//! moving too much, and say why — and why not the alternatives.
+//!
+//! **Policies** (each `off | dry_run | auto`, in this order within a pass):
+//! 1. *Partition overload* (demand over `engage_ratio` × its limit, or rejections): **split** at
+//!    the key that best halves the load ([`model::split_key`], interpolated inside the sketch
+//!    bucket). When the load grows fast enough to outgrow half the limit within the cooldown, the
+//!    split "peels" a `1/k` share into the side that keeps the id (it enters the cooldown) and
+//!    leaves the rest in the new side, which is split again next pass. The new side is then
+//!    **scattered** to the coolest eligible worker. If one top key holds `single_key_share_ratio`
+//!    of the ops or `sequential_write_ratio` of the writes are appends, a split cannot help: the
+//!    partition is **isolated** — `Group` onto a dedicated group when the topology has one, else
+//!    a `Move` to the coolest worker if that gains. Never a split without `split` support.
+//! 2. *Worker overload* (load ratio over `high_watermark_ratio`, in the tightest of ops, bytes,
+//!    CPU): **moves** the partitions that best bring the worker under `low_watermark_ratio` to the
+//!    coolest workers with headroom (single-key partitions are isolated instead).
+//! 3. *Imbalance* (max/mean or CV of the shared pool over threshold): bounded greedy **moves**
+//!    from the hottest worker toward the coolest.
+//!
+//! **Hysteresis.** A subject is hot only over a relative band *and* an absolute floor for
+//! `hot_windows` consecutive passes; it stays engaged until it drops under the lower release
+//! threshold ([`state::Hysteresis`]).
+//!
+//! **Caps and safety.** In-flight actions count as done (their moves are applied to the model,
+//! their partitions are busy). A move must cut the max of its two workers' load by
+//! `min_gain_ratio` after charging `move_cost_ratio_per_gib` per GiB moved. Caps per pass, per
+//! worker (in flight + proposed) and cluster-wide; per-partition cooldown after any action;
+//! `halt` stops every proposal (hysteresis is still tracked).
+//!
+//! **Invariants** (tested): a partition is never acted on inside its cooldown; never two actions
+//! on one partition in a pass; a split key always lies strictly inside the range; every proposal
+//! carries a reason, its trigger, a before/after prediction and the alternatives it rejected;
+//! a balanced cluster gets no proposals.
+
+pub mod config;
+pub mod input;
+mod model;
+mod partition;
+pub mod proposal;
+mod rebalance;
+pub mod state;
+
+#[cfg(test)]
+mod scenario_tests;
+#[cfg(test)]
+mod tests;
+
+use lb_common::ids::GroupId;
+
+pub use config::{PlannerConfig, PolicyMode};
+pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
+pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
+pub use state::{Hysteresis, PendingChild, PlannerState};
+
+use model::Model;
+
+/// Declined items kept per pass: enough for the console, bounded for a 100k-partition pass.
+pub const MAX_DECLINED_PER_PASS: usize = 256;
+/// Alternatives kept per proposal: the best few losers explain a choice.
+pub const MAX_ALTERNATIVES: usize = 6;
+
+/// One pass of the analyzer and planner. See the module doc.
+pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, now_ms: i64) -> Plan {
+    let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
+    let model = Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms);
+    let groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
+    let mut pass = Pass { input, config, now_ms, model, groups, plan: Plan::default(), proposed_this_pass: 0 };
+    state.passes += 1;
+    state.cooldown_until_ms.retain(|_, until| *until > now_ms);
+
+    let children = partition::adopt_children(&pass, state);
+    let hot = pass.observe_partitions(state);
+    let overloaded = pass.observe_workers(state);
+    let (max, mean, cv) = pass.model.pool_stats(&pass.groups);
+    let imbalance = pass.observe_imbalance(state, max, mean, cv);
+    pass.plan.stats = PlanStats {
+        partitions: input.partitions.len(),
+        workers: input.workers.len(),
+        hot_partitions: hot.len(),
+        overloaded_workers: overloaded.len(),
+        imbalance_engaged: imbalance,
+        max_load_ratio: max,
+        mean_load_ratio: mean,
+        cv,
+        in_flight: input.in_flight.len(),
+        declined_dropped: 0,
+    };
+    if config.halt {
+        let why = || "halted: the global halt switch is on".to_owned();
+        for h in &hot {
+            let id = input.partitions[h.index].id.as_str();
+            pass.decline(Policy::PartitionOverload, id, why());
+        }
+        for &w in &overloaded {
+            pass.decline(Policy::WorkerOverload, input.workers[w].id.as_str(), why());
+        }
+        if imbalance {
+            pass.decline(Policy::Imbalance, "cluster", why());
+        }
+        return pass.plan;
+    }
+    if config.partition_overload.mode != PolicyMode::Off {
+        partition::relieve(&mut pass, state, &hot);
+        partition::scatter_children(&mut pass, state, children);
+    }
+    if config.worker_overload.mode != PolicyMode::Off {
+        rebalance::worker_overload(&mut pass, state, &overloaded);
+    }
+    if config.imbalance.mode != PolicyMode::Off && imbalance {
+        rebalance::imbalance(&mut pass, state, max / mean.max(f64::MIN_POSITIVE), cv);
+    }
+    pass.plan
+}
+
+/// A hot partition of this pass.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hot {
+    pub index: usize,
+    pub hysteresis: Hysteresis,
+    pub demand_ops: f64,
+    pub limit_ops: f64,
+    /// Demand growth since the previous pass, ops/s per second (0 when unknown).
+    pub growth_per_sec: f64,
+}
+
+/// The working set of one pass.
+#[derive(Debug)]
+pub(crate) struct Pass<'a> {
+    pub input: &'a PlannerInput,
+    pub config: &'a PlannerConfig,
+    pub now_ms: i64,
+    pub model: Model,
+    pub groups: Vec<Option<GroupId>>,
+    pub plan: Plan,
+    proposed_this_pass: u32,
+}
+
+impl Pass<'_> {
+    pub fn decline(&mut self, policy: Policy, subject: &str, why: String) {
+        if self.plan.rejected.len() < MAX_DECLINED_PER_PASS {
+            self.plan.rejected.push(Declined { policy, subject: subject.to_owned(), why });
+        } else {
+            self.plan.stats.declined_dropped += 1;
+        }
+    }
+
+    /// Whether one more action touching `workers` fits the caps; the why-not otherwise.
+    pub fn caps_allow(&self, workers: &[usize]) -> Result<(), String> {
+        let c = &self.config.caps;
+        if self.proposed_this_pass >= c.max_actions_per_pass {
+            return Err(format!("cap: max_actions_per_pass ({}) reached", c.max_actions_per_pass));
+        }
+        if self.model.cluster_actions >= c.max_inflight_cluster {
+            return Err(format!("cap: max_inflight_cluster ({}) reached", c.max_inflight_cluster));
+        }
+        for &w in workers {
+            if self.model.worker_actions[w] >= c.max_inflight_per_worker {
+                return Err(format!(
+                    "cap: worker {} already has {} actions in flight (max_inflight_per_worker)",
+                    self.input.workers[w].id, self.model.worker_actions[w]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Why partition `p` cannot be acted on now, if it cannot.
+    pub fn blocked(&self, state: &PlannerState, p: usize) -> Option<String> {
+        if self.model.busy[p] {
+            return Some("an action on it is in flight".into());
+        }
+        let id = &self.input.partitions[p].id;
+        state
+            .in_cooldown(id, self.now_ms)
+            .map(|until| format!("in cooldown for {} s more", (until - self.now_ms + 999) / 1000))
+    }
+
+    /// Records a proposal; an auto one starts the partition's cooldown.
+    pub fn propose(&mut self, state: &mut PlannerState, p: usize, mode: PolicyMode, mut proposal: Proposal) {
+        proposal.mode = mode;
+        proposal.rejected_alternatives.truncate(MAX_ALTERNATIVES);
+        if mode == PolicyMode::Auto {
+            let until = self.now_ms + (self.config.caps.cooldown_secs * 1000) as i64;
+            state.cooldown_until_ms.insert(self.input.partitions[p].id.clone(), until);
+        }
+        self.proposed_this_pass += 1;
+        self.plan.proposals.push(proposal);
+    }
+
+    fn observe_partitions(&mut self, state: &mut PlannerState) -> Vec<Hot> {
+        let cfg = &self.config.partition_overload;
+        let mut hot = Vec::new();
+        let mut seen = 0usize;
+        for (i, p) in self.input.partitions.iter().enumerate() {
+            let demand = self.model.demand_ops[i];
+            let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+            // Against its own limit, in the tighter of ops and bytes.
+            let bytes_ratio = match p.limit {
+                Some(l) if l.bytes_per_sec > 0.0 && p.stats.ops_per_sec > 0.0 => {
+                    p.stats.bytes_per_sec * demand / p.stats.ops_per_sec / l.bytes_per_sec
+                }
+                _ => 0.0,
+            };
+            let ratio = (demand / limit).max(bytes_ratio);
+            let rejected_ratio = if demand > 0.0 { p.stats.rejected_per_sec / demand } else { 0.0 };
+            let floor = demand >= cfg.min_ops_per_sec;
+            // Rejections count only near the partition's own limit: an overloaded worker rejects
+            // on every partition it holds, and that is the worker policy's case, not a split's.
+            let over = floor
+                && (ratio >= cfg.engage_ratio
+                    || (rejected_ratio >= cfg.rejected_engage_ratio && ratio >= cfg.release_ratio));
+            let warm = over || (floor && ratio >= cfg.release_ratio);
+            if !warm {
+                continue;
+            }
+            seen += 1;
+            let h = state.partitions.entry(p.id.clone()).or_default();
+            if h.last_ms > 0 && self.now_ms > h.last_ms {
+                let raw = (demand - h.last_demand) / ((self.now_ms - h.last_ms) as f64 / 1000.0);
+                h.growth_per_sec = 0.5 * raw + 0.5 * h.growth_per_sec;
+            }
+            let growth = h.growth_per_sec;
+            h.last_demand = demand;
+            h.last_ms = self.now_ms;
+            if h.observe(over, !warm, cfg.hot_windows) {
+                hot.push(Hot {
+                    index: i,
+                    hysteresis: *h,
+                    demand_ops: demand,
+                    limit_ops: limit,
+                    growth_per_sec: growth,
+                });
+            }
+        }
+        // Entries not refreshed this pass went under release: forget them.
+        if state.partitions.len() > seen {
+            let now = self.now_ms;
+            state.partitions.retain(|_, h| h.last_ms == now);
+        }
+        hot.sort_by(|a, b| (b.demand_ops / b.limit_ops).total_cmp(&(a.demand_ops / a.limit_ops)));
+        hot
+    }
+
+    fn observe_workers(&mut self, state: &mut PlannerState) -> Vec<usize> {
+        let cfg = &self.config.worker_overload;
+        let mut out = Vec::new();
+        for (w, info) in self.input.workers.iter().enumerate() {
+            let r = self.model.worker_ratio(w).max(info.load.cpu_ratio);
+            let over = self.model.healthy[w] && r >= cfg.high_watermark_ratio;
+            let under = r < cfg.low_watermark_ratio;
+            if !over && under && !state.workers.contains_key(&info.id) {
+                continue;
+            }
+            let h = state.workers.entry(info.id.clone()).or_default();
+            if h.observe(over, under, cfg.hot_windows) {
+                out.push(w);
+            } else if under && h.windows == 0 {
+                state.workers.remove(&info.id);
+            }
+        }
+        out.sort_by(|&a, &b| self.model.worker_ratio(b).total_cmp(&self.model.worker_ratio(a)));
+        out
+    }
+
+    fn observe_imbalance(&mut self, state: &mut PlannerState, max: f64, mean: f64, cv: f64) -> bool {
+        let cfg = &self.config.imbalance;
+        let mom = if mean > 0.0 { max / mean } else { 1.0 };
+        let floor = mean >= cfg.min_mean_ratio;
+        let over = floor && (mom >= cfg.engage_max_over_mean || cv >= cfg.engage_cv);
+        let under = !floor || (mom < cfg.release_max_over_mean && cv < cfg.release_cv);
+        state.imbalance.observe(over, under, cfg.hot_windows)
+    }
+}

@@ -1,0 +1,363 @@
+//! The load model a pass plans on: per-partition demand and per-worker sums in three additive
+//! dimensions (ops, bytes, CPU), with in-flight moves already applied. Every proposal updates
+//! it, so later decisions of the same pass see earlier ones as done.
+
+use std::collections::HashMap;
+
+use lb_common::ids::{GroupId, Key, KeyRange, WorkerId};
+use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch};
+
+use super::input::PlannerInput;
+
+/// Load in the three additive dimensions.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Load {
+    pub ops: f64,
+    pub bytes: f64,
+    pub cpu: f64,
+}
+
+impl Load {
+    fn add(&mut self, o: Load, sign: f64) {
+        self.ops += sign * o.ops;
+        self.bytes += sign * o.bytes;
+        self.cpu += sign * o.cpu;
+    }
+}
+
+#[derive(Debug)]
+pub struct Model {
+    /// Per partition: owner after in-flight moves, its load on that owner, its demand in ops.
+    pub owner: Vec<u32>,
+    pub load: Vec<Load>,
+    pub demand_ops: Vec<f64>,
+    /// Busy with an in-flight action (or proposed this pass).
+    pub busy: Vec<bool>,
+    /// Per worker: load sum (partitions + background), capacity per dimension, eligibility.
+    pub worker_load: Vec<Load>,
+    cap: Vec<Load>,
+    drain_ratio: f64,
+    /// Per worker: capacity share left while its outgoing moves stream (transient only).
+    drain: Vec<f64>,
+    pub healthy: Vec<bool>,
+    /// Per worker: load of partitions streaming away (in flight or proposed): make-before-break
+    /// keeps serving them on the source until the move ends.
+    pub outgoing: Vec<Load>,
+    /// In-flight + proposed actions touching each worker.
+    pub worker_actions: Vec<u32>,
+    pub cluster_actions: u32,
+    /// Partitions per worker (indices), built once.
+    pub by_worker_start: Vec<u32>,
+    pub by_worker: Vec<u32>,
+}
+
+impl Model {
+    /// `stalled_before_ms`: in-flight actions started before it are presumed stuck (busy, but
+    /// their move is not counted as done).
+    pub fn build(input: &PlannerInput, move_drain_ratio: f64, stalled_before_ms: i64) -> Self {
+        let nw = input.workers.len();
+        let worker_index: HashMap<WorkerId, u32> =
+            input.workers.iter().enumerate().map(|(i, w)| (w.id.clone(), i as u32)).collect();
+        let mut partition_index: HashMap<&lb_common::ids::PartitionId, usize> = HashMap::new();
+        if !input.in_flight.is_empty() {
+            partition_index = input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+        }
+        let n = input.partitions.len();
+        let mut owner = Vec::with_capacity(n);
+        let mut load = Vec::with_capacity(n);
+        let mut demand_ops = Vec::with_capacity(n);
+        let mut served = vec![Load::default(); nw];
+        for p in &input.partitions {
+            let s = &p.stats;
+            let demand = s.ops_per_sec + s.rejected_per_sec;
+            let scale = if s.ops_per_sec > 0.0 { demand / s.ops_per_sec } else { 1.0 };
+            let (lim_ops, lim_bytes) =
+                p.limit.map_or((f64::INFINITY, f64::INFINITY), |l| (l.ops_per_sec, l.bytes_per_sec));
+            let ops = demand.min(lim_ops);
+            let bytes = (s.bytes_per_sec * scale).min(lim_bytes);
+            let cpu = if s.ops_per_sec > 0.0 { s.cpu_cores * ops / s.ops_per_sec } else { s.cpu_cores };
+            let w = worker_index.get(&p.owner).copied().unwrap_or(u32::MAX);
+            if let Some(sv) = served.get_mut(w as usize) {
+                sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
+            }
+            owner.push(w);
+            load.push(Load { ops, bytes, cpu });
+            demand_ops.push(demand);
+        }
+        let mut cap = Vec::with_capacity(nw);
+        let mut worker_load = Vec::with_capacity(nw);
+        let mut healthy = Vec::with_capacity(nw);
+        for (w, info) in input.workers.iter().enumerate() {
+            cap.push(Load { ops: info.capacity.ops_per_sec, bytes: info.capacity.bytes_per_sec, cpu: info.cpu_cores });
+            let reported_cpu = info.load.cpu_ratio * info.cpu_cores;
+            // Background: what the worker serves beyond its partitions (never negative).
+            worker_load.push(Load {
+                ops: (info.load.ops_per_sec - served[w].ops).max(0.0),
+                bytes: (info.load.bytes_per_sec - served[w].bytes).max(0.0),
+                cpu: (reported_cpu - served[w].cpu).max(0.0),
+            });
+            healthy.push(info.health == Health::Healthy);
+        }
+        let mut busy = vec![false; n];
+        let mut worker_actions = vec![0u32; nw];
+        let mut outgoing = vec![Load::default(); nw];
+        let mut drain = vec![1.0f64; nw];
+        for a in &input.in_flight {
+            for id in partitions_of(&a.spec) {
+                if let Some(&i) = partition_index.get(id) {
+                    busy[i] = true;
+                    if matches!(a.spec, ActionSpec::Split { .. }) {
+                        continue;
+                    }
+                    if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
+                        *c += 1;
+                    }
+                    // The source streams until the move ends: it has less capacity meanwhile.
+                    if let Some(d) = drain.get_mut(owner[i] as usize) {
+                        *d = (*d - move_drain_ratio).max(0.5);
+                    }
+                    if let ActionSpec::Move { to_worker, .. } = &a.spec
+                        && let Some(&w) = worker_index.get(to_worker)
+                        && a.started_at_ms >= stalled_before_ms
+                    {
+                        if let Some(o) = outgoing.get_mut(owner[i] as usize) {
+                            o.add(load[i], 1.0);
+                        }
+                        owner[i] = w;
+                        worker_actions[w as usize] += 1;
+                    }
+                }
+            }
+        }
+        for (i, &w) in owner.iter().enumerate() {
+            if let Some(wl) = worker_load.get_mut(w as usize) {
+                wl.add(load[i], 1.0);
+            }
+        }
+        let mut by_worker_start = vec![0u32; nw + 1];
+        for &w in &owner {
+            if (w as usize) < nw {
+                by_worker_start[w as usize + 1] += 1;
+            }
+        }
+        for w in 0..nw {
+            by_worker_start[w + 1] += by_worker_start[w];
+        }
+        let mut fill = by_worker_start.clone();
+        let mut by_worker = vec![0u32; by_worker_start[nw] as usize];
+        for (i, &w) in owner.iter().enumerate() {
+            if (w as usize) < nw {
+                by_worker[fill[w as usize] as usize] = i as u32;
+                fill[w as usize] += 1;
+            }
+        }
+        let cluster_actions = input.in_flight.len() as u32;
+        Self {
+            owner,
+            load,
+            demand_ops,
+            busy,
+            worker_load,
+            cap,
+            drain_ratio: move_drain_ratio.clamp(0.0, 0.5),
+            drain,
+            healthy,
+            outgoing,
+            worker_actions,
+            cluster_actions,
+            by_worker_start,
+            by_worker,
+        }
+    }
+
+    /// Load over capacity in the tightest dimension.
+    pub fn ratio_of(&self, w: usize, l: Load) -> f64 {
+        let c = &self.cap[w];
+        let mut r = if c.ops > 0.0 { l.ops / c.ops } else { 0.0 };
+        if c.bytes > 0.0 {
+            r = r.max(l.bytes / c.bytes);
+        }
+        if c.cpu > 0.0 {
+            r = r.max(l.cpu / c.cpu);
+        }
+        r
+    }
+
+    /// Worker `w`'s ratio while its outgoing moves still stream: their load is still there and
+    /// each stream takes `drain_ratio` of its capacity.
+    pub fn transient_ratio(&self, w: usize) -> f64 {
+        let mut l = self.worker_load[w];
+        l.add(self.outgoing[w], 1.0);
+        self.ratio_of(w, l) / self.drain[w]
+    }
+
+    /// [`Model::transient_ratio`] if one more move started streaming from `w`.
+    pub fn transient_ratio_with_one_more_move(&self, w: usize) -> f64 {
+        self.transient_ratio(w) * self.drain[w] / (self.drain[w] - self.drain_ratio).max(0.5)
+    }
+
+    pub fn worker_ratio(&self, w: usize) -> f64 {
+        self.ratio_of(w, self.worker_load[w])
+    }
+
+    /// Worker `w`'s ratio with partition `p` added (`sign` 1) or removed (`sign` -1).
+    pub fn ratio_with(&self, w: usize, p: usize, sign: f64) -> f64 {
+        let mut l = self.worker_load[w];
+        l.add(self.load[p], sign);
+        self.ratio_of(w, l)
+    }
+
+    /// Partitions currently on worker `w` (as built; moves this pass are not reflected).
+    pub fn partitions_on(&self, w: usize) -> &[u32] {
+        &self.by_worker[self.by_worker_start[w] as usize..self.by_worker_start[w + 1] as usize]
+    }
+
+    pub fn apply_move(&mut self, p: usize, to: usize) {
+        let from = self.owner[p] as usize;
+        let l = self.load[p];
+        self.worker_load[from].add(l, -1.0);
+        self.worker_load[to].add(l, 1.0);
+        self.outgoing[from].add(l, 1.0);
+        self.drain[from] = (self.drain[from] - self.drain_ratio).max(0.5);
+        self.owner[p] = to as u32;
+        self.busy[p] = true;
+        self.worker_actions[from] += 1;
+        self.worker_actions[to] += 1;
+        self.cluster_actions += 1;
+    }
+
+    /// A metadata action (split): busy partition, counted cluster-wide, not per worker.
+    pub fn mark_action(&mut self, p: usize) {
+        self.busy[p] = true;
+        self.cluster_actions += 1;
+    }
+
+    /// Max, mean and CV of the ratios of the healthy ungrouped workers (the shared pool).
+    pub fn pool_stats(&self, groups: &[Option<GroupId>]) -> (f64, f64, f64) {
+        let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
+        for (w, group) in groups.iter().enumerate().take(self.cap.len()) {
+            if self.healthy[w] && group.is_none() {
+                let r = self.worker_ratio(w);
+                n += 1.0;
+                sum += r;
+                sq += r * r;
+                max = max.max(r);
+            }
+        }
+        if n == 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let mean = sum / n;
+        let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
+        (max, mean, cv)
+    }
+}
+
+/// The partitions an action keeps busy (group of a table or tenant: none resolved here).
+pub fn partitions_of(spec: &ActionSpec) -> Vec<&lb_common::ids::PartitionId> {
+    match spec {
+        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => vec![partition],
+        ActionSpec::Merge { left, right } => vec![left, right],
+        ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition],
+        _ => vec![],
+    }
+}
+
+pub fn supports(actions: &[ActionKind], kind: ActionKind) -> bool {
+    actions.contains(&kind)
+}
+
+/// What the sketch says about where a partition's load sits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SketchShape {
+    pub top_key_share_ratio: f64,
+    pub sequential_write_ratio: f64,
+}
+
+pub fn sketch_shape(sketch: Option<&KeySketch>) -> SketchShape {
+    match sketch {
+        Some(s) => SketchShape {
+            top_key_share_ratio: s.top_keys.iter().map(|k| k.share_ratio).fold(0.0, f64::max),
+            sequential_write_ratio: s.sequential_write_ratio,
+        },
+        None => SketchShape { top_key_share_ratio: 0.0, sequential_write_ratio: 0.0 },
+    }
+}
+
+/// The key below which `quantile` of the sketch's ops fall, interpolated inside the crossing
+/// bucket, and the share actually left of it. `None` when the sketch is empty or the key would
+/// leave one side empty.
+pub fn split_key(range: KeyRange, bucket_ops: &[u64], quantile: f64) -> Option<(Key, f64)> {
+    let total: f64 = bucket_ops.iter().map(|&b| b as f64).sum();
+    if total <= 0.0 || bucket_ops.is_empty() || range.start >= range.end {
+        return None;
+    }
+    let bucket_width = range.width() / bucket_ops.len() as f64;
+    let target = total * quantile;
+    let mut below = 0.0;
+    for (i, &ops) in bucket_ops.iter().enumerate() {
+        let ops = ops as f64;
+        if ops > 0.0 && below + ops >= target {
+            let frac = ((target - below) / ops).clamp(0.0, 1.0);
+            let offset = (i as f64 + frac) * bucket_width;
+            let key = range.start.0.saturating_add(offset as u64);
+            let key = Key(key.clamp(range.start.0.saturating_add(1), range.end.0));
+            range.split_at(key)?;
+            // Share left of the key, assuming uniform load inside the bucket.
+            let left_offset = (key.0 - range.start.0) as f64 / bucket_width;
+            let whole = left_offset.floor() as usize;
+            let part = left_offset - whole as f64;
+            let mut left: f64 = bucket_ops.iter().take(whole).map(|&b| b as f64).sum();
+            left += bucket_ops.get(whole).map_or(0.0, |&b| b as f64 * part);
+            return Some((key, left / total));
+        }
+        below += ops;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Invariant: a split key always leaves both sides non-empty, and the share left of it
+        /// is a ratio.
+        #[test]
+        fn split_keys_lie_strictly_inside(start in 0u64..u64::MAX / 2, len in 1u64..u64::MAX / 2,
+                                          buckets in proptest::collection::vec(0u64..10_000, 1..64),
+                                          q in 0.01f64..0.99) {
+            let range = KeyRange { start: Key(start), end: Key(start + len) };
+            if let Some((key, left)) = split_key(range, &buckets, q) {
+                prop_assert!(range.split_at(key).is_some(), "{key:?} outside {range:?}");
+                prop_assert!((0.0..=1.0).contains(&left), "{left}");
+            }
+        }
+    }
+
+    #[test]
+    fn split_key_halves_a_skewed_sketch() {
+        let range = KeyRange { start: Key(0), end: Key(1599) };
+        // 100 ops per bucket of 100 keys, except bucket 2 with 500: median inside bucket 2.
+        let buckets = [100, 100, 500, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100];
+        let (key, left) = split_key(range, &buckets, 0.5).expect("splittable");
+        // total 2000, half 1000: 200 before bucket 2, 800 more of its 500? no: 1000-200 = 800 > 500,
+        // so the crossing is later: 200 + 500 = 700 after bucket 2, then 3 more buckets -> 1000.
+        assert_eq!(key, Key(600));
+        assert!((left - 0.5).abs() < 1e-9, "{left}");
+        let (key, left) = split_key(range, &buckets, 0.25).expect("splittable");
+        assert_eq!(key, Key(260));
+        assert!((left - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn split_key_of_the_full_range_and_empty_sketches() {
+        let (key, left) = split_key(KeyRange::FULL, &[1; 16], 0.5).expect("splittable");
+        assert_eq!(key, Key(1 << 63));
+        assert!((left - 0.5).abs() < 1e-9);
+        assert!(split_key(KeyRange::FULL, &[0; 16], 0.5).is_none());
+        let one = KeyRange { start: Key(5), end: Key(5) };
+        assert!(split_key(one, &[10], 0.5).is_none());
+    }
+}

@@ -1,0 +1,405 @@
+//! Moves: destination choice, the gain-after-cost test, and the worker-overload and imbalance
+//! policies.
+
+use lb_common::ids::GroupId;
+use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
+
+use super::model::{sketch_shape, supports};
+use super::proposal::{Alternative, Policy, Prediction, Proposal, Trigger};
+use super::state::PlannerState;
+use super::{MAX_ALTERNATIVES, Pass};
+
+/// Bytes in a GiB, for the move cost.
+const GIB: f64 = (1u64 << 30) as f64;
+/// Candidates tried per overloaded worker before giving up: the best few explain the choice.
+const MAX_CANDIDATES_PER_WORKER: usize = 8;
+
+/// A move that passed the gain test.
+#[derive(Debug, Clone, Copy)]
+pub struct MoveEval {
+    pub dest: usize,
+    pub src_before: f64,
+    pub src_after: f64,
+    pub dest_before: f64,
+    pub dest_after: f64,
+    pub gain: f64,
+    pub cost: f64,
+}
+
+impl Pass<'_> {
+    /// The move cost of partition `p` in capacity points.
+    pub fn move_cost(&self, p: usize) -> f64 {
+        self.input.partitions[p].stored_bytes as f64 / GIB * self.config.caps.move_cost_ratio_per_gib
+    }
+
+    /// The coolest eligible worker for partition `p` among the workers of `group` (None: the
+    /// shared pool), whose load after the move stays at or under `max_after`, and that passes
+    /// the gain test. Losers go to `alts`.
+    pub fn best_destination(
+        &self,
+        p: usize,
+        group: Option<&GroupId>,
+        max_after: f64,
+        alts: &mut Vec<Alternative>,
+    ) -> Option<MoveEval> {
+        let src = self.model.owner[p] as usize;
+        let src_before = self.model.worker_ratio(src);
+        let src_after = self.model.ratio_with(src, p, -1.0);
+        let cost = self.move_cost(p);
+        let (mut best, mut capped, mut full) = (None::<MoveEval>, 0usize, 0usize);
+        for w in 0..self.input.workers.len() {
+            if w == src || !self.model.healthy[w] || self.groups[w].as_ref() != group {
+                continue;
+            }
+            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
+                capped += 1;
+                continue;
+            }
+            let dest_before = self.model.worker_ratio(w);
+            let dest_after = self.model.ratio_with(w, p, 1.0);
+            if dest_after > max_after {
+                full += 1;
+                continue;
+            }
+            let gain = src_before.max(dest_before) - src_after.max(dest_after);
+            let eval = MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost };
+            if best.is_none_or(|b| dest_after < b.dest_after) {
+                best = Some(eval);
+            }
+        }
+        let id = &self.input.partitions[p].id;
+        if capped > 0 {
+            alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
+        }
+        if full > 0 {
+            alts.push(alt(
+                format!("move {id} to {full} other workers"),
+                format!("would exceed {max_after:.2} of capacity"),
+            ));
+        }
+        let b = best?;
+        if b.gain - b.cost < self.config.caps.min_gain_ratio {
+            alts.push(alt(
+                format!("move {id} to {}", self.input.workers[b.dest].id),
+                format!(
+                    "gain {:.3} minus cost {:.3} is under min_gain_ratio {:.3} (max of the pair {:.2} -> {:.2})",
+                    b.gain,
+                    b.cost,
+                    self.config.caps.min_gain_ratio,
+                    b.src_before.max(b.dest_before),
+                    b.src_after.max(b.dest_after)
+                ),
+            ));
+            return None;
+        }
+        Some(b)
+    }
+
+    /// The prediction of a move already evaluated (before it is applied to the model).
+    pub fn move_prediction(&self, p: usize, e: &MoveEval) -> Prediction {
+        let (max, mean, _) = self.model.pool_stats(&self.groups);
+        let mut max_after = 0.0f64;
+        for w in 0..self.input.workers.len() {
+            if self.model.healthy[w] && self.groups[w].is_none() {
+                let r = if w == e.dest {
+                    e.dest_after
+                } else if w == self.model.owner[p] as usize {
+                    e.src_after
+                } else {
+                    self.model.worker_ratio(w)
+                };
+                max_after = max_after.max(r);
+            }
+        }
+        Prediction {
+            target_before_ratio: e.src_before,
+            target_after_ratio: e.src_after,
+            source_before_ratio: e.src_before,
+            source_after_ratio: e.src_after,
+            dest_before_ratio: Some(e.dest_before),
+            dest_after_ratio: Some(e.dest_after),
+            cluster_max_before_ratio: max,
+            cluster_max_after_ratio: max_after,
+            cluster_mean_ratio: mean,
+            cost_ratio: e.cost,
+        }
+    }
+
+    /// The group to isolate partition `p` on: the one whose coolest healthy worker stays
+    /// coolest with it. `None` when the topology has no group with a healthy worker.
+    pub fn isolation_group(&self, p: usize) -> Option<(GroupId, usize)> {
+        let mut best: Option<(GroupId, usize, f64)> = None;
+        for w in 0..self.input.workers.len() {
+            let Some(g) = &self.groups[w] else { continue };
+            if !self.model.healthy[w] || w == self.model.owner[p] as usize {
+                continue;
+            }
+            let r = self.model.ratio_with(w, p, 1.0);
+            if best.as_ref().is_none_or(|b| r < b.2) {
+                best = Some((g.clone(), w, r));
+            }
+        }
+        best.map(|(g, w, _)| (g, w))
+    }
+}
+
+pub fn alt(candidate: String, why: String) -> Alternative {
+    Alternative { candidate, why }
+}
+
+/// Worker overload: move the partitions that best bring each engaged worker under the low
+/// watermark to the coolest workers with headroom.
+pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded: &[usize]) {
+    let cfg = &pass.config.worker_overload;
+    let (high, low, mode) = (cfg.high_watermark_ratio, cfg.low_watermark_ratio, cfg.mode);
+    let pcfg = &pass.config.partition_overload;
+    let (key_share, seq_ratio) = (pcfg.single_key_share_ratio, pcfg.sequential_write_ratio);
+    for &w in overloaded {
+        let wid = pass.input.workers[w].id.clone();
+        let hot_windows = state.workers.get(&wid).map_or(0, |h| h.windows);
+        let mut tried = vec![false; pass.model.partitions_on(w).len()];
+        loop {
+            let ratio = pass.model.worker_ratio(w);
+            if ratio <= low {
+                break;
+            }
+            if let Err(why) = pass.caps_allow(&[w]) {
+                pass.decline(Policy::WorkerOverload, wid.as_str(), format!("at {ratio:.2} of capacity: {why}"));
+                break;
+            }
+            let excess = ratio - low;
+            // Rank: the smallest partition that alone brings the worker under low, then the largest.
+            let mut cands: Vec<(usize, usize, f64)> = Vec::new();
+            let mut alts = Vec::new();
+            for (k, &p) in pass.model.partitions_on(w).iter().enumerate() {
+                let p = p as usize;
+                if tried[k] || pass.model.owner[p] as usize != w {
+                    continue;
+                }
+                let info = &pass.input.partitions[p];
+                if info.group.is_some() {
+                    continue;
+                }
+                if let Some(why) = pass.blocked(state, p) {
+                    if alts.len() < MAX_ALTERNATIVES {
+                        alts.push(alt(format!("move {}", info.id), why));
+                    }
+                    continue;
+                }
+                if !supports(&info.supported_actions, ActionKind::Move) {
+                    continue;
+                }
+                let share = pass.model.ratio_of(w, pass.model.load[p]);
+                if share > 0.0 {
+                    cands.push((k, p, share));
+                }
+            }
+            cands.sort_by(|a, b| {
+                let (fa, fb) = (a.2 >= excess, b.2 >= excess);
+                fb.cmp(&fa).then(if fa { a.2.total_cmp(&b.2) } else { b.2.total_cmp(&a.2) })
+            });
+            let mut done = false;
+            for &(k, p, share) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
+                tried[k] = true;
+                let info = &pass.input.partitions[p];
+                let shape = sketch_shape(info.stats.sketch.as_ref());
+                let unsplittable = shape.top_key_share_ratio >= key_share || shape.sequential_write_ratio >= seq_ratio;
+                let trigger = Trigger {
+                    hot_windows,
+                    worker_load_ratio: Some(ratio),
+                    top_key_share_ratio: Some(shape.top_key_share_ratio).filter(|&s| s > 0.0),
+                    ..Trigger::default()
+                };
+                if unsplittable
+                    && supports(&info.supported_actions, ActionKind::Group)
+                    && let Some((group, _)) = pass.isolation_group(p)
+                {
+                    let mut a2 = alts.clone();
+                    if let Some(e) = pass.best_destination(p, Some(&group), high, &mut a2) {
+                        a2.push(alt(
+                            format!("plain move of {} in the shared pool", info.id),
+                            format!(
+                                "one key holds {:.0} % of its ops: it would overload whichever pool worker gets it",
+                                shape.top_key_share_ratio * 100.0
+                            ),
+                        ));
+                        let prediction = pass.move_prediction(p, &e);
+                        let reason = format!(
+                            "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}); partition {} carries {:.2} of it, {:.0} % on one key: isolate it on group {group} (worker {})",
+                            info.id,
+                            share,
+                            shape.top_key_share_ratio * 100.0,
+                            pass.input.workers[e.dest].id
+                        );
+                        let spec = ActionSpec::Group {
+                            target: GroupTarget::Partition { partition: info.id.clone() },
+                            group: group.clone(),
+                        };
+                        let proposal = Proposal {
+                            spec,
+                            policy: Policy::WorkerOverload,
+                            mode,
+                            reason,
+                            trigger,
+                            predicted: prediction,
+                            rejected_alternatives: a2,
+                        };
+                        pass.model.apply_move(p, e.dest);
+                        pass.propose(state, p, mode, proposal);
+                        done = true;
+                        break;
+                    }
+                    alts = a2;
+                    continue;
+                }
+                if let Some(e) = pass.best_destination(p, None, low.max(pass.model.worker_ratio(w) - share), &mut alts)
+                {
+                    let prediction = pass.move_prediction(p, &e);
+                    let reason = format!(
+                        "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows: move {} ({:.2} of it) to the coolest worker with headroom {} ({:.2} -> {:.2})",
+                        info.id, share, pass.input.workers[e.dest].id, e.dest_before, e.dest_after
+                    );
+                    let spec = ActionSpec::Move {
+                        partition: info.id.clone(),
+                        to_worker: pass.input.workers[e.dest].id.clone(),
+                    };
+                    let proposal = Proposal {
+                        spec,
+                        policy: Policy::WorkerOverload,
+                        mode,
+                        reason,
+                        trigger,
+                        predicted: prediction,
+                        rejected_alternatives: std::mem::take(&mut alts),
+                    };
+                    pass.model.apply_move(p, e.dest);
+                    pass.propose(state, p, mode, proposal);
+                    done = true;
+                    break;
+                }
+            }
+            if !done {
+                let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+                pass.decline(
+                    Policy::WorkerOverload,
+                    wid.as_str(),
+                    format!(
+                        "at {ratio:.2} of capacity, no move passes: {}",
+                        if why.is_empty() { "no movable partition".into() } else { why }
+                    ),
+                );
+                break;
+            }
+        }
+    }
+}
+
+/// Imbalance: greedy moves from the hottest pool worker toward the coolest, each one required
+/// to cut the pair's max by the minimum gain after its cost.
+pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f64, cv: f64) {
+    let mode = pass.config.imbalance.mode;
+    let high = pass.config.worker_overload.high_watermark_ratio;
+    let hot_windows = state.imbalance.windows;
+    let cfg = &pass.config.imbalance;
+    let (release_mom, release_cv) = (cfg.release_max_over_mean, cfg.release_cv);
+    loop {
+        let (max, mean, now_cv) = pass.model.pool_stats(&pass.groups);
+        if mean <= 0.0 || (max / mean < release_mom && now_cv < release_cv) {
+            return;
+        }
+        let mut order: Vec<usize> =
+            (0..pass.input.workers.len()).filter(|&w| pass.model.healthy[w] && pass.groups[w].is_none()).collect();
+        if order.len() < 2 {
+            return;
+        }
+        order.sort_by(|&a, &b| pass.model.worker_ratio(b).total_cmp(&pass.model.worker_ratio(a)));
+        // Imbalance is not urgent: a move must not drain its source far into rejecting while
+        // it streams (make-before-break keeps the load there).
+        let transient_max = pass.config.imbalance.max_source_transient_ratio;
+        let Some(&src) = order.iter().find(|&&w| {
+            pass.model.worker_ratio(w) > mean
+                && pass.model.transient_ratio_with_one_more_move(w) <= transient_max
+                && pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker
+        }) else {
+            pass.decline(
+                Policy::Imbalance,
+                "cluster",
+                format!(
+                    "max/mean {max_over_mean:.2}, cv {cv:.2}: every worker over the mean is at its action cap or would exceed {transient_max:.2} of capacity while a move drains it"
+                ),
+            );
+            return;
+        };
+        let sid = pass.input.workers[src].id.clone();
+        if let Err(why) = pass.caps_allow(&[src]) {
+            pass.decline(Policy::Imbalance, sid.as_str(), why);
+            return;
+        }
+        let src_ratio = pass.model.worker_ratio(src);
+        let coolest = pass.model.worker_ratio(order[order.len() - 1]);
+        // The ideal partition carries half the gap between the hottest and the coolest.
+        let ideal = (src_ratio - coolest) / 2.0;
+        let mut cands: Vec<(usize, f64)> = Vec::new();
+        let mut alts = Vec::new();
+        for &p in pass.model.partitions_on(src) {
+            let p = p as usize;
+            let info = &pass.input.partitions[p];
+            if pass.model.owner[p] as usize != src || info.group.is_some() {
+                continue;
+            }
+            if !supports(&info.supported_actions, ActionKind::Move) {
+                continue;
+            }
+            if let Some(why) = pass.blocked(state, p) {
+                if alts.len() < 2 {
+                    alts.push(alt(format!("move {}", info.id), why));
+                }
+                continue;
+            }
+            let share = pass.model.ratio_of(src, pass.model.load[p]);
+            if share > 0.0 {
+                cands.push((p, share));
+            }
+        }
+        cands.sort_by(|a, b| (a.1 - ideal).abs().total_cmp(&(b.1 - ideal).abs()));
+        let mut chosen = None;
+        for &(p, _) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
+            if let Some(e) = pass.best_destination(p, None, high.min(src_ratio), &mut alts) {
+                chosen = Some((p, e));
+                break;
+            }
+        }
+        let Some((p, e)) = chosen else {
+            let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+            pass.decline(
+                Policy::Imbalance,
+                sid.as_str(),
+                format!("max/mean {max_over_mean:.2}, cv {cv:.2}: no move passes the gain test ({why})"),
+            );
+            return;
+        };
+        let info = &pass.input.partitions[p];
+        let prediction = pass.move_prediction(p, &e);
+        let reason = format!(
+            "imbalance: max/mean {max_over_mean:.2}, cv {cv:.2} for {hot_windows} windows; move {} from the hottest worker {sid} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2})",
+            info.id, e.src_before, e.src_after, pass.input.workers[e.dest].id, e.dest_before, e.dest_after
+        );
+        let proposal = Proposal {
+            spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
+            policy: Policy::Imbalance,
+            mode,
+            reason,
+            trigger: Trigger {
+                hot_windows,
+                worker_load_ratio: Some(src_ratio),
+                max_over_mean: Some(max_over_mean),
+                cv: Some(cv),
+                ..Trigger::default()
+            },
+            predicted: prediction,
+            rejected_alternatives: alts,
+        };
+        pass.model.apply_move(p, e.dest);
+        pass.propose(state, p, mode, proposal);
+    }
+}

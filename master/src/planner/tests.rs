@@ -1,0 +1,274 @@
+//! Unit tests of the policies on small hand-built clusters, and a model-only convergence test.
+
+use lb_common::ids::{GroupId, Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{ActionKind, ActionSpec, Capacity, GroupTarget, Health, KeySketch, TopKey};
+use proptest::prelude::*;
+
+use super::*;
+
+const ALL: [ActionKind; 4] = [ActionKind::Split, ActionKind::Move, ActionKind::Merge, ActionKind::Group];
+
+fn wid(i: usize) -> WorkerId {
+    WorkerId::new(format!("w-{i}")).expect("id")
+}
+
+/// `loads[i]` ops/s on partition `i`, owned by `owners[i]`, 1 GiB each, limit 10k ops/s,
+/// uniform sketches; workers of 100k ops/s; `groups[w]` for dedicated workers.
+fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &[(usize, &str)]) -> PlannerInput {
+    let n = loads.len() as u64;
+    let width = u64::MAX / n;
+    let mut worker_ops = vec![0.0; workers];
+    let partitions = loads
+        .iter()
+        .zip(owners)
+        .enumerate()
+        .map(|(i, (&ops, &owner))| {
+            worker_ops[owner] += ops.min(10_000.0);
+            let start = i as u64 * width;
+            let end = if i as u64 + 1 == n { u64::MAX } else { start + width - 1 };
+            PartitionView {
+                id: PartitionId::new(format!("p{i}")).expect("id"),
+                tenant: TenantId::new("t").expect("id"),
+                table: TableId::new("tbl").expect("id"),
+                range: KeyRange { start: Key(start), end: Key(end) },
+                owner: wid(owner),
+                group: None,
+                stored_bytes: 1 << 30,
+                limit: Some(Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e12 }),
+                supported_actions: ALL.to_vec(),
+                stats: PartitionWindow {
+                    ops_per_sec: ops.min(10_000.0),
+                    bytes_per_sec: 0.0,
+                    cpu_cores: 0.0,
+                    rejected_per_sec: (ops - 10_000.0).max(0.0),
+                    latency_p99_us: 1000.0,
+                    sketch: Some(KeySketch {
+                        bucket_ops: vec![(ops / 16.0) as u64; 16],
+                        top_keys: vec![],
+                        sequential_write_ratio: 0.0,
+                    }),
+                },
+            }
+        })
+        .collect();
+    let workers = (0..workers)
+        .map(|w| WorkerView {
+            id: wid(w),
+            capacity: Capacity { ops_per_sec: 100_000.0, bytes_per_sec: 1e12 },
+            cpu_cores: 0.0,
+            group: groups.iter().find(|g| g.0 == w).map(|g| GroupId::new(g.1).expect("id")),
+            health: Health::Healthy,
+            load: WorkerWindow { ops_per_sec: worker_ops[w], ..WorkerWindow::default() },
+        })
+        .collect();
+    PlannerInput { partitions, workers, in_flight: vec![] }
+}
+
+/// Runs `passes` passes one second apart starting at `t0_ms`; returns the last plan.
+fn run(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, t0_ms: i64, passes: i64) -> Plan {
+    let mut last = Plan::default();
+    for k in 0..passes {
+        last = plan(input, config, state, t0_ms + k * 1000);
+    }
+    last
+}
+
+#[test]
+fn a_hot_partition_is_split_after_n_windows_with_its_why_and_why_not() {
+    let input = cluster(&[9_500.0, 1_000.0, 1_000.0, 1_000.0], &[0, 0, 1, 1], 2, &[]);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    assert!(plan(&input, &config, &mut state, 1_000).proposals.is_empty(), "one window is not enough");
+    let out = plan(&input, &config, &mut state, 2_000);
+    assert_eq!(out.proposals.len(), 1, "{:?}", out.rejected);
+    let p = &out.proposals[0];
+    let ActionSpec::Split { partition, split_key } = &p.spec else { panic!("{:?}", p.spec) };
+    assert_eq!(partition.as_str(), "p0");
+    assert!(input.partitions[0].range.split_at(*split_key).is_some());
+    assert_eq!(p.policy, Policy::PartitionOverload);
+    assert_eq!(p.trigger.hot_windows, 2);
+    assert_eq!(p.trigger.partition_demand_ops_per_sec, Some(9_500.0));
+    assert!((p.predicted.target_before_ratio - 0.95).abs() < 1e-9);
+    assert!(p.predicted.target_after_ratio < 0.7, "{:?}", p.predicted);
+    assert!(
+        p.rejected_alternatives.iter().any(|a| a.candidate.starts_with("move p0")),
+        "{:?}",
+        p.rejected_alternatives
+    );
+    assert!(p.reason.contains("best halves"), "{}", p.reason);
+    // The proposal is what the master stores and serves: it round-trips through JSON.
+    let json = serde_json::to_string(p).expect("serialise");
+    assert_eq!(&serde_json::from_str::<Proposal>(&json).expect("parse"), p);
+    assert!(state.in_cooldown(partition, 2_000).is_some());
+}
+
+#[test]
+fn a_single_hot_key_is_grouped_never_split() {
+    // Its worker is half busy, so isolating it gains (an idle worker gains nothing).
+    let mut input = cluster(
+        &[12_000.0, 8_000.0, 8_000.0, 8_000.0, 8_000.0, 8_000.0, 1_000.0],
+        &[0, 0, 0, 0, 0, 0, 1],
+        3,
+        &[(2, "iso")],
+    );
+    let sketch = input.partitions[0].stats.sketch.as_mut().expect("sketch");
+    sketch.top_keys = vec![TopKey { key: Key(42), share_ratio: 0.8 }];
+    let plan = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+    let p = &plan.proposals[0];
+    assert_eq!(
+        p.spec,
+        ActionSpec::Group {
+            target: GroupTarget::Partition { partition: PartitionId::new("p0").expect("id") },
+            group: GroupId::new("iso").expect("id")
+        }
+    );
+    assert!(p.rejected_alternatives.iter().any(|a| a.why.contains("no split can divide it")));
+    assert!(!plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split));
+}
+
+#[test]
+fn never_split_without_split_support() {
+    let mut input = cluster(&[12_000.0, 80_000.0, 1_000.0], &[0, 0, 1], 2, &[]);
+    input.partitions[0].supported_actions = vec![ActionKind::Move];
+    let (config, mut state) = (PlannerConfig::default(), PlannerState::default());
+    let plans: Vec<Plan> = (1..=3).map(|k| plan(&input, &config, &mut state, k * 1000)).collect();
+    assert!(plans[1].proposals.iter().any(|p| p.spec.kind() == ActionKind::Split), "p1 can split");
+    for p in plans.iter().flat_map(|p| &p.proposals) {
+        assert!(!matches!(&p.spec, ActionSpec::Split { partition, .. } if partition.as_str() == "p0"), "{p:?}");
+    }
+    let text = format!("{:?}", plans[1]);
+    assert!(text.contains("cannot split this partition"), "{text}");
+}
+
+#[test]
+fn an_overloaded_worker_sheds_to_the_coolest_worker_and_in_flight_counts_as_done() {
+    // w-0 at 0.95 (19 partitions of 5k), w-1 at 0.4, w-2 at 0.08.
+    let mut loads = vec![5_000.0; 19];
+    let mut owners = vec![0; 19];
+    loads.extend([8_000.0; 5]);
+    owners.extend([1; 5]);
+    loads.push(8_000.0);
+    owners.push(2);
+    let input = cluster(&loads, &owners, 3, &[]);
+    let mut config = PlannerConfig::default();
+    config.imbalance.mode = PolicyMode::Off;
+    let first = run(&input, &config, &mut PlannerState::default(), 1_000, 2);
+    let moves: Vec<_> = first.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
+    assert_eq!(moves.len(), 2, "0.95 -> 0.75 needs 4 partitions of 0.05, capped at 2 per worker: {:?}", first.rejected);
+    for m in &moves {
+        assert!(matches!(&m.spec, ActionSpec::Move { to_worker, .. } if to_worker.as_str() == "w-2"));
+        assert!(m.predicted.dest_after_ratio.expect("dest") <= 0.75);
+        assert!(m.predicted.source_after_ratio < m.predicted.source_before_ratio);
+    }
+    assert!(first.rejected.iter().any(|d| d.why.contains("max_inflight_per_worker")), "{:?}", first.rejected);
+    // With those two in flight, the next pass plans around them (no double fix).
+    let mut next = input.clone();
+    next.in_flight = moves.iter().map(|m| InFlightAction { spec: m.spec.clone(), started_at_ms: 2_000 }).collect();
+    let again = plan(&next, &config, &mut PlannerState::default(), 3_000);
+    assert!(again.proposals.is_empty(), "{:?}", again.proposals);
+}
+
+#[test]
+fn halt_dry_run_and_caps() {
+    let input = cluster(&[12_000.0, 12_000.0, 12_000.0, 1_000.0], &[0, 0, 1, 1], 2, &[]);
+    let config = PlannerConfig { halt: true, ..PlannerConfig::default() };
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 3);
+    assert!(plan.proposals.is_empty());
+    assert!(plan.rejected.iter().any(|d| d.why.contains("halt")));
+
+    let mut config = PlannerConfig::default();
+    config.partition_overload.mode = PolicyMode::DryRun;
+    let mut state = PlannerState::default();
+    let plan = run(&input, &config, &mut state, 1_000, 2);
+    assert_eq!(plan.proposals.len(), 3);
+    assert!(plan.proposals.iter().all(|p| p.mode == PolicyMode::DryRun));
+    assert!(state.cooldown_until_ms.is_empty(), "dry-run proposals start no cooldown");
+
+    let mut config = PlannerConfig::default();
+    config.caps.max_actions_per_pass = 1;
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 2);
+    assert_eq!(plan.proposals.len(), 1);
+    assert!(plan.rejected.iter().any(|d| d.why.contains("max_actions_per_pass")));
+}
+
+#[test]
+fn cooldown_blocks_a_second_action_on_the_same_partition() {
+    let input = cluster(&[12_000.0, 1_000.0], &[0, 1], 2, &[]);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    let first = run(&input, &config, &mut state, 1_000, 2);
+    assert_eq!(first.proposals.len(), 1);
+    // The same (stale) view for the whole cooldown: never acted on again, always explained.
+    for k in 0..29 {
+        let p = plan(&input, &config, &mut state, 3_000 + k * 1000);
+        assert!(p.proposals.is_empty(), "at {k}: {:?}", p.proposals);
+        assert!(p.rejected.iter().any(|d| d.why.contains("cooldown")));
+    }
+    let after = plan(&input, &config, &mut state, 33_000);
+    assert_eq!(after.proposals.len(), 1, "acts again after the cooldown");
+}
+
+/// Applies every proposal instantly (moves only) and re-plans until a pass proposes nothing.
+fn converge(loads: &[f64], owners: &[usize], workers: usize) -> (usize, f64) {
+    let mut input = cluster(loads, owners, workers, &[]);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    let mut now = 1_000;
+    let mut quiet = 0;
+    let mut rounds = 0;
+    while quiet < 40 && rounds < 500 {
+        now += 1_000;
+        let out = plan(&input, &config, &mut state, now);
+        if out.proposals.is_empty() {
+            quiet += 1;
+            continue;
+        }
+        quiet = 0;
+        rounds += 1;
+        for p in &out.proposals {
+            if let ActionSpec::Move { partition, to_worker } = &p.spec {
+                let part = input.partitions.iter_mut().find(|x| &x.id == partition).expect("exists");
+                part.owner = to_worker.clone();
+            }
+        }
+        let mut sums = vec![0.0; workers];
+        for p in &input.partitions {
+            sums[p.owner.as_str()[2..].parse::<usize>().expect("w-N")] += p.stats.ops_per_sec;
+        }
+        for (w, s) in input.workers.iter_mut().zip(sums) {
+            w.load.ops_per_sec = s;
+        }
+    }
+    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; workers]);
+    (rounds, max / mean)
+}
+
+#[test]
+fn imbalance_converges_in_bounded_rounds_and_balanced_gets_nothing() {
+    // 64 partitions of 1k..8k ops/s, all on the first 2 of 8 workers.
+    let loads: Vec<f64> = (0..64).map(|i| 1_000.0 + (i * 37 % 8) as f64 * 1_000.0).collect();
+    let owners: Vec<usize> = (0..64).map(|i| i % 2).collect();
+    let (rounds, max_over_mean) = converge(&loads, &owners, 8);
+    assert!(rounds <= 60, "{rounds} rounds");
+    assert!(max_over_mean <= 1.10, "max/mean {max_over_mean}");
+
+    let even: Vec<usize> = (0..64).map(|i| i % 8).collect();
+    let (rounds, max_over_mean) = converge(&[4_000.0; 64], &even, 8);
+    assert_eq!(rounds, 0);
+    assert!((max_over_mean - 1.0).abs() < 1e-9);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Any placement of 48 partitions of 500..6000 ops/s on 6 workers converges: bounded rounds,
+    /// and max/mean within 1.10 unless one partition alone exceeds the mean's 10 % band.
+    #[test]
+    fn any_placement_converges(loads in proptest::collection::vec(500.0f64..6_000.0, 48), owners in proptest::collection::vec(0usize..6, 48)) {
+        let (rounds, max_over_mean) = converge(&loads, &owners, 6);
+        prop_assert!(rounds <= 100, "{} rounds", rounds);
+        let mean = loads.iter().sum::<f64>() / 6.0;
+        let granule = loads.iter().cloned().fold(0.0, f64::max);
+        prop_assert!(max_over_mean <= 1.10 || granule / mean > 0.1, "max/mean {}", max_over_mean);
+    }
+}
