@@ -9,6 +9,7 @@ use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, R
 use lb_common::validate::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
+use crate::planner::PlannerConfig;
 use crate::table::TableConfig;
 
 /// 1 s: the design's online cadence; hotspots are detected within a few seconds.
@@ -42,6 +43,39 @@ pub struct MasterConfig {
     pub store: StoreConfig,
     #[serde(default)]
     pub table: TableSection,
+    #[serde(default)]
+    pub analyzer: AnalyzerConfig,
+    /// Policies, thresholds, caps and cooldowns of the online planner.
+    #[serde(default)]
+    pub planner: PlannerConfig,
+}
+
+/// 1 s: the design's online tick; a hotspot is acted on a few windows after it appears.
+pub const DEFAULT_ANALYZER_INTERVAL_MS: u64 = 1_000;
+/// 5 s of load per decision: smooths one report's noise without hiding a surge.
+pub const DEFAULT_ANALYZER_WINDOW_MS: u64 = 5_000;
+
+/// `[analyzer]`: cadence and averaging window of the online loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyzerConfig {
+    #[serde(default = "default_analyzer_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default = "default_analyzer_window_ms")]
+    pub window_ms: u64,
+}
+
+impl Default for AnalyzerConfig {
+    fn default() -> Self {
+        Self { interval_ms: DEFAULT_ANALYZER_INTERVAL_MS, window_ms: DEFAULT_ANALYZER_WINDOW_MS }
+    }
+}
+
+fn default_analyzer_interval_ms() -> u64 {
+    DEFAULT_ANALYZER_INTERVAL_MS
+}
+fn default_analyzer_window_ms() -> u64 {
+    DEFAULT_ANALYZER_WINDOW_MS
 }
 
 /// `[table]`: the MetricsTable's resolutions and ceilings (static: sized at start-up).
@@ -179,7 +213,21 @@ impl ServiceConfig for MasterConfig {
         if let Err(e) = crate::table::MetricsTable::new(self.table.to_table_config()) {
             v.at("").check(false, "table", format!("{:?}", self.table), &e.to_string());
         }
-        v.finish()
+        let mut an = v.at("analyzer");
+        an.range_u64("interval_ms", self.analyzer.interval_ms, 100, 60_000);
+        an.range_u64("window_ms", self.analyzer.window_ms, 1_000, 60_000);
+        drop(an);
+        let mut errors = match v.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.errors,
+        };
+        if let Err(e) = self.planner.validate() {
+            errors.extend(e.errors.into_iter().map(|mut f| {
+                f.field = format!("planner.{}", f.field);
+                f
+            }));
+        }
+        if errors.is_empty() { Ok(()) } else { Err(ValidationError { errors }) }
     }
 }
 

@@ -1,5 +1,7 @@
 //! lb-master: the master's picture of the cluster and, later, its decisions.
 //!
+//! - [`analysis`]: the online loop: table + topology → planner → proposals recorded, `auto` ones
+//!   submitted to the ops server.
 //! - [`collector`]: pulls samples from every agent through the ops server, exactly once.
 //! - [`table`]: the in-memory MetricsTable (fine and coarse history per partition and worker,
 //!   top-N, heatmap, lineage across splits and merges).
@@ -11,6 +13,7 @@
 //!   config reloads, with retention.
 //! - [`http`]: the read API under `/api/v1`; [`config`]: `master.toml`.
 
+pub mod analysis;
 pub mod collector;
 pub mod config;
 pub mod http;
@@ -93,6 +96,8 @@ pub async fn start(
     shutdown.spawn(collect_loop(shared.clone(), shutdown.token()));
     shutdown.spawn(topology_loop(shared.clone(), shutdown.token()));
     shutdown.spawn(maintenance_loop(shared.clone(), shutdown.token()));
+    let config_for_ops = shared.config.clone();
+    shutdown.spawn(analysis::run(shared.clone(), move || ops_client(&config_for_ops.borrow()), shutdown.token()));
     if let Some(status) = config_status {
         shutdown.spawn(record_config_reloads(shared.clone(), status, shutdown.token()));
     }

@@ -71,7 +71,7 @@ pub fn from_testbed_view(view: &ClusterView, reports: &[Report], in_flight: &[In
 /// `configs/scenarios` of the workspace (in `master/`) or of /work/main (in the scratch crate).
 pub fn scenarios_dir() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [here.join("../configs/scenarios"), PathBuf::from("/work/main/configs/scenarios")]
+    [here.join("../configs/scenarios"), here.join("configs/scenarios")]
         .into_iter()
         .find(|p| p.is_dir())
         .expect("configs/scenarios exists")

@@ -98,3 +98,83 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
     assert!(before_split > 0, "the child's history reaches back into its parent's: {history}");
     assert!(running.stop(Duration::from_secs(20)).await);
 }
+
+/// A hot range present from the start, three times its partition's limit: the master detects
+/// it from the agents' reports and splits it through the ops server, against the testbed.
+/// (Relief under 1 % of demand within the scenario's budget is issue 9's end-to-end target and
+/// is not asserted yet: in real time it measured 5.8 % after 60 s.)
+const HOT_NOW: &str = r#"
+name = "hot-now"
+description = "a key range at 3x its partition's limit from the start"
+seed = 11
+duration_secs = 3600
+
+[cluster]
+workers = 4
+worker_ops_per_sec = 40000
+worker_bytes_per_sec = 400e6
+partition_limit_ops_per_sec = 8000
+partition_limit_bytes_per_sec = 80e6
+
+[[tables]]
+tenant = "acme"
+table = "orders"
+partitions = 8
+stored_bytes_per_partition = 16777216
+
+[[tables.workloads]]
+kind = "uniform"
+ops_per_sec = 16000
+
+[[tables.workloads]]
+kind = "hot_range"
+ops_per_sec = 22000
+start_key = "4000000000000000"
+end_key = "43ffffffffffffff"
+start_secs = 0
+ramp_secs = 0
+"#;
+
+#[tokio::test]
+async fn the_master_detects_a_hot_range_and_splits_it_end_to_end() {
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = dir.path().join("hot-now.toml");
+    std::fs::write(&scenario, HOT_NOW).expect("scenario");
+    let options = UpOptions {
+        scenario,
+        data_dir: dir.path().join("data"),
+        host: "127.0.0.1".to_owned(),
+        interval: Duration::from_millis(250),
+    };
+    let running = up(&options).await.expect("everything starts");
+    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let rejected_ratio = || {
+        let engine = running.testbed.engine().lock().expect("engine");
+        let s = engine.summary();
+        s.rejected_ops_per_sec / s.demand_ops_per_sec.max(1.0)
+    };
+    let initial = rejected_ratio();
+    assert!(initial > 0.1, "the scenario starts with the hot range rejecting");
+    let started = tokio::time::Instant::now();
+    loop {
+        let done: lb_common::protocol::ActionsResponse = ops.get("/v1/actions?state=succeeded").await.expect("actions");
+        let split = done.actions.iter().any(|a| {
+            a.request.origin == lb_common::protocol::Origin::Online
+                && a.request.policy.as_deref() == Some("partition_overload")
+                && matches!(a.request.spec, lb_common::protocol::ActionSpec::Split { .. })
+        });
+        if split {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the master never split the hot partition");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Every action the master took has its proposal, with the reason, in the result store.
+    let proposals: serde_json::Value = master.get("/api/v1/records/proposal").await.expect("proposals");
+    let first = &proposals["records"][0]["body"];
+    assert!(first["reason"].as_str().is_some_and(|r| !r.is_empty()), "{first}");
+    assert!(first["predicted"].is_object() && first["rejected_alternatives"].is_array(), "{first}");
+    assert!(running.stop(Duration::from_secs(20)).await);
+}
