@@ -45,7 +45,7 @@ pub fn planner_input(
                 cpu_cores: r.cpu_cores,
                 rejected_per_sec: r.rejected_per_sec,
                 latency_p99_us: r.latency_p99_us.unwrap_or(0.0),
-                sketch: table.sketch(&p.id).cloned(),
+                sketch: table.sketch_for(&p.id, p.range).cloned(),
             });
             PartitionView {
                 id: p.id.clone(),

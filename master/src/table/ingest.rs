@@ -110,7 +110,7 @@ impl MetricsTable {
             e.range = p.key_range;
             e.last_worker = Some(w);
             if let Some(sketch) = &p.sketch {
-                Self::keep_sketch(e, sketch);
+                Self::keep_sketch(e, sketch, p.key_range);
             }
         }
         stats.accepted_partition += 1;

@@ -99,6 +99,8 @@ pub(crate) struct PartitionEntry {
     /// Not in the latest topology (split, merged away or dropped); history stays until evicted.
     pub gone: bool,
     pub sketch: Option<Box<KeySketch>>,
+    /// The key range the sketch's buckets divide (the partition's range when it was reported).
+    pub sketch_range: Option<KeyRange>,
     pub parents: Vec<Parent>,
     pub children: Vec<u32>,
 }
@@ -265,6 +267,7 @@ impl MetricsTable {
             first_slot: None,
             gone: false,
             sketch: None,
+            sketch_range: None,
             parents: vec![],
             children: vec![],
         };
@@ -442,7 +445,8 @@ impl MetricsTable {
     }
 
     /// Keeps a partition's newest sketch, truncated to the protocol's bounds.
-    pub(crate) fn keep_sketch(entry: &mut PartitionEntry, sketch: &KeySketch) {
+    pub(crate) fn keep_sketch(entry: &mut PartitionEntry, sketch: &KeySketch, range: KeyRange) {
+        entry.sketch_range = Some(range);
         let mut s = sketch.clone();
         s.bucket_ops.truncate(MAX_SKETCH_BUCKETS);
         s.top_keys.truncate(MAX_SKETCH_TOP_KEYS);
@@ -458,6 +462,14 @@ impl MetricsTable {
     pub fn sketch(&self, partition: &PartitionId) -> Option<&KeySketch> {
         let i = self.partition_index.get(partition)?;
         self.entry(*i).sketch.as_deref()
+    }
+
+    /// The newest sketch, only if it describes `range`: right after a split the partition's
+    /// last sketch still divides its old, wider range, and split keys read from it would be
+    /// wrong until the next report.
+    pub fn sketch_for(&self, partition: &PartitionId, range: KeyRange) -> Option<&KeySketch> {
+        let e = self.entry(*self.partition_index.get(partition)?);
+        e.sketch.as_deref().filter(|_| e.sketch_range == Some(range))
     }
 
     /// Memory held by the table.

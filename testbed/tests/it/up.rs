@@ -100,9 +100,10 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
 }
 
 /// A hot range present from the start, three times its partition's limit: the master detects
-/// it from the agents' reports and splits it through the ops server, against the testbed.
-/// (Relief under 1 % of demand within the scenario's budget is issue 9's end-to-end target and
-/// is not asserted yet: in real time it measured 5.8 % after 60 s.)
+/// it from the agents' reports, splits it through the ops server against the testbed, and
+/// rejections fall from about 37 % of demand to under 10 %. (Issue 9's end-to-end target,
+/// under 1 % within the scenario's budget, is not asserted yet: by hand it measured 1.2 % after
+/// 50 s, the split cascade being paced by the planner's per-partition cooldown.)
 const HOT_NOW: &str = r#"
 name = "hot-now"
 description = "a key range at 3x its partition's limit from the start"
@@ -136,7 +137,7 @@ ramp_secs = 0
 "#;
 
 #[tokio::test]
-async fn the_master_detects_a_hot_range_and_splits_it_end_to_end() {
+async fn the_master_detects_a_hot_range_and_relieves_it_end_to_end() {
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
     let scenario = dir.path().join("hot-now.toml");
@@ -165,10 +166,15 @@ async fn the_master_detects_a_hot_range_and_splits_it_end_to_end() {
                 && a.request.policy.as_deref() == Some("partition_overload")
                 && matches!(a.request.spec, lb_common::protocol::ActionSpec::Split { .. })
         });
-        if split {
+        // Relief: rejections fall well below where they started (about 37 % of demand).
+        if split && rejected_ratio() < 0.10 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "the master never split the hot partition");
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "not relieved: rejected {:.3} of demand (started at {initial:.3}); split done: {split}",
+            rejected_ratio()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Every action the master took has its proposal, with the reason, in the result store.
