@@ -234,17 +234,7 @@ fn default_max_samples_per_page() -> u64 {
     DEFAULT_MAX_SAMPLES_PER_PAGE
 }
 
-impl lb_common::service::ServiceBasics for AgentConfig {
-    fn log(&self) -> &LogConfig {
-        &self.log
-    }
-    fn runtime(&self) -> &RuntimeConfig {
-        &self.runtime
-    }
-    fn listen(&self) -> std::net::SocketAddr {
-        self.http.listen
-    }
-}
+lb_common::impl_service_basics!(AgentConfig);
 
 #[cfg(test)]
 mod tests {

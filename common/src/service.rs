@@ -23,6 +23,25 @@ pub trait ServiceBasics: ServiceConfig {
     fn listen(&self) -> SocketAddr;
 }
 
+/// Implements [`ServiceBasics`] for a config with `log`, `runtime` and `http` fields (the
+/// shared tables every binary's file has).
+#[macro_export]
+macro_rules! impl_service_basics {
+    ($config:ty) => {
+        impl $crate::service::ServiceBasics for $config {
+            fn log(&self) -> &$crate::config::shared::LogConfig {
+                &self.log
+            }
+            fn runtime(&self) -> &$crate::config::shared::RuntimeConfig {
+                &self.runtime
+            }
+            fn listen(&self) -> std::net::SocketAddr {
+                self.http.listen
+            }
+        }
+    };
+}
+
 /// A started component.
 pub trait RunningService: Send {
     fn addr(&self) -> SocketAddr;

@@ -277,17 +277,7 @@ impl TableSection {
     }
 }
 
-impl lb_common::service::ServiceBasics for MasterConfig {
-    fn log(&self) -> &LogConfig {
-        &self.log
-    }
-    fn runtime(&self) -> &RuntimeConfig {
-        &self.runtime
-    }
-    fn listen(&self) -> std::net::SocketAddr {
-        self.http.listen
-    }
-}
+lb_common::impl_service_basics!(MasterConfig);
 
 #[cfg(test)]
 mod tests {

@@ -345,17 +345,7 @@ fn default_requests_per_sec() -> u64 {
     DEFAULT_REQUESTS_PER_SEC
 }
 
-impl lb_common::service::ServiceBasics for OpsServerConfig {
-    fn log(&self) -> &LogConfig {
-        &self.log
-    }
-    fn runtime(&self) -> &RuntimeConfig {
-        &self.runtime
-    }
-    fn listen(&self) -> std::net::SocketAddr {
-        self.http.listen
-    }
-}
+lb_common::impl_service_basics!(OpsServerConfig);
 
 #[cfg(test)]
 mod tests {
