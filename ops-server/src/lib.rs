@@ -68,7 +68,9 @@ pub async fn start(
         registry: Arc::new(registry::Registry::default()),
         book,
         executor: executor.clone(),
-        agents_client: HttpClient::new("http://unused", &cfg.client),
+        // Only its connection pool and timeouts are used: collection aims it at each agent with
+        // `for_peer`, so the base URL here is never called.
+        agents_client: HttpClient::new("http://127.0.0.1", &cfg.client),
         rate_limiter: Arc::new(auth::RateLimiter::default()),
     };
     // Two shutdown scopes: HTTP stops first, then the executor (running actions get the rest

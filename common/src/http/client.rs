@@ -94,7 +94,8 @@ impl HttpClient {
         peer
     }
 
-    /// Overrides the whole-request deadline (never beyond what the peer's work needs).
+    /// The same client with another whole-request deadline (a collection round gives each
+    /// agent its own).
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self

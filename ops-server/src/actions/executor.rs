@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use lb_common::fair_queue::EnqueueError;
 use lb_common::fair_queue::{ConsumerId, FairQueue, FairQueueConfig, TenantCursor};
 use lb_common::ids::{ActionId, OperationId, WorkerId};
 use lb_common::protocol::{
@@ -63,9 +64,6 @@ pub struct Executor {
     cancels: Mutex<HashMap<ActionId, CancellationToken>>,
     tracker: TaskTracker,
 }
-
-/// Why an enqueue was refused.
-pub use lb_common::fair_queue::EnqueueError;
 
 impl Executor {
     pub fn new(book: Arc<ActionBook>, config: watch::Receiver<Arc<OpsServerConfig>>) -> Self {
@@ -204,7 +202,7 @@ impl Executor {
             Ok(Some(d)) => d,
             Ok(None) | Err(_) => return false,
         };
-        *cursor = d_cursor(&next);
+        *cursor = next.cursor;
         metrics::gauge!("lb_ops_queue_depth").set(self.queue.len() as f64);
         let id = next.item;
         let Some(record) = self.book.get(&id).filter(|r| r.state == ActionState::Queued) else {
@@ -414,10 +412,6 @@ impl Executor {
         let Some(topology) = self.topology().await else { return Vec::new() };
         involved_workers(&topology, spec)
     }
-}
-
-fn d_cursor(d: &lb_common::fair_queue::Dequeued<ActionId>) -> TenantCursor {
-    d.cursor
 }
 
 /// The workers whose load an action changes, sorted and unique.
