@@ -16,6 +16,7 @@
 pub mod analysis;
 pub mod collector;
 pub mod config;
+pub mod evaluation;
 pub mod http;
 pub mod lineage;
 pub mod planner;

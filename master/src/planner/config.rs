@@ -63,6 +63,13 @@ pub const DEFAULT_STALLED_ACTION_SECS: u64 = 120;
 /// Split children are scattered if they appear within 60 s of their split.
 pub const DEFAULT_SCATTER_WINDOW_SECS: u64 = 60;
 
+/// A harmful action rests its target for 4 cooldowns, and each strike of its policy adds a
+/// cooldown to that policy's next ones, up to 4 (a policy doing harm slows down, not stops).
+pub const DEFAULT_HARMFUL_COOLDOWN_FACTOR: u32 = 4;
+/// Strikes decay after an hour without harm: long enough to span a workload's burst, short
+/// enough that one bad afternoon does not slow a policy for days.
+pub const DEFAULT_STRIKE_DECAY_SECS: u64 = 3_600;
+
 /// Whether a policy acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -82,6 +89,22 @@ pub struct PlannerConfig {
     pub worker_overload: WorkerOverloadConfig,
     pub imbalance: ImbalanceConfig,
     pub caps: CapsConfig,
+    pub feedback: FeedbackConfig,
+}
+
+/// How action evaluations feed back into planning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeedbackConfig {
+    /// Cooldowns a harmful action's target rests; also the cap of a policy's cooldown factor.
+    pub harmful_cooldown_factor: u32,
+    pub strike_decay_secs: u64,
+}
+
+impl Default for FeedbackConfig {
+    fn default() -> Self {
+        Self { harmful_cooldown_factor: DEFAULT_HARMFUL_COOLDOWN_FACTOR, strike_decay_secs: DEFAULT_STRIKE_DECAY_SECS }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -256,6 +279,12 @@ impl PlannerConfig {
             );
             s.non_negative("min_gain_ratio", c.min_gain_ratio)
                 .non_negative("move_cost_ratio_per_gib", c.move_cost_ratio_per_gib);
+        }
+        {
+            let f = &self.feedback;
+            let mut s = v.at("feedback");
+            s.range_u64("harmful_cooldown_factor", u64::from(f.harmful_cooldown_factor), 1, 100);
+            s.range_u64("strike_decay_secs", f.strike_decay_secs, 1, 30 * 86_400);
         }
         v.finish()
     }

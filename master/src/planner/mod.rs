@@ -56,7 +56,7 @@ use lb_common::ids::GroupId;
 pub use config::{PlannerConfig, PolicyMode};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
-pub use state::{Hysteresis, PendingChild, PlannerState};
+pub use state::{Hysteresis, PendingChild, PlannerState, Strikes};
 
 use model::Model;
 
@@ -186,7 +186,14 @@ impl Pass<'_> {
         proposal.mode = mode;
         proposal.rejected_alternatives.truncate(MAX_ALTERNATIVES);
         if mode == PolicyMode::Auto {
-            let until = self.now_ms + (self.config.caps.cooldown_secs * 1000) as i64;
+            let f = &self.config.feedback;
+            let factor = state.cooldown_factor(
+                proposal.policy,
+                f.harmful_cooldown_factor,
+                (f.strike_decay_secs * 1000) as i64,
+                self.now_ms,
+            );
+            let until = self.now_ms + (self.config.caps.cooldown_secs * 1000 * u64::from(factor)) as i64;
             state.cooldown_until_ms.insert(self.input.partitions[p].id.clone(), until);
         }
         self.proposed_this_pass += 1;

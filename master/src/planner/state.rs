@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use lb_common::ids::{Key, PartitionId, TableId, TenantId, WorkerId};
 use serde::{Deserialize, Serialize};
 
+use super::proposal::Policy;
+
 /// Hysteresis of one subject (partition, worker or the cluster).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hysteresis {
@@ -61,13 +63,57 @@ pub struct PlannerState {
     /// Partition → epoch millis until which it must not be acted on.
     pub cooldown_until_ms: HashMap<PartitionId, i64>,
     pub pending_children: Vec<PendingChild>,
+    /// Harmful verdicts per policy, from action evaluation: each active strike lengthens the
+    /// policy's cooldowns ([`PlannerState::cooldown_factor`]).
+    #[serde(default)]
+    pub strikes: HashMap<Policy, Strikes>,
     /// Passes run, for tests and metrics.
     pub passes: u64,
+}
+
+/// Harmful verdicts of one policy that have not decayed yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Strikes {
+    pub count: u32,
+    pub last_ms: i64,
 }
 
 impl PlannerState {
     pub fn in_cooldown(&self, id: &PartitionId, now_ms: i64) -> Option<i64> {
         self.cooldown_until_ms.get(id).copied().filter(|&until| until > now_ms)
+    }
+
+    /// Feedback of a harmful action: its targets (every partition now covering the range it
+    /// acted on) rest for `until_ms`, and `policy` gets a strike.
+    pub fn penalize<'a>(
+        &mut self,
+        targets: impl IntoIterator<Item = &'a PartitionId>,
+        policy: Option<Policy>,
+        until_ms: i64,
+        now_ms: i64,
+    ) {
+        for id in targets {
+            let until = self.cooldown_until_ms.entry(id.clone()).or_insert(until_ms);
+            *until = (*until).max(until_ms);
+        }
+        if let Some(policy) = policy {
+            let s = self.strikes.entry(policy).or_default();
+            s.count = s.count.saturating_add(1);
+            s.last_ms = now_ms;
+        }
+    }
+
+    /// How many cooldowns long `policy`'s next cooldown is: 1 plus its strikes, at most `max`.
+    /// Strikes expire `decay_ms` after the last one (a policy that stopped doing harm recovers).
+    pub fn cooldown_factor(&mut self, policy: Policy, max: u32, decay_ms: i64, now_ms: i64) -> u32 {
+        match self.strikes.get(&policy) {
+            Some(s) if now_ms - s.last_ms < decay_ms => (1 + s.count).min(max.max(1)),
+            Some(_) => {
+                self.strikes.remove(&policy);
+                1
+            }
+            None => 1,
+        }
     }
 }
 
@@ -85,5 +131,22 @@ mod tests {
         assert!(!h.observe(false, true, 2));
         // One hot window after a cold one does not engage.
         assert!(!h.observe(true, false, 2));
+    }
+
+    #[test]
+    fn a_harmful_verdict_rests_the_target_and_lengthens_the_policy_cooldown_until_it_decays() {
+        let mut s = PlannerState::default();
+        let p: PartitionId = "t.x.p1".parse().expect("id");
+        s.cooldown_until_ms.insert(p.clone(), 5_000);
+        s.penalize([&p], Some(Policy::WorkerOverload), 120_000, 1_000);
+        assert_eq!(s.in_cooldown(&p, 100_000), Some(120_000));
+        assert_eq!(s.cooldown_factor(Policy::WorkerOverload, 4, 3_600_000, 2_000), 2);
+        assert_eq!(s.cooldown_factor(Policy::Imbalance, 4, 3_600_000, 2_000), 1);
+        for _ in 0..5 {
+            s.penalize([], Some(Policy::WorkerOverload), 0, 3_000);
+        }
+        assert_eq!(s.cooldown_factor(Policy::WorkerOverload, 4, 3_600_000, 4_000), 4, "capped");
+        assert_eq!(s.cooldown_factor(Policy::WorkerOverload, 4, 3_600_000, 3_603_000), 1, "decayed");
+        assert!(s.strikes.is_empty());
     }
 }

@@ -1,0 +1,465 @@
+//! ActionEvaluation: did an action help?
+//!
+//! **Problem.** A balancer that never checks its own work repeats its mistakes: a move that only
+//! carried the hotspot to another worker, a split whose load sat on one side. For every finished
+//! action lb compares a window *before* it (the planner's input when it was submitted) with a
+//! window *after* it, taken once the action has settled (caches warm, routers caught up). It
+//! looks at the metric that triggered the action, the source and destination workers, and the
+//! cluster's max, mean and CV, and gives a score and a verdict:
+//!
+//! - **effective**: the triggering metric improved by at least `effective_gain_ratio`
+//!   (relative) and nothing got worse beyond the harm margin;
+//! - **harmful**: the action made things worse — a move whose destination ends up hotter than
+//!   its source was before (the hotspot moved, it was not relieved), or the cluster's hottest
+//!   worker got hotter by `harmful_margin_ratio` while the target did not improve;
+//! - **no effect**: neither.
+//!
+//! **What is watched.** A [`Subject`] is fixed at submission: the target partitions, and — so a
+//! split's pieces are found without lineage — the key range they covered in their table; the
+//! source worker and the destination (a move's `to_worker`; a group's owner afterwards).
+//!
+//! **Feedback.** A harmful verdict lengthens the cooldown of the target (every partition now
+//! covering its range) and adds a strike to the policy that proposed it, which lengthens that
+//! policy's cooldowns until the strike decays ([`crate::planner::PlannerState::penalize`]). A
+//! harmful move is reverted (moved back) when `revert_harmful_moves` is on.
+//!
+//! Pure: no clock, no I/O — the live loop and the virtual-time tests call the same functions.
+
+use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health};
+use lb_common::validate::{ValidationError, Validator};
+use serde::{Deserialize, Serialize};
+
+use crate::planner::{PlannerInput, Policy, WorkerView};
+
+/// 10 s: a move's caches warm and routers pick up the new owner within a few seconds; ten is
+/// past the transient without waiting so long that the workload has changed under us.
+pub const DEFAULT_SETTLE_SECS: u64 = 10;
+/// 10 s after: the same length as the analyzer's view before (5–10 s), long enough to smooth
+/// one-second noise.
+pub const DEFAULT_WINDOW_SECS: u64 = 10;
+/// 10 % better on the triggering metric counts as effective; less is within a window's noise.
+pub const DEFAULT_EFFECTIVE_GAIN_RATIO: f64 = 0.10;
+/// 5 points of capacity hotter on the cluster's hottest worker, with no gain on the target, is harm.
+pub const DEFAULT_HARMFUL_MARGIN_RATIO: f64 = 0.05;
+/// Harmful moves are reported and penalised, not undone, unless an SRE opts in: undoing is
+/// itself a move, and a revert loop is worse than one bad move.
+pub const DEFAULT_REVERT_HARMFUL_MOVES: bool = false;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvaluationConfig {
+    pub settle_secs: u64,
+    pub window_secs: u64,
+    pub effective_gain_ratio: f64,
+    pub harmful_margin_ratio: f64,
+    pub revert_harmful_moves: bool,
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        Self {
+            settle_secs: DEFAULT_SETTLE_SECS,
+            window_secs: DEFAULT_WINDOW_SECS,
+            effective_gain_ratio: DEFAULT_EFFECTIVE_GAIN_RATIO,
+            harmful_margin_ratio: DEFAULT_HARMFUL_MARGIN_RATIO,
+            revert_harmful_moves: DEFAULT_REVERT_HARMFUL_MOVES,
+        }
+    }
+}
+
+impl EvaluationConfig {
+    /// Checks what serde cannot; errors name the field under `evaluation.`.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        let mut s = v.at("evaluation");
+        s.range_u64("settle_secs", self.settle_secs, 0, 3_600);
+        s.range_u64("window_secs", self.window_secs, 1, 3_600);
+        s.check(
+            self.effective_gain_ratio > 0.0 && self.effective_gain_ratio < 1.0,
+            "effective_gain_ratio",
+            self.effective_gain_ratio,
+            "must be within (0, 1)",
+        );
+        s.check(
+            self.harmful_margin_ratio > 0.0 && self.harmful_margin_ratio < 1.0,
+            "harmful_margin_ratio",
+            self.harmful_margin_ratio,
+            "must be within (0, 1)",
+        );
+        drop(s);
+        v.finish()
+    }
+
+    /// When an action that finished at `finished_ms` can be evaluated.
+    pub fn due_at_ms(&self, finished_ms: i64) -> i64 {
+        finished_ms + ((self.settle_secs + self.window_secs) * 1000) as i64
+    }
+}
+
+/// What an evaluation watches, fixed when the action is submitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subject {
+    pub partitions: Vec<PartitionId>,
+    /// The table and key range the target partitions covered: after a split, its pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<(TenantId, TableId, KeyRange)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WorkerId>,
+    /// A move's destination; for a group, resolved afterwards as the target's new owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest: Option<WorkerId>,
+}
+
+impl Subject {
+    /// The subject of `spec` in the layout it was planned on.
+    pub fn of(spec: &ActionSpec, input: &PlannerInput) -> Self {
+        let ids: Vec<PartitionId> = match spec {
+            ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => vec![partition.clone()],
+            ActionSpec::Merge { left, right } => vec![left.clone(), right.clone()],
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition.clone()],
+            _ => Vec::new(),
+        };
+        let views: Vec<_> = input.partitions.iter().filter(|p| ids.contains(&p.id)).collect();
+        let range = views.first().map(|first| {
+            let start = views.iter().map(|p| p.range.start).min().unwrap_or(first.range.start);
+            let end = views.iter().map(|p| p.range.end).max().unwrap_or(first.range.end);
+            (first.tenant.clone(), first.table.clone(), KeyRange { start, end })
+        });
+        let dest = match spec {
+            ActionSpec::Move { to_worker, .. } => Some(to_worker.clone()),
+            _ => None,
+        };
+        Self { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest }
+    }
+}
+
+/// The watched numbers over one window. Ratios are of capacity (a partition's: of its limit)
+/// and count demand, served plus rejected, so an overloaded worker does not look capped at 1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Hottest of the subject's partitions (after a split: of its pieces), demand over limit.
+    pub target_ratio: f64,
+    /// Rejected share of the subject's demand.
+    pub target_rejected_ratio: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest_ratio: Option<f64>,
+    /// Over healthy workers outside dedicated groups (the pool the planner balances).
+    pub cluster_max_ratio: f64,
+    pub cluster_mean_ratio: f64,
+    pub cluster_cv: f64,
+}
+
+/// Per worker: demand ratio in the tightest dimension (ops incl. rejected, bytes, CPU).
+fn worker_ratios(input: &PlannerInput) -> Vec<f64> {
+    let index: std::collections::HashMap<&WorkerId, usize> =
+        input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect();
+    let mut rejected = vec![0.0; input.workers.len()];
+    for p in &input.partitions {
+        if let Some(&w) = index.get(&p.owner) {
+            rejected[w] += p.stats.rejected_per_sec;
+        }
+    }
+    input.workers.iter().zip(rejected).map(|(w, r)| worker_ratio(w, r)).collect()
+}
+
+fn worker_ratio(w: &WorkerView, rejected_per_sec: f64) -> f64 {
+    let ops = if w.capacity.ops_per_sec > 0.0 {
+        (w.load.ops_per_sec + rejected_per_sec) / w.capacity.ops_per_sec
+    } else {
+        0.0
+    };
+    let bytes = if w.capacity.bytes_per_sec > 0.0 { w.load.bytes_per_sec / w.capacity.bytes_per_sec } else { 0.0 };
+    let cpu = if w.cpu_cores > 0.0 { w.load.cpu_ratio } else { 0.0 };
+    ops.max(bytes).max(cpu)
+}
+
+/// The subject's numbers in `input`. `dest` falls back to the target's owner when the spec did
+/// not name one (a group lands wherever the storage puts it).
+pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
+    let ratios = worker_ratios(input);
+    let ratio_of = |id: &WorkerId| input.workers.iter().position(|w| &w.id == id).map(|i| ratios[i]);
+    let covers = |p: &crate::planner::PartitionView| match &subject.range {
+        Some((tenant, table, range)) => {
+            &p.tenant == tenant && &p.table == table && p.range.start <= range.end && p.range.end >= range.start
+        }
+        None => subject.partitions.contains(&p.id),
+    };
+    let (mut target_ratio, mut demand, mut rejected) = (0.0f64, 0.0, 0.0);
+    let mut owner_now = None;
+    for p in input.partitions.iter().filter(|p| covers(p)) {
+        let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
+        let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+        target_ratio = target_ratio.max(if limit > 0.0 { d / limit } else { 0.0 });
+        demand += d;
+        rejected += p.stats.rejected_per_sec;
+        if subject.partitions.contains(&p.id) {
+            owner_now = Some(p.owner.clone());
+        }
+    }
+    let dest = subject.dest.clone().or(owner_now).filter(|d| Some(d) != subject.source.as_ref());
+    let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
+    for (w, &r) in input.workers.iter().zip(&ratios) {
+        if w.health != Health::Down && w.group.is_none() {
+            n += 1.0;
+            sum += r;
+            sq += r * r;
+            max = max.max(r);
+        }
+    }
+    let mean = if n > 0.0 { sum / n } else { 0.0 };
+    let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
+    Snapshot {
+        target_ratio,
+        target_rejected_ratio: if demand > 0.0 { rejected / demand } else { 0.0 },
+        source_ratio: subject.source.as_ref().and_then(ratio_of),
+        dest_ratio: dest.as_ref().and_then(ratio_of),
+        cluster_max_ratio: max,
+        cluster_mean_ratio: mean,
+        cluster_cv: cv,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Effective,
+    NoEffect,
+    Harmful,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Effective => "effective",
+            Verdict::NoEffect => "no_effect",
+            Verdict::Harmful => "harmful",
+        }
+    }
+}
+
+/// The score and verdict of one action, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// Relative improvement of the triggering metric: 1 = gone, 0 = unchanged, < 0 = worse.
+    pub score: f64,
+    pub verdict: Verdict,
+    /// Which metric was judged (`target_ratio`, `source_ratio`, `cluster_max_over_mean`).
+    pub metric: String,
+    pub why: String,
+}
+
+/// The metric an action is judged on: what its policy meant to fix.
+fn primary(policy: Option<Policy>, kind: ActionKind, s: &Snapshot) -> (&'static str, f64) {
+    match (policy, kind) {
+        (_, ActionKind::Split) => ("target_ratio", s.target_ratio),
+        (Some(Policy::Imbalance), _) => ("cluster_max_over_mean", s.cluster_max_ratio / s.cluster_mean_ratio.max(1e-9)),
+        (_, ActionKind::Move | ActionKind::Group) => ("source_ratio", s.source_ratio.unwrap_or(s.cluster_max_ratio)),
+        _ => ("cluster_max_ratio", s.cluster_max_ratio),
+    }
+}
+
+/// Scores an action from its before and after snapshots. See the module doc for the rules.
+pub fn judge(
+    policy: Option<Policy>,
+    kind: ActionKind,
+    before: &Snapshot,
+    after: &Snapshot,
+    config: &EvaluationConfig,
+) -> Judgement {
+    let (metric, b) = primary(policy, kind, before);
+    let (_, a) = primary(policy, kind, after);
+    let score = if b > 0.0 { (b - a) / b } else { 0.0 };
+    let margin = config.harmful_margin_ratio;
+    // The hotspot moved instead of going away: the destination ends hotter than the source was.
+    let moved_hotspot = match (kind, before.source_ratio, after.dest_ratio) {
+        (ActionKind::Move | ActionKind::Group, Some(src), Some(dst)) => dst > src + margin && dst > 1.0 - margin,
+        _ => false,
+    };
+    let max_rose = after.cluster_max_ratio > before.cluster_max_ratio + margin;
+    let (verdict, why) = if moved_hotspot {
+        (
+            Verdict::Harmful,
+            format!(
+                "the destination is at {:.2} of capacity after, hotter than the source was before ({:.2}): the hotspot moved",
+                after.dest_ratio.unwrap_or(0.0),
+                before.source_ratio.unwrap_or(0.0)
+            ),
+        )
+    } else if max_rose && score < config.effective_gain_ratio {
+        (
+            Verdict::Harmful,
+            format!(
+                "the hottest worker went from {:.2} to {:.2} of capacity while {metric} went from {b:.2} to {a:.2}",
+                before.cluster_max_ratio, after.cluster_max_ratio
+            ),
+        )
+    } else if score >= config.effective_gain_ratio {
+        (Verdict::Effective, format!("{metric} went from {b:.2} to {a:.2} ({:.0} % better)", score * 100.0))
+    } else if kind == ActionKind::Merge && !max_rose {
+        // A merge is meant to cut overhead, not load: not making anything hotter is its success.
+        (Verdict::Effective, format!("merged without a hotter worker ({metric} {b:.2} → {a:.2})"))
+    } else {
+        (
+            Verdict::NoEffect,
+            format!(
+                "{metric} went from {b:.2} to {a:.2} ({:+.0} %), under the {:.0} % that counts as effective",
+                -score * 100.0,
+                config.effective_gain_ratio * 100.0
+            ),
+        )
+    };
+    Judgement { score, verdict, metric: metric.to_owned(), why }
+}
+
+/// The undo of a harmful move: back to where it came from, if that worker is still healthy.
+pub fn revert(spec: &ActionSpec, subject: &Subject, input: &PlannerInput) -> Option<ActionSpec> {
+    let (ActionSpec::Move { partition, .. }, Some(source)) = (spec, &subject.source) else { return None };
+    let healthy = input.workers.iter().any(|w| &w.id == source && w.health != Health::Down);
+    let exists = input.partitions.iter().any(|p| &p.id == partition && &p.owner != source);
+    (healthy && exists).then(|| ActionSpec::Move { partition: partition.clone(), to_worker: source.clone() })
+}
+
+/// One action's evaluation as stored in the ResultDataStore (kind `evaluation`, key = action id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub action_id: String,
+    pub spec: ActionSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    pub subject: Subject,
+    pub submitted_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub evaluated_at_ms: i64,
+    pub settle_secs: u64,
+    pub window_secs: u64,
+    pub before: Snapshot,
+    pub after: Snapshot,
+    #[serde(flatten)]
+    pub judgement: Judgement,
+    /// The move back that a harmful move triggered, when reverts are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<ActionSpec>,
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::ids::Key;
+    use lb_common::protocol::Capacity;
+
+    use super::*;
+    use crate::planner::{PartitionView, PartitionWindow, WorkerWindow};
+
+    fn worker(id: &str, ops: f64) -> WorkerView {
+        WorkerView {
+            id: id.parse().unwrap(),
+            capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 },
+            cpu_cores: 0.0,
+            group: None,
+            health: Health::Healthy,
+            load: WorkerWindow { ops_per_sec: ops, bytes_per_sec: 0.0, cpu_ratio: 0.0 },
+        }
+    }
+
+    fn partition(id: &str, owner: &str, range: (u64, u64), ops: f64, rejected: f64) -> PartitionView {
+        PartitionView {
+            id: id.parse().unwrap(),
+            tenant: "t".parse().unwrap(),
+            table: "x".parse().unwrap(),
+            range: KeyRange { start: Key(range.0), end: Key(range.1) },
+            owner: owner.parse().unwrap(),
+            group: None,
+            stored_bytes: 0,
+            limit: Some(Capacity { ops_per_sec: 500.0, bytes_per_sec: 1e9 }),
+            supported_actions: ActionKind::ALL.to_vec(),
+            stats: PartitionWindow { ops_per_sec: ops, rejected_per_sec: rejected, ..Default::default() },
+        }
+    }
+
+    fn input(workers: Vec<WorkerView>, partitions: Vec<PartitionView>) -> PlannerInput {
+        PlannerInput { partitions, workers, in_flight: Vec::new() }
+    }
+
+    #[test]
+    fn a_split_is_judged_on_its_pieces_found_by_range() {
+        let before = input(
+            vec![worker("a", 800.0), worker("b", 200.0)],
+            vec![partition("p1", "a", (0, 99), 500.0, 300.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let spec = ActionSpec::Split { partition: "p1".parse().unwrap(), split_key: Key(50) };
+        let subject = Subject::of(&spec, &before);
+        let b = snapshot(&subject, &before);
+        assert!((b.target_ratio - 1.6).abs() < 1e-9);
+        assert!((b.target_rejected_ratio - 300.0 / 800.0).abs() < 1e-9);
+        // p1 became p1 [0,49] and p3 [50,99], the latter moved to b.
+        let after = input(
+            vec![worker("a", 400.0), worker("b", 600.0)],
+            vec![
+                partition("p1", "a", (0, 49), 400.0, 0.0),
+                partition("p3", "b", (50, 99), 400.0, 0.0),
+                partition("p2", "b", (100, 199), 200.0, 0.0),
+            ],
+        );
+        let a = snapshot(&subject, &after);
+        assert!((a.target_ratio - 0.8).abs() < 1e-9);
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, &b, &a, &EvaluationConfig::default());
+        assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
+        assert!((j.score - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_move_that_carries_the_hotspot_over_is_harmful_and_revertible() {
+        let before = input(
+            vec![worker("a", 950.0), worker("b", 700.0), worker("c", 300.0)],
+            vec![partition("p1", "a", (0, 99), 450.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let spec = ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "b".parse().unwrap() };
+        let subject = Subject::of(&spec, &before);
+        let b = snapshot(&subject, &before);
+        let after = input(
+            vec![worker("a", 500.0), worker("b", 1000.0), worker("c", 300.0)],
+            vec![partition("p1", "b", (0, 99), 450.0, 100.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let a = snapshot(&subject, &after);
+        assert_eq!(a.dest_ratio, Some(1.1));
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &b, &a, &EvaluationConfig::default());
+        assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
+        assert!(j.why.contains("the hotspot moved"), "{}", j.why);
+        assert_eq!(
+            revert(&spec, &subject, &after),
+            Some(ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "a".parse().unwrap() })
+        );
+    }
+
+    #[test]
+    fn an_unchanged_cluster_is_no_effect_and_a_relieved_source_is_effective() {
+        let cfg = EvaluationConfig::default();
+        let s = Snapshot {
+            target_ratio: 1.0,
+            source_ratio: Some(1.2),
+            dest_ratio: Some(0.4),
+            cluster_max_ratio: 1.2,
+            cluster_mean_ratio: 0.6,
+            ..Default::default()
+        };
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &s, &s, &cfg);
+        assert_eq!(j.verdict, Verdict::NoEffect, "{j:?}");
+        let better = Snapshot { source_ratio: Some(0.8), dest_ratio: Some(0.7), cluster_max_ratio: 0.8, ..s };
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &s, &better, &cfg);
+        assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
+        // Imbalance moves are judged on max/mean.
+        let flat = Snapshot { cluster_max_ratio: 0.66, ..s };
+        let j = judge(Some(Policy::Imbalance), ActionKind::Move, &s, &flat, &cfg);
+        assert_eq!((j.verdict, j.metric.as_str()), (Verdict::Effective, "cluster_max_over_mean"));
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let c = EvaluationConfig { window_secs: 0, harmful_margin_ratio: 2.0, ..Default::default() };
+        let err = c.validate().expect_err("invalid").to_string();
+        assert!(err.contains("evaluation.window_secs = 0"), "{err}");
+        assert!(err.contains("evaluation.harmful_margin_ratio = 2"), "{err}");
+    }
+}
