@@ -10,21 +10,15 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use lb_common::http::ApiError;
-use subtle::ConstantTimeEq;
 
 use crate::config::Role;
 use crate::http::AppState;
 
-/// Who is calling, attached to the request for handlers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub name: String,
-    pub role: Option<Role>,
-}
+pub use lb_common::http::auth::Caller;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Need {
@@ -57,34 +51,17 @@ fn allowed(role: Role, need: Need) -> bool {
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let config = state.config.borrow().clone();
-    let caller = if config.auth.tokens.is_empty() {
-        Caller { name: "anonymous".to_owned(), role: None }
-    } else {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let Some(presented) = presented else {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing bearer token").into_response();
-        };
-        // Compare against every token, without stopping at a match, in constant time per token.
-        let mut found = None;
-        for t in &config.auth.tokens {
-            if bool::from(t.token.as_bytes().ct_eq(presented.as_bytes())) {
-                found = Some(t);
-            }
-        }
-        let Some(token) = found else {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown bearer token").into_response();
-        };
+    let caller = match lb_common::http::auth::identify(&config.auth, req.headers()) {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    if let Some(role) = caller.role {
         let need = need(req.method(), req.uri().path());
-        if !allowed(token.role, need) {
-            let message = format!("{} ({:?}) may not {} {}", token.name, token.role, req.method(), req.uri().path());
+        if !allowed(role, need) {
+            let message = format!("{} ({}) may not {} {}", caller.name, role.as_str(), req.method(), req.uri().path());
             return ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response();
         }
-        Caller { name: token.name.clone(), role: Some(token.role) }
-    };
+    }
     if !state.rate_limiter.allow(&caller.name, config.limits.requests_per_sec) {
         return ApiError::too_many(
             "rate_limited",

@@ -69,33 +69,7 @@ pub struct StorageConfig {
     pub url: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Reads only.
-    Viewer,
-    /// Reads, submits and cancels actions, halts the executor.
-    Operator,
-    /// Components: agents register and heartbeat, the master collects and submits actions.
-    Service,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenConfig {
-    /// Who the token belongs to; recorded as `submitted_by` and in the audit log.
-    pub name: String,
-    pub token: String,
-    pub role: Role,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    /// No tokens means no authentication (loopback demos); the server warns at start-up.
-    #[serde(default)]
-    pub tokens: Vec<TokenConfig>,
-}
+pub use lb_common::http::auth::{AuthConfig, Role, TokenConfig};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -243,18 +217,7 @@ impl ServiceConfig for OpsServerConfig {
             url,
             "must be an http:// or https:// URL",
         );
-        let mut seen_names = std::collections::HashSet::new();
-        let mut seen_tokens = std::collections::HashSet::new();
-        let mut auth = v.at("auth");
-        for (i, t) in self.auth.tokens.iter().enumerate() {
-            let mut a = auth.at_index("tokens", i);
-            a.check(lb_common::ids::validate_id(&t.name).is_ok(), "name", &t.name, "must be a valid id");
-            // The value is never echoed: it is a secret.
-            a.check(t.token.len() >= 16, "token", "<redacted>", "must be at least 16 characters");
-            a.check(seen_names.insert(&t.name), "name", &t.name, "must be unique");
-            a.check(seen_tokens.insert(&t.token), "token", "<redacted>", "must be unique");
-        }
-        drop(auth);
+        self.auth.validate(&mut v.at("auth"));
         let r = &self.registry;
         let mut reg = v.at("registry");
         reg.range_u64("heartbeat_interval_ms", r.heartbeat_interval_ms, 100, 600_000);

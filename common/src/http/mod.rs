@@ -6,6 +6,7 @@
 //!   panic catching, JSON 404/405).
 //! - [`client`]: the typed HTTP client with a connect timeout and a whole-request deadline.
 
+pub mod auth;
 pub mod client;
 pub mod error;
 pub mod layers;

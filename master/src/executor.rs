@@ -1,0 +1,458 @@
+//! The master's executor: what happens to a proposal after the planner made it.
+//!
+//! - An `auto` proposal is submitted to the ops server (idempotent by action id) and **tracked**
+//!   until it ends. Its [`Subject`] and a before-[`Snapshot`] are taken from the input it was
+//!   planned on.
+//! - A `dry_run` proposal waits for **approval** ([`Pending`]). The planner proposes it again
+//!   every pass while the condition holds; the executor keeps one entry per distinct action (so
+//!   the store gets one record, not one a second) and forgets it `approval_ttl_secs` after the
+//!   planner last proposed it: an SRE cannot approve what the planner no longer believes in.
+//!   Approving submits it exactly as an auto proposal, recorded with who approved it.
+//! - An action that ends `failed` or `timed_out` with `maybe_executed` is settled by **re-reading
+//!   the topology**: if its effect is there ([`applied`]) it counts as succeeded (and is
+//!   evaluated), otherwise as not executed. A submission whose reply was lost is tracked too; the
+//!   ops server answers 404 if it never arrived.
+//! - A succeeded action is **evaluated** once its settle time and after-window have passed
+//!   ([`crate::evaluation`]); the verdict feeds back into the planner's state, and a harmful move
+//!   is reverted when the config says so.
+//!
+//! The bookkeeping here is synchronous and pure; the online loop ([`crate::analysis`]) does the
+//! HTTP calls and hands the results in, so the rules are unit-tested without a network.
+
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Topology};
+use serde::{Deserialize, Serialize};
+
+use crate::evaluation::{self, Evaluation, EvaluationConfig, Snapshot, Subject, Verdict};
+use crate::planner::{PlannerConfig, PlannerInput, PlannerState, Policy, Proposal};
+
+/// 60 s: a dry-run proposal the planner has not repeated for a minute is stale (the hotspot
+/// moved or went away); approving it would act on a situation that no longer exists.
+pub const DEFAULT_APPROVAL_TTL_SECS: u64 = 60;
+
+/// A submitted action, followed until it is evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tracked {
+    pub id: ActionId,
+    pub spec: ActionSpec,
+    pub policy: Option<Policy>,
+    pub subject: Subject,
+    pub before: Snapshot,
+    pub submitted_at_ms: i64,
+    pub state: ActionState,
+    /// When it succeeded (or was found applied after a "maybe executed" failure).
+    pub finished_at_ms: Option<i64>,
+}
+
+/// A dry-run proposal waiting for approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The action id it gets if approved.
+    pub id: ActionId,
+    pub proposal: Proposal,
+    pub first_proposed_at_ms: i64,
+    pub last_proposed_at_ms: i64,
+}
+
+/// What happened to a tracked action at this refresh.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settled {
+    /// Still queued or running.
+    InFlight,
+    /// Succeeded (or applied despite a "maybe executed" failure): evaluation is scheduled.
+    Done { note: Option<String> },
+    /// Ended without effect: failed before running, cancelled, or not applied after all.
+    NotApplied { note: String },
+}
+
+#[derive(Debug, Default)]
+pub struct Executor {
+    pub tracked: Vec<Tracked>,
+    pub pending: Vec<Pending>,
+}
+
+impl Executor {
+    /// Starts following a submitted action.
+    pub fn track(&mut self, id: ActionId, proposal: &Proposal, input: &PlannerInput, now_ms: i64) {
+        let subject = Subject::of(&proposal.spec, input);
+        let before = evaluation::snapshot(&subject, input);
+        self.tracked.push(Tracked {
+            id,
+            spec: proposal.spec.clone(),
+            policy: Some(proposal.policy),
+            subject,
+            before,
+            submitted_at_ms: now_ms,
+            state: ActionState::Queued,
+            finished_at_ms: None,
+        });
+    }
+
+    /// Offers a dry-run proposal; returns the new entry when it was not pending yet (the caller
+    /// records it once). `new_id` names it if it is new.
+    pub fn offer(&mut self, proposal: Proposal, now_ms: i64, new_id: impl FnOnce() -> ActionId) -> Option<&Pending> {
+        if let Some(i) = self.pending.iter().position(|p| p.proposal.spec == proposal.spec) {
+            let p = &mut self.pending[i];
+            p.last_proposed_at_ms = now_ms;
+            p.proposal = proposal;
+            return None;
+        }
+        self.pending.push(Pending {
+            id: new_id(),
+            proposal,
+            first_proposed_at_ms: now_ms,
+            last_proposed_at_ms: now_ms,
+        });
+        self.pending.last()
+    }
+
+    /// Drops dry-run proposals the planner stopped making.
+    pub fn expire_pending(&mut self, ttl_secs: u64, now_ms: i64) {
+        let horizon = now_ms - (ttl_secs * 1000) as i64;
+        self.pending.retain(|p| p.last_proposed_at_ms >= horizon);
+    }
+
+    /// Takes a pending proposal for approval, or says why it cannot be approved.
+    pub fn take_pending(&mut self, id: &str, ttl_secs: u64, now_ms: i64) -> Result<Pending, ApprovalError> {
+        self.expire_pending(ttl_secs, now_ms);
+        let i = self.pending.iter().position(|p| p.id.as_str() == id).ok_or(ApprovalError::NotPending)?;
+        Ok(self.pending.remove(i))
+    }
+
+    /// Applies the ops server's record of a tracked action. `topology` is a fresh read, needed
+    /// only when the action failed with "maybe executed".
+    pub fn settle(&mut self, record: &ActionRecord, topology: Option<&Topology>, now_ms: i64) -> Settled {
+        let Some(t) = self.tracked.iter_mut().find(|t| t.id == record.request.id) else {
+            return Settled::NotApplied { note: "not tracked".into() };
+        };
+        t.state = record.state;
+        let outcome = match record.state {
+            ActionState::Queued | ActionState::Running => return Settled::InFlight,
+            ActionState::Succeeded => Settled::Done { note: None },
+            ActionState::Failed | ActionState::TimedOut
+                if record.failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted) =>
+            {
+                match topology {
+                    Some(topo) if applied(&t.spec, topo) => Settled::Done {
+                        note: Some("ended without a clear outcome; the topology shows it applied".into()),
+                    },
+                    Some(_) => Settled::NotApplied {
+                        note: "ended without a clear outcome; the topology shows it did not apply".into(),
+                    },
+                    // No fresh topology yet: decide at the next refresh.
+                    None => return Settled::InFlight,
+                }
+            }
+            state => Settled::NotApplied {
+                note: record
+                    .failure
+                    .as_ref()
+                    .map_or_else(|| format!("ended {state:?}").to_lowercase(), |f| f.message.clone()),
+            },
+        };
+        match &outcome {
+            Settled::Done { .. } => t.finished_at_ms = Some(record.finished_at_ms.unwrap_or(now_ms)),
+            _ => {
+                let id = t.id.clone();
+                self.tracked.retain(|t| t.id != id);
+            }
+        }
+        outcome
+    }
+
+    /// Forgets an action the ops server does not know (its submission never arrived).
+    pub fn forget(&mut self, id: &ActionId) {
+        self.tracked.retain(|t| &t.id != id);
+    }
+
+    /// Whether any finished action is due for evaluation.
+    pub fn evaluation_due(&self, config: &EvaluationConfig, now_ms: i64) -> bool {
+        self.tracked.iter().any(|t| t.finished_at_ms.is_some_and(|f| config.due_at_ms(f) <= now_ms))
+    }
+
+    /// Evaluates every due action against `after` (the load over the evaluation window ending
+    /// now), feeds harmful verdicts back into `state`, and returns the evaluations.
+    pub fn evaluate_due(
+        &mut self,
+        after: &PlannerInput,
+        config: &EvaluationConfig,
+        planner: &PlannerConfig,
+        state: &mut PlannerState,
+        now_ms: i64,
+    ) -> Vec<Evaluation> {
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tracked)
+            .into_iter()
+            .partition(|t| t.finished_at_ms.is_some_and(|f| config.due_at_ms(f) <= now_ms));
+        self.tracked = rest;
+        due.into_iter().map(|t| evaluate_one(t, after, config, planner, state, now_ms)).collect()
+    }
+}
+
+fn evaluate_one(
+    t: Tracked,
+    after: &PlannerInput,
+    config: &EvaluationConfig,
+    planner: &PlannerConfig,
+    state: &mut PlannerState,
+    now_ms: i64,
+) -> Evaluation {
+    let after_snapshot = evaluation::snapshot(&t.subject, after);
+    let judgement = evaluation::judge(t.policy, t.spec.kind(), &t.before, &after_snapshot, config);
+    let mut revert = None;
+    if judgement.verdict == Verdict::Harmful {
+        let rest_ms = (planner.caps.cooldown_secs * 1000 * u64::from(planner.feedback.harmful_cooldown_factor)) as i64;
+        let targets = covering(&t.subject, after);
+        state.penalize(targets.iter(), t.policy, now_ms + rest_ms, now_ms);
+        if config.revert_harmful_moves {
+            revert = evaluation::revert(&t.spec, &t.subject, after);
+        }
+    }
+    Evaluation {
+        action_id: t.id.to_string(),
+        spec: t.spec,
+        policy: t.policy,
+        subject: t.subject,
+        submitted_at_ms: t.submitted_at_ms,
+        finished_at_ms: t.finished_at_ms.unwrap_or(now_ms),
+        evaluated_at_ms: now_ms,
+        settle_secs: config.settle_secs,
+        window_secs: config.window_secs,
+        before: t.before,
+        after: after_snapshot,
+        judgement,
+        revert,
+    }
+}
+
+/// The partitions that now cover what the subject covered (a split's pieces included).
+fn covering(subject: &Subject, input: &PlannerInput) -> Vec<lb_common::ids::PartitionId> {
+    input
+        .partitions
+        .iter()
+        .filter(|p| match &subject.range {
+            Some((tenant, table, r)) => {
+                &p.tenant == tenant && &p.table == table && p.range.start <= r.end && p.range.end >= r.start
+            }
+            None => subject.partitions.contains(&p.id),
+        })
+        .map(|p| p.id.clone())
+        .collect()
+}
+
+/// Whether the topology shows `spec` applied.
+pub fn applied(spec: &ActionSpec, topology: &Topology) -> bool {
+    let find = |id| topology.partitions.iter().find(|p| &p.id == id);
+    match spec {
+        ActionSpec::Move { partition, to_worker } => find(partition).is_some_and(|p| &p.owner == to_worker),
+        ActionSpec::Split { partition, split_key } => {
+            // The left side keeps the id and now ends right before the split key.
+            find(partition).is_some_and(|p| p.range.end.0.checked_add(1) == Some(split_key.0))
+        }
+        ActionSpec::Merge { left: _, right } => find(right).is_none(),
+        ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
+            find(partition).is_some_and(|p| p.group.as_ref() == Some(group))
+        }
+        ActionSpec::Group { target: GroupTarget::Table { tenant, table }, group } => topology
+            .partitions
+            .iter()
+            .filter(|p| &p.tenant == tenant && &p.table == table)
+            .all(|p| p.group.as_ref() == Some(group)),
+        ActionSpec::Group { target: GroupTarget::Tenant { tenant }, group } => {
+            topology.partitions.iter().filter(|p| &p.tenant == tenant).all(|p| p.group.as_ref() == Some(group))
+        }
+        ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, load_balancing } => {
+            topology.datasets.iter().any(|d| {
+                &d.tenant == tenant
+                    && &d.dataset == dataset
+                    && d.tenant_shards == *tenant_shards
+                    && d.dataset_shards == *dataset_shards
+                    && d.load_balancing == *load_balancing
+            })
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    #[error("no pending proposal with that id: it was approved already, or the planner stopped proposing it")]
+    NotPending,
+    #[error("the ops server refused the action: {0}")]
+    Refused(String),
+    #[error("the online loop did not answer in time")]
+    Timeout,
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::ids::{Key, KeyRange};
+    use lb_common::protocol::{
+        ActionFailure, ActionKind, ActionRequest, Capacity, Health, Origin, PartitionInfo, WorkerInfo,
+    };
+
+    use super::*;
+    use crate::planner::{PartitionView, PartitionWindow, PolicyMode, Prediction, Trigger, WorkerView, WorkerWindow};
+
+    fn view(ops_a: f64, ops_b: f64, owner: &str) -> PlannerInput {
+        let worker = |id: &str, ops| WorkerView {
+            id: id.parse().unwrap(),
+            capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 },
+            cpu_cores: 0.0,
+            group: None,
+            health: Health::Healthy,
+            load: WorkerWindow { ops_per_sec: ops, ..Default::default() },
+        };
+        PlannerInput {
+            workers: vec![worker("a", ops_a), worker("b", ops_b)],
+            partitions: vec![PartitionView {
+                id: "t.x.p1".parse().unwrap(),
+                tenant: "t".parse().unwrap(),
+                table: "x".parse().unwrap(),
+                range: KeyRange { start: Key(0), end: Key(99) },
+                owner: owner.parse().unwrap(),
+                group: None,
+                stored_bytes: 0,
+                limit: Some(Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 }),
+                supported_actions: ActionKind::ALL.to_vec(),
+                stats: PartitionWindow { ops_per_sec: 400.0, ..Default::default() },
+            }],
+            in_flight: Vec::new(),
+        }
+    }
+
+    fn proposal(spec: ActionSpec, mode: PolicyMode) -> Proposal {
+        Proposal {
+            spec,
+            policy: Policy::WorkerOverload,
+            mode,
+            reason: "test".into(),
+            trigger: Trigger::default(),
+            predicted: Prediction::default(),
+            rejected_alternatives: Vec::new(),
+        }
+    }
+
+    fn record(id: &str, spec: ActionSpec, state: ActionState, failure: Option<Execution>) -> ActionRecord {
+        ActionRecord {
+            request: ActionRequest {
+                id: id.parse().unwrap(),
+                spec,
+                origin: Origin::Online,
+                policy: None,
+                reason: "test".into(),
+                actor_path: vec!["t".into()],
+            },
+            state,
+            submitted_by: "master".into(),
+            created_at_ms: 0,
+            started_at_ms: None,
+            finished_at_ms: Some(2_000),
+            operation_id: None,
+            failure: failure.map(|execution| ActionFailure { message: "lost".into(), execution }),
+        }
+    }
+
+    fn topology(owner: &str) -> Topology {
+        Topology {
+            version: 1,
+            workers: ["a", "b"]
+                .iter()
+                .map(|w| WorkerInfo {
+                    id: w.parse().unwrap(),
+                    capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 },
+                    group: None,
+                    health: Health::Healthy,
+                })
+                .collect(),
+            partitions: vec![PartitionInfo {
+                id: "t.x.p1".parse().unwrap(),
+                tenant: "t".parse().unwrap(),
+                table: "x".parse().unwrap(),
+                range: KeyRange { start: Key(0), end: Key(99) },
+                owner: owner.parse().unwrap(),
+                group: None,
+                stored_bytes: 0,
+                limit: None,
+                supported_actions: ActionKind::ALL.to_vec(),
+            }],
+            datasets: Vec::new(),
+        }
+    }
+
+    fn move_to_b() -> ActionSpec {
+        ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "b".parse().unwrap() }
+    }
+
+    #[test]
+    fn a_maybe_executed_action_is_settled_by_the_topology() {
+        let mut ex = Executor::default();
+        let p = proposal(move_to_b(), PolicyMode::Auto);
+        ex.track("m1".parse().unwrap(), &p, &view(900.0, 100.0, "a"), 1_000);
+        ex.track("m2".parse().unwrap(), &p, &view(900.0, 100.0, "a"), 1_000);
+        let lost = record("m1", move_to_b(), ActionState::TimedOut, Some(Execution::MaybeExecuted));
+        assert_eq!(ex.settle(&lost, None, 3_000), Settled::InFlight, "waits for a fresh topology");
+        assert!(matches!(ex.settle(&lost, Some(&topology("b")), 3_000), Settled::Done { note: Some(_) }));
+        let lost2 = record("m2", move_to_b(), ActionState::Failed, Some(Execution::MaybeExecuted));
+        assert!(matches!(ex.settle(&lost2, Some(&topology("a")), 3_000), Settled::NotApplied { .. }));
+        assert_eq!(ex.tracked.len(), 1, "only the applied one waits for evaluation");
+        let refused = record("m1", move_to_b(), ActionState::Failed, Some(Execution::NotExecuted));
+        ex.track("m3".parse().unwrap(), &p, &view(900.0, 100.0, "a"), 1_000);
+        let refused =
+            ActionRecord { request: ActionRequest { id: "m3".parse().unwrap(), ..refused.request }, ..refused };
+        assert!(matches!(ex.settle(&refused, None, 3_000), Settled::NotApplied { .. }));
+    }
+
+    #[test]
+    fn evaluation_waits_for_settle_and_window_then_feeds_harm_back() {
+        let mut ex = Executor::default();
+        let cfg = EvaluationConfig { revert_harmful_moves: true, ..Default::default() };
+        let planner = PlannerConfig::default();
+        let mut state = PlannerState::default();
+        ex.track("m1".parse().unwrap(), &proposal(move_to_b(), PolicyMode::Auto), &view(950.0, 700.0, "a"), 1_000);
+        ex.settle(&record("m1", move_to_b(), ActionState::Succeeded, None), None, 2_000);
+        assert!(!ex.evaluation_due(&cfg, 2_000 + 19_999));
+        assert!(ex.evaluation_due(&cfg, 22_000));
+        // The move carried the hotspot: b is now at 1.1, hotter than a was (0.95).
+        let after = view(550.0, 1100.0, "b");
+        let evals = ex.evaluate_due(&after, &cfg, &planner, &mut state, 22_000);
+        assert_eq!(evals.len(), 1);
+        let e = &evals[0];
+        assert_eq!(e.judgement.verdict, Verdict::Harmful, "{e:?}");
+        assert_eq!(
+            e.revert,
+            Some(ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "a".parse().unwrap() })
+        );
+        let rest = state.in_cooldown(&"t.x.p1".parse().unwrap(), 22_000).expect("penalised");
+        assert_eq!(rest, 22_000 + 4 * 30_000);
+        assert_eq!(state.strikes.get(&Policy::WorkerOverload).map(|s| s.count), Some(1));
+        assert!(ex.tracked.is_empty());
+    }
+
+    #[test]
+    fn dry_run_proposals_are_kept_once_and_expire_unless_repeated() {
+        let mut ex = Executor::default();
+        let mut n = 0;
+        let mut id = || {
+            n += 1;
+            format!("dry-{n}").parse().unwrap()
+        };
+        assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 1_000, &mut id).is_some());
+        assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 2_000, &mut id).is_none(), "same action");
+        assert_eq!(ex.pending.len(), 1);
+        assert_eq!(ex.take_pending("dry-9", 60, 3_000), Err(ApprovalError::NotPending));
+        let p = ex.take_pending("dry-1", 60, 3_000).expect("pending");
+        assert_eq!(p.first_proposed_at_ms, 1_000);
+        assert!(ex.take_pending("dry-1", 60, 3_000).is_err(), "approved once");
+        ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 4_000, &mut id);
+        assert_eq!(ex.take_pending("dry-2", 60, 4_000 + 60_001), Err(ApprovalError::NotPending), "stale");
+    }
+
+    #[test]
+    fn applied_reads_each_kind_from_the_topology() {
+        let t = topology("b");
+        assert!(applied(&move_to_b(), &t));
+        assert!(!applied(&ActionSpec::Split { partition: "t.x.p1".parse().unwrap(), split_key: Key(50) }, &t));
+        let mut split = t.clone();
+        split.partitions[0].range.end = Key(49);
+        assert!(applied(&ActionSpec::Split { partition: "t.x.p1".parse().unwrap(), split_key: Key(50) }, &split));
+    }
+}
