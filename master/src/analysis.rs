@@ -1,22 +1,28 @@
 //! The online loop: every `analyzer.interval_ms`, build the planner's view from the
-//! MetricsTable and the topology, plan, record every proposal in the ResultDataStore, and submit
-//! the `auto` ones to the ops server.
+//! MetricsTable and the topology, plan, submit the `auto` proposals to the ops server, keep the
+//! `dry_run` ones for approval, follow every submitted action to its end and evaluate it
+//! ([`crate::executor`] holds the rules; this module does the I/O).
 //!
 //! The loop holds off while the collector is stale (acting on old numbers is how balancers
 //! flap), and counts the actions the ops server still has queued or running as done, so a fix
-//! in flight is never proposed twice. Dry-run proposals are recorded and shown, not submitted.
+//! in flight is never proposed twice. Every proposal, action and evaluation is recorded in the
+//! ResultDataStore.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lb_common::http::HttpClient;
+use lb_common::http::{ClientError, HttpClient};
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionRecord, ActionRequest, ActionState, ActionsResponse, Origin, Topology};
+use lb_common::protocol::{ActionRecord, ActionRequest, ActionSpec, ActionsResponse, Origin, Topology};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::Shared;
+use crate::config::MasterConfig;
+use crate::evaluation::{Evaluation, Verdict};
+use crate::executor::{ApprovalError, Executor, Pending, Settled};
 use crate::planner::{
     InFlightAction, PartitionView, PartitionWindow, PlannerInput, PlannerState, PolicyMode, Proposal, WorkerView,
     WorkerWindow, plan,
@@ -87,7 +93,7 @@ pub fn planner_input(
     PlannerInput { partitions, workers, in_flight }
 }
 
-async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, lb_common::http::ClientError> {
+async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError> {
     let mut out = Vec::new();
     for state in ["queued", "running"] {
         let reply: ActionsResponse = ops.get(&format!("/v1/actions?state={state}")).await?;
@@ -99,90 +105,292 @@ async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, lb_common::h
     Ok(out)
 }
 
-fn action_request(proposal: &Proposal, id: ActionId, topology: &Topology) -> ActionRequest {
-    // The fair-queue path is the target's [tenant, table]; cluster-wide moves fall back to "lb".
+fn action_request(proposal: &Proposal, id: ActionId, topology: &Topology, reason: String) -> ActionRequest {
+    // The fair-queue path is the target's [tenant, table]; cluster-wide actions fall back to "lb".
     let partition = match &proposal.spec {
-        lb_common::protocol::ActionSpec::Split { partition, .. }
-        | lb_common::protocol::ActionSpec::Move { partition, .. } => Some(partition),
-        lb_common::protocol::ActionSpec::Merge { left, .. } => Some(left),
+        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => Some(partition),
+        ActionSpec::Merge { left, .. } => Some(left),
         _ => None,
     };
-    let actor_path = partition
-        .and_then(|id| topology.partitions.iter().find(|p| &p.id == id))
-        .map_or_else(|| vec!["lb".to_owned()], |p| vec![p.tenant.to_string(), p.table.to_string()]);
+    let actor_path = match &proposal.spec {
+        ActionSpec::Reshard { tenant, dataset, .. } => vec![tenant.to_string(), dataset.to_string()],
+        _ => partition
+            .and_then(|id| topology.partitions.iter().find(|p| &p.id == id))
+            .map_or_else(|| vec!["lb".to_owned()], |p| vec![p.tenant.to_string(), p.table.to_string()]),
+    };
     ActionRequest {
         id,
         spec: proposal.spec.clone(),
         origin: Origin::Online,
         policy: Some(proposal.policy.as_str().to_owned()),
-        reason: proposal.reason.clone(),
+        reason,
         actor_path,
     }
 }
 
+/// An SRE's approval of a dry-run proposal, answered by the loop at its next pass.
+#[derive(Debug)]
+pub struct Approval {
+    pub proposal_id: String,
+    pub approved_by: String,
+    pub reply: oneshot::Sender<Result<ActionRecord, ApprovalError>>,
+}
+
+/// Action ids of this master process: `lb-<boot ms>-<n>`, unique across restarts.
+#[derive(Debug)]
+struct Ids {
+    boot_ms: i64,
+    next: u64,
+}
+
+impl Ids {
+    fn next(&mut self) -> ActionId {
+        self.next += 1;
+        format!("lb-{}-{}", self.boot_ms, self.next).parse().expect("lb-<digits>-<digits> is a valid id")
+    }
+}
+
+/// The loop's state between passes.
+struct Online {
+    shared: Shared,
+    state: PlannerState,
+    executor: Executor,
+    ids: Ids,
+}
+
 /// The online loop; see the module doc.
-pub async fn run(shared: Shared, ops: impl Fn() -> HttpClient + Send, cancel: CancellationToken) {
-    let mut state = PlannerState::default();
-    let mut submitted = 0u64;
+pub async fn run(
+    shared: Shared,
+    ops: impl Fn() -> HttpClient + Send,
+    mut approvals: mpsc::Receiver<Approval>,
+    cancel: CancellationToken,
+) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
+    let mut online =
+        Online { shared, state: PlannerState::default(), executor: Executor::default(), ids: Ids { boot_ms, next: 0 } };
     loop {
-        let cfg = shared.config.borrow().clone();
+        let cfg = online.shared.config.borrow().clone();
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(cfg.analyzer.interval_ms)) => {}
         }
-        if shared.collector.read().expect("collector status lock is never poisoned").stale {
+        if online.shared.collector.read().expect("collector status lock is never poisoned").stale {
             metrics::counter!("lb_master_analysis_passes_total", "outcome" => "stale").increment(1);
             continue;
         }
-        let Some(topology) = shared.topology.read().expect("topology lock is never poisoned").clone() else { continue };
+        let Some(topology) = online.shared.topology.read().expect("topology lock is never poisoned").clone() else {
+            continue;
+        };
         let client = ops();
-        let in_flight = match in_flight(&client).await {
+        online.pass(&cfg, &client, &topology, &mut approvals).await;
+    }
+}
+
+impl Online {
+    async fn pass(
+        &mut self,
+        cfg: &MasterConfig,
+        client: &HttpClient,
+        topology: &Arc<Topology>,
+        approvals: &mut mpsc::Receiver<Approval>,
+    ) {
+        let in_flight = match in_flight(client).await {
             Ok(actions) => actions,
             Err(error) => {
                 warn!(%error, "cannot read in-flight actions; skipping this pass");
                 metrics::counter!("lb_master_analysis_passes_total", "outcome" => "no_ops_server").increment(1);
-                continue;
+                return;
             }
         };
         let now = chrono::Utc::now().timestamp_millis();
         let window = Duration::from_millis(cfg.analyzer.window_ms);
-        let (table, topo) = (shared.table.clone(), Arc::clone(&topology));
-        let planned = tokio::task::spawn_blocking(move || {
-            let input =
-                planner_input(&table.read().expect("table lock is never poisoned"), &topo, in_flight, window, now);
-            (input, now)
+        let eval_window =
+            self.executor.evaluation_due(&cfg.evaluation, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
+        let (table, topo) = (self.shared.table.clone(), Arc::clone(topology));
+        let built = tokio::task::spawn_blocking(move || {
+            let table = table.read().expect("table lock is never poisoned");
+            let input = planner_input(&table, &topo, in_flight, window, now);
+            let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, now));
+            (input, after)
         })
         .await;
-        let Ok((input, now)) = planned else { continue };
-        let plan = plan(&input, &cfg.planner, &mut state, now);
+        let Ok((input, after)) = built else { return };
+        let plan = plan(&input, &cfg.planner, &mut self.state, now);
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
         for proposal in plan.proposals {
-            submitted += 1;
-            let id: ActionId = match format!("lb-{boot_ms}-{submitted}").parse() {
-                Ok(id) => id,
-                Err(_) => continue,
-            };
-            if let Err(error) = shared.store.put(RecordKind::Proposal, id.as_str(), now, &proposal).await {
-                warn!(%error, "cannot record proposal");
-            }
             metrics::counter!("lb_master_proposals_total", "policy" => proposal.policy.as_str(), "mode" => mode_label(proposal.mode))
                 .increment(1);
-            if proposal.mode != PolicyMode::Auto {
-                continue;
+            match proposal.mode {
+                PolicyMode::Auto => {
+                    let id = self.ids.next();
+                    self.record(RecordKind::Proposal, id.as_str(), now, &proposal).await;
+                    let reason = proposal.reason.clone();
+                    let _ = self.submit(client, &proposal, id, reason, topology, &input, now).await;
+                }
+                PolicyMode::DryRun => {
+                    let ids = &mut self.ids;
+                    let new = self.executor.offer(proposal, now, || ids.next()).cloned();
+                    if let Some(p) = new {
+                        self.record(RecordKind::Proposal, p.id.as_str(), now, &p).await;
+                    }
+                }
+                PolicyMode::Off => {}
             }
-            let request = action_request(&proposal, id.clone(), &topology);
-            match client.post::<_, ActionRecord>("/v1/actions", &request).await {
-                Ok(record) => {
-                    info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
-                    let _ = shared.store.put(RecordKind::Action, id.as_str(), now, &record).await;
+        }
+        self.executor.expire_pending(cfg.analyzer.approval_ttl_secs, now);
+        while let Ok(approval) = approvals.try_recv() {
+            let result = self.approve(cfg, client, &approval, topology, &input, now).await;
+            let _ = approval.reply.send(result);
+        }
+        *self.shared.pending.write().expect("pending lock is never poisoned") = self.executor.pending.clone();
+        self.refresh(client, now).await;
+        if let Some(after) = after {
+            let evaluations = self.executor.evaluate_due(&after, &cfg.evaluation, &cfg.planner, &mut self.state, now);
+            for e in evaluations {
+                self.evaluated(client, e, topology, &after, now).await;
+            }
+        }
+    }
+
+    async fn record<T: serde::Serialize>(&self, kind: RecordKind, key: &str, now: i64, body: &T) {
+        if let Err(error) = self.shared.store.put(kind, key, now, body).await {
+            warn!(%error, kind = kind.as_str(), key, "cannot write to the result store");
+        }
+    }
+
+    /// Submits an action and starts tracking it. A refused submission (4xx) is recorded as
+    /// failed; one whose reply was lost is tracked anyway (the ops server may have it).
+    #[allow(clippy::too_many_arguments)]
+    async fn submit(
+        &mut self,
+        client: &HttpClient,
+        proposal: &Proposal,
+        id: ActionId,
+        reason: String,
+        topology: &Topology,
+        input: &PlannerInput,
+        now: i64,
+    ) -> Result<ActionRecord, ApprovalError> {
+        let request = action_request(proposal, id.clone(), topology, reason);
+        match client.post::<_, ActionRecord>("/v1/actions", &request).await {
+            Ok(record) => {
+                info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
+                metrics::counter!("lb_master_actions_submitted_total", "kind" => request.spec.kind().as_str())
+                    .increment(1);
+                self.executor.track(id.clone(), proposal, input, now);
+                self.record(RecordKind::Action, id.as_str(), now, &record).await;
+                Ok(record)
+            }
+            Err(error) => {
+                let refused = matches!(&error, ClientError::Status { status, .. } if status.is_client_error())
+                    || !error.maybe_delivered();
+                warn!(action = %id, %error, refused, "action submission failed");
+                if !refused {
+                    self.executor.track(id.clone(), proposal, input, now);
+                }
+                let body = serde_json::json!({
+                    "request": request,
+                    "state": if refused { "failed" } else { "unknown" },
+                    "error": error.to_string(),
+                });
+                self.record(RecordKind::Action, id.as_str(), now, &body).await;
+                Err(ApprovalError::Refused(error.to_string()))
+            }
+        }
+    }
+
+    async fn approve(
+        &mut self,
+        cfg: &MasterConfig,
+        client: &HttpClient,
+        approval: &Approval,
+        topology: &Topology,
+        input: &PlannerInput,
+        now: i64,
+    ) -> Result<ActionRecord, ApprovalError> {
+        let Pending { id, proposal, .. } =
+            self.executor.take_pending(&approval.proposal_id, cfg.analyzer.approval_ttl_secs, now)?;
+        let reason = format!("{} (dry run, approved by {})", proposal.reason, approval.approved_by);
+        let record = self.submit(client, &proposal, id, reason, topology, input, now).await?;
+        // The approved action rests its partitions like an auto one.
+        let until = now + (cfg.planner.caps.cooldown_secs * 1000) as i64;
+        for p in crate::evaluation::Subject::of(&proposal.spec, input).partitions {
+            self.state.cooldown_until_ms.insert(p, until);
+        }
+        info!(action = %record.request.id, approved_by = %approval.approved_by, "dry-run proposal approved");
+        Ok(record)
+    }
+
+    /// Follows every tracked action that has not ended yet.
+    async fn refresh(&mut self, client: &HttpClient, now: i64) {
+        let open: Vec<ActionId> =
+            self.executor.tracked.iter().filter(|t| t.finished_at_ms.is_none()).map(|t| t.id.clone()).collect();
+        let mut fresh_topology: Option<Topology> = None;
+        for id in open {
+            let record = match client.get::<ActionRecord>(&format!("/v1/actions/{id}")).await {
+                Ok(record) => record,
+                Err(ClientError::Status { status, .. }) if status == axum::http::StatusCode::NOT_FOUND => {
+                    warn!(action = %id, "the ops server does not know this action: its submission never arrived");
+                    self.executor.forget(&id);
+                    continue;
                 }
                 Err(error) => {
-                    warn!(action = %id, %error, "action submission failed");
-                    let failed = serde_json::json!({"request": request, "state": ActionState::Failed, "error": error.to_string()});
-                    let _ = shared.store.put(RecordKind::Action, id.as_str(), now, &failed).await;
+                    warn!(action = %id, %error, "cannot read the action's state");
+                    continue;
                 }
+            };
+            let maybe =
+                record.failure.as_ref().is_some_and(|f| f.execution == lb_common::protocol::Execution::MaybeExecuted);
+            if maybe && fresh_topology.is_none() {
+                // Never guess: the storage system's current layout says whether it happened.
+                fresh_topology = client.get::<Topology>("/v1/topology").await.ok();
             }
+            let settled = self.executor.settle(&record, fresh_topology.as_ref(), now);
+            let note = match &settled {
+                Settled::InFlight => continue,
+                Settled::Done { note } => note.clone(),
+                Settled::NotApplied { note } => Some(note.clone()),
+            };
+            info!(action = %id, state = ?record.state, note = note.as_deref().unwrap_or(""), "action ended");
+            metrics::counter!("lb_master_actions_ended_total", "applied" => if matches!(settled, Settled::Done { .. }) { "yes" } else { "no" })
+                .increment(1);
+            let body = serde_json::json!({ "record": record, "applied": matches!(settled, Settled::Done { .. }), "note": note });
+            self.record(RecordKind::Action, id.as_str(), now, &body).await;
+        }
+    }
+
+    async fn evaluated(
+        &mut self,
+        client: &HttpClient,
+        e: Evaluation,
+        topology: &Topology,
+        after: &PlannerInput,
+        now: i64,
+    ) {
+        let policy = e.policy.map_or("manual", |p| p.as_str());
+        metrics::counter!("lb_master_evaluations_total", "verdict" => e.judgement.verdict.as_str(), "policy" => policy)
+            .increment(1);
+        info!(action = %e.action_id, verdict = e.judgement.verdict.as_str(), score = e.judgement.score, why = %e.judgement.why, "action evaluated");
+        self.record(RecordKind::Evaluation, &e.action_id, now, &e).await;
+        if e.judgement.verdict != Verdict::Harmful {
+            return;
+        }
+        let Some(spec) = e.revert.clone() else { return };
+        let Some(policy) = e.policy else { return };
+        let proposal = Proposal {
+            spec,
+            policy,
+            mode: PolicyMode::Auto,
+            reason: format!("revert of harmful action {}: {}", e.action_id, e.judgement.why),
+            trigger: Default::default(),
+            predicted: Default::default(),
+            rejected_alternatives: Vec::new(),
+        };
+        let id = self.ids.next();
+        self.record(RecordKind::Proposal, id.as_str(), now, &proposal).await;
+        let reason = proposal.reason.clone();
+        if self.submit(client, &proposal, id, reason, topology, after, now).await.is_ok() {
+            metrics::counter!("lb_master_reverts_total").increment(1);
         }
     }
 }

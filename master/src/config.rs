@@ -9,6 +9,10 @@ use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, R
 use lb_common::validate::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
+use lb_common::http::auth::AuthConfig;
+
+use crate::evaluation::EvaluationConfig;
+use crate::executor::DEFAULT_APPROVAL_TTL_SECS;
 use crate::planner::PlannerConfig;
 use crate::table::TableConfig;
 
@@ -48,6 +52,13 @@ pub struct MasterConfig {
     /// Policies, thresholds, caps and cooldowns of the online planner.
     #[serde(default)]
     pub planner: PlannerConfig,
+    /// How finished actions are scored (settle time, windows, verdict thresholds, reverts).
+    #[serde(default)]
+    pub evaluation: EvaluationConfig,
+    /// Tokens for the write endpoints (approving dry-run proposals needs `operator`). No tokens:
+    /// writes are open (loopback demos); the master warns at start-up.
+    #[serde(default)]
+    pub auth: AuthConfig,
 }
 
 /// 1 s: the design's online tick; a hotspot is acted on a few windows after it appears.
@@ -63,12 +74,24 @@ pub struct AnalyzerConfig {
     pub interval_ms: u64,
     #[serde(default = "default_analyzer_window_ms")]
     pub window_ms: u64,
+    /// A dry-run proposal can be approved while the planner keeps proposing it and for this
+    /// long after it last did.
+    #[serde(default = "default_approval_ttl_secs")]
+    pub approval_ttl_secs: u64,
 }
 
 impl Default for AnalyzerConfig {
     fn default() -> Self {
-        Self { interval_ms: DEFAULT_ANALYZER_INTERVAL_MS, window_ms: DEFAULT_ANALYZER_WINDOW_MS }
+        Self {
+            interval_ms: DEFAULT_ANALYZER_INTERVAL_MS,
+            window_ms: DEFAULT_ANALYZER_WINDOW_MS,
+            approval_ttl_secs: DEFAULT_APPROVAL_TTL_SECS,
+        }
     }
+}
+
+fn default_approval_ttl_secs() -> u64 {
+    DEFAULT_APPROVAL_TTL_SECS
 }
 
 fn default_analyzer_interval_ms() -> u64 {
@@ -216,7 +239,9 @@ impl ServiceConfig for MasterConfig {
         let mut an = v.at("analyzer");
         an.range_u64("interval_ms", self.analyzer.interval_ms, 100, 60_000);
         an.range_u64("window_ms", self.analyzer.window_ms, 1_000, 60_000);
+        an.range_u64("approval_ttl_secs", self.analyzer.approval_ttl_secs, 1, 86_400);
         drop(an);
+        self.auth.validate(&mut v.at("auth"));
         let mut errors = match v.finish() {
             Ok(()) => Vec::new(),
             Err(e) => e.errors,
@@ -226,6 +251,9 @@ impl ServiceConfig for MasterConfig {
                 f.field = format!("planner.{}", f.field);
                 f
             }));
+        }
+        if let Err(e) = self.evaluation.validate() {
+            errors.extend(e.errors);
         }
         if errors.is_empty() { Ok(()) } else { Err(ValidationError { errors }) }
     }

@@ -6,8 +6,10 @@
 //! - [`table`]: the in-memory MetricsTable (fine and coarse history per partition and worker,
 //!   top-N, heatmap, lineage across splits and merges).
 //! - [`planner`]: the online analyzer and planner — pure: cluster view + config + state + now →
-//!   proposals (split, isolate, move) with reasons, numbers and rejected alternatives. Not yet
-//!   wired into a loop: the executor and evaluation come next (issue 8).
+//!   proposals (split, isolate, move) with reasons, numbers and rejected alternatives.
+//! - [`executor`]: follows submitted actions to their end (settling "maybe executed" by the
+//!   topology), keeps dry-run proposals for approval; [`evaluation`]: scores finished actions
+//!   (effective / no effect / harmful) and feeds harm back into the planner.
 //! - [`lineage`]: which new partitions came from which old ones, from consecutive topologies.
 //! - [`store`]: the ResultDataStore (SQLite) for analyses, proposals, actions, evaluations and
 //!   config reloads, with retention.
@@ -52,7 +54,14 @@ pub struct Shared {
     pub topology: Arc<RwLock<Option<Arc<Topology>>>>,
     pub collector: Arc<RwLock<CollectorStatus>>,
     pub store: ResultStore,
+    /// Dry-run proposals waiting for approval, as of the last pass.
+    pub pending: Arc<RwLock<Vec<executor::Pending>>>,
+    /// Approvals to the online loop, which submits them at its next pass.
+    pub approvals: tokio::sync::mpsc::Sender<analysis::Approval>,
 }
+
+/// Approvals queued for the online loop; more than this at once is an SRE script gone wrong.
+const APPROVAL_QUEUE: usize = 64;
 
 /// Table maintenance (evicting partitions gone for longer than the history) and store
 /// retention run this often.
@@ -80,13 +89,19 @@ pub async fn start(
             .await
             .context("store open task")?
             .with_context(|| format!("cannot open the result store at store.path = {}", cfg.store.path.display()))?;
+    let (approvals_tx, approvals_rx) = tokio::sync::mpsc::channel(APPROVAL_QUEUE);
     let shared = Shared {
         config: config.clone(),
         table: Arc::new(RwLock::new(table)),
         topology: Arc::new(RwLock::new(None)),
         collector: Arc::new(RwLock::new(CollectorStatus::default())),
         store,
+        pending: Arc::new(RwLock::new(Vec::new())),
+        approvals: approvals_tx,
     };
+    if cfg.auth.tokens.is_empty() {
+        warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");
+    }
     let readiness = Readiness::new();
     let shutdown = Shutdown::new();
     let router = http::router(shared.clone(), readiness.clone(), config_status.clone());
@@ -100,7 +115,12 @@ pub async fn start(
     shutdown.spawn(topology_loop(shared.clone(), shutdown.token()));
     shutdown.spawn(maintenance_loop(shared.clone(), shutdown.token()));
     let config_for_ops = shared.config.clone();
-    shutdown.spawn(analysis::run(shared.clone(), move || ops_client(&config_for_ops.borrow()), shutdown.token()));
+    shutdown.spawn(analysis::run(
+        shared.clone(),
+        move || ops_client(&config_for_ops.borrow()),
+        approvals_rx,
+        shutdown.token(),
+    ));
     if let Some(status) = config_status {
         shutdown.spawn(record_config_reloads(shared.clone(), status, shutdown.token()));
     }

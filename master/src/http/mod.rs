@@ -8,16 +8,20 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use lb_common::config::watch::SharedReloadStatus;
+use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::{PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::Topology;
+use lb_common::protocol::{ActionRecord, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::Shared;
+use crate::analysis::Approval;
 use crate::collector::CollectorStatus;
+use crate::executor::{ApprovalError, Pending};
 use crate::store::{RecordKind, StoredRecord};
 use crate::table::{
     ClusterOverview, GroupBy, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN,
@@ -42,6 +46,9 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/collector", get(collector))
         .route("/api/v1/table/memory", get(memory))
         .route("/api/v1/records/{kind}", get(records))
+        .route("/api/v1/records/{kind}/{key}", get(record))
+        .route("/api/v1/proposals/pending", get(pending))
+        .route("/api/v1/proposals/{id}/approve", post(approve))
         .with_state(shared)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
     with_standard_layers(api, &http)
@@ -241,12 +248,68 @@ async fn records(
     q: Result<Query<RecordsQuery>, QueryRejection>,
 ) -> Result<ApiJson<RecordsResponse>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
-    let kind: RecordKind = serde_json::from_value(serde_json::Value::String(kind.clone()))
-        .map_err(|_| ApiError::not_found(format!("no record kind {kind:?}")))?;
+    let kind = record_kind(&kind)?;
     let records = shared
         .store
         .list(kind, q.since_ms.unwrap_or(0), q.limit.unwrap_or(100).min(1_000))
         .await
         .map_err(|e| ApiError::unavailable("store_unavailable", e.to_string()))?;
     Ok(ApiJson(RecordsResponse { records }))
+}
+
+fn record_kind(kind: &str) -> Result<RecordKind, ApiError> {
+    serde_json::from_value(serde_json::Value::String(kind.to_owned()))
+        .map_err(|_| ApiError::not_found(format!("no record kind {kind:?}")))
+}
+
+async fn record(
+    State(shared): State<Shared>,
+    Path((kind, key)): Path<(String, String)>,
+) -> Result<ApiJson<StoredRecord<serde_json::Value>>, ApiError> {
+    let kind = record_kind(&kind)?;
+    shared
+        .store
+        .get(kind, &key)
+        .await
+        .map_err(|e| ApiError::unavailable("store_unavailable", e.to_string()))?
+        .map(ApiJson)
+        .ok_or_else(|| ApiError::not_found(format!("no {} record {key:?}", kind.as_str())))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PendingResponse {
+    pub proposals: Vec<Pending>,
+}
+
+async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
+    ApiJson(PendingResponse { proposals: shared.pending.read().expect("pending lock is never poisoned").clone() })
+}
+
+/// Approves a dry-run proposal: the online loop submits it at its next pass (within a second
+/// by default) and this answers with the ops server's record. Needs the `operator` role.
+async fn approve(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<ApiJson<ActionRecord>, ApiError> {
+    let cfg = shared.config.borrow().clone();
+    let caller = identify(&cfg.auth, &headers)?;
+    require(&caller, &[Role::Operator], "approve proposals")?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let approval = Approval { proposal_id: id, approved_by: caller.name, reply };
+    shared.approvals.try_send(approval).map_err(|_| {
+        ApiError::unavailable("approvals_busy", "too many approvals are waiting for the online loop; retry shortly")
+    })?;
+    // The loop answers at its next pass; a stale collector holds passes back.
+    let wait = Duration::from_millis((cfg.analyzer.interval_ms * 3).max(5_000));
+    let result = tokio::time::timeout(wait, answer).await.map_err(|_| ApprovalError::Timeout);
+    match result.and_then(|r| r.map_err(|_| ApprovalError::Timeout)).and_then(|r| r) {
+        Ok(record) => Ok(ApiJson(record)),
+        Err(e @ ApprovalError::NotPending) => Err(ApiError::not_found(e.to_string())),
+        Err(e @ ApprovalError::Refused(_)) => Err(ApiError::conflict(e.to_string())),
+        Err(e @ ApprovalError::Timeout) => Err(ApiError::unavailable(
+            "online_loop_unavailable",
+            format!("{e} (is the collector stale or the ops server down?)"),
+        )),
+    }
 }
