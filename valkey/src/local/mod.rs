@@ -14,10 +14,12 @@
 
 mod binary;
 
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub use binary::{
@@ -145,6 +147,12 @@ impl NodeProcess {
     }
 }
 
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A running local cluster; see the module docs.
 pub struct LocalCluster {
     config: LocalClusterConfig,
@@ -177,12 +185,11 @@ impl LocalCluster {
         };
         let started = Instant::now();
         let mut cluster = Self { config, binary, nodes: Vec::new() };
-        let mut taken = Vec::new();
         for index in 0..cluster.config.nodes {
             let dir = cluster.config.data_dir.join(format!("node-{index}"));
             fs::create_dir_all(&dir)
                 .map_err(|source| LocalClusterError::Io { what: format!("creating {}", dir.display()), source })?;
-            let (port, process) = cluster.spawn_on_free_port(&dir, &mut taken).await?;
+            let (port, process) = cluster.spawn_on_free_port(&dir).await?;
             let mut client = cluster.connect_addr(index, port).await?;
             let id = client.myid().await.map_err(|source| cluster.node_error(index, port, source))?;
             cluster.nodes.push(LocalNode { port, dir, id, process: Some(process) });
@@ -418,26 +425,30 @@ impl LocalCluster {
 
     /// Starts a server on a free port pair, retrying on fresh ports when the chosen one was
     /// taken between the check and the server's bind.
-    async fn spawn_on_free_port(
-        &self,
-        dir: &Path,
-        taken: &mut Vec<u16>,
-    ) -> Result<(u16, NodeProcess), LocalClusterError> {
+    async fn spawn_on_free_port(&self, dir: &Path) -> Result<(u16, NodeProcess), LocalClusterError> {
         // Long enough for a server to bind or to log that it cannot.
         const BIND_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
         for _ in 0..MAX_PORT_ATTEMPTS {
-            let port = free_port_pair(taken)?;
-            taken.push(port);
+            let port = free_port_pair()?;
             let mut process = self.spawn(port, dir)?;
             let waited = Instant::now();
             loop {
                 let addr = NodeAddr::new(HOST, port);
                 let answered = async {
                     let mut client = NodeClient::connect(&addr, &self.connect_options()).await?;
-                    client.ping().await
+                    client.ping().await?;
+                    server_dir(&mut client).await
                 };
-                if answered.await.is_ok() {
-                    return Ok((port, process));
+                match answered.await {
+                    // Our server: it runs in the directory we gave it.
+                    Ok(served) if same_dir(&served, dir) => return Ok((port, process)),
+                    // Another process (another test binary's cluster) got the port first.
+                    Ok(served) => {
+                        warn!(port, foreign_dir = %served.display(), "port answered by another valkey-server: trying another port");
+                        process.stop();
+                        break;
+                    }
+                    Err(_) => {}
                 }
                 if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(dir) {
                     warn!(port, log = %dir.join("valkey.log").display(), "valkey-server did not start: trying another port");
@@ -522,9 +533,14 @@ impl Drop for LocalCluster {
     }
 }
 
-/// A port on 127.0.0.1 that is free, whose bus port (port + 10000) is free too, and that this
-/// cluster has not used yet.
-fn free_port_pair(taken: &[u16]) -> Result<u16, LocalClusterError> {
+/// Ports handed out in this process (never returned: a killed node restarts on its port, and
+/// a few dozen reserved ports cost nothing), so two clusters in one test binary cannot pick the
+/// same free port between the check and the server's bind.
+static RESERVED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A port on 127.0.0.1 that is free, whose bus port (port + 10000) is free too, and that no
+/// cluster of this process uses.
+fn free_port_pair() -> Result<u16, LocalClusterError> {
     // Ephemeral ports come from the kernel's range (32768-60999 on Linux); those above
     // 65535 - 10000 have no bus port, so ask again.
     const MAX_TRIES: usize = 200;
@@ -532,14 +548,49 @@ fn free_port_pair(taken: &[u16]) -> Result<u16, LocalClusterError> {
         let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)) else { continue };
         let Ok(port) = listener.local_addr().map(|a| a.port()) else { continue };
         let Some(bus_port) = port.checked_add(CLUSTER_BUS_PORT_OFFSET) else { continue };
-        if taken.contains(&port) || taken.iter().any(|&t| t + CLUSTER_BUS_PORT_OFFSET == port || t == bus_port) {
+        let mut reserved = RESERVED_PORTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if reserved.contains(&port) || reserved.contains(&bus_port) {
             continue;
         }
         if TcpListener::bind((Ipv4Addr::LOCALHOST, bus_port)).is_ok() {
+            reserved.insert(port);
+            reserved.insert(bus_port);
             return Ok(port);
         }
     }
     Err(LocalClusterError::NoFreePort)
+}
+
+/// `CONFIG GET dir`: the working directory of the server answering on a port.
+async fn server_dir(client: &mut NodeClient) -> Result<PathBuf, NodeError> {
+    const NAME: &str = "CONFIG GET";
+    let value = client.query(NAME, redis::cmd("CONFIG").arg("GET").arg("dir")).await?;
+    match &value {
+        redis::Value::Array(items) | redis::Value::Set(items) if items.len() == 2 => match &items[1] {
+            redis::Value::BulkString(bytes) => Ok(PathBuf::from(String::from_utf8_lossy(bytes).into_owned())),
+            other => Err(bad_config_reply(client, other)),
+        },
+        redis::Value::Map(items) if items.len() == 1 => match &items[0].1 {
+            redis::Value::BulkString(bytes) => Ok(PathBuf::from(String::from_utf8_lossy(bytes).into_owned())),
+            other => Err(bad_config_reply(client, other)),
+        },
+        other => Err(bad_config_reply(client, other)),
+    }
+}
+
+fn bad_config_reply(client: &NodeClient, value: &redis::Value) -> NodeError {
+    NodeError::Reply {
+        addr: client.addr().clone(),
+        command: "CONFIG GET",
+        source: crate::reply::ParseError::new("CONFIG GET", "dir", format!("{value:?}")),
+    }
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// Whether the server's log says it gave up (port in use, bad config).

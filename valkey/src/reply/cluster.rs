@@ -5,6 +5,12 @@
 //! `SHARDS` folds into one `health` word, and names the slots each primary owns, including the
 //! `[slot->-id]` / `[slot-<-id]` markers of a legacy (non-atomic) migration in progress.
 //!
+//! For the record, `CLUSTER SHARDS` on 9.1.2 answers one flat key/value array per shard:
+//! `slots` (a flat array of start/end integers: `:5461 :10922 :12000 :12001`), `nodes` (per node
+//! `id`, `port`, `ip`, `endpoint`, `role` `master`|`replica`, `replication-offset`, `health`
+//! `online`|`fail`|`loading`) and the shard's own `id`. A killed primary shows `health fail`
+//! with its slots still listed.
+//!
 //! `CLUSTER MYID` on valkey-server 9.1.2: `$40\r\n95d28e2b170b8637d95b9fce05bf87b0bb3d9f28\r\n`.
 //!
 //! `CLUSTER NODES`: one bulk string, one line per known node, fields separated by spaces:
