@@ -109,7 +109,24 @@ async fn three_node_cluster_stats_migration_and_failure() {
     let target = cluster.node_id(2).clone();
     let migration_started = Instant::now();
     clients[0].migrate_slots(&[SlotRange::single(hot_slot)], &target).await.expect("MIGRATESLOTS accepted");
+    // Keep writing into the slot while it moves: the source serves until the hand-over, then
+    // answers MOVED and the write goes to the new owner.
+    let mut during = 0usize;
+    let mut redirected_writes = 0usize;
     let job = loop {
+        let key = format!("{}:during{during}", hot_keys[0]);
+        let value = format!("during-{during}");
+        match set(&mut clients[0], &key, &value).await {
+            Ok(()) => {}
+            Err(NodeError::Rejected { message, .. }) if message.starts_with("MOVED") => {
+                set(&mut clients[2], &key, &value).await.expect("new owner takes the write");
+                redirected_writes += 1;
+            }
+            Err(error) => panic!("write during migration failed: {error}"),
+        }
+        assert_eq!(key_slot(key.as_bytes()), hot_slot);
+        written.insert(key, value);
+        during += 1;
         let jobs = clients[0].slot_migrations().await.expect("getslotmigrations");
         let job = jobs
             .into_iter()
@@ -119,8 +136,8 @@ async fn three_node_cluster_stats_migration_and_failure() {
             break job;
         }
         assert!(migration_started.elapsed() < MIGRATION_TIMEOUT, "migration stuck in {:?}", job.state);
-        tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    eprintln!("{during} writes during the migration, {redirected_writes} redirected");
     eprintln!("migration of slot {hot_slot} (200 keys) finished in {:?}", migration_started.elapsed());
     assert_eq!(job.state, MigrationState::Success, "message: {}", job.message);
     assert_eq!(job.operation, MigrationOperation::Export);
@@ -129,13 +146,13 @@ async fn three_node_cluster_stats_migration_and_failure() {
     assert!(imports.iter().any(|j| j.name == job.name && j.operation == MigrationOperation::Import));
 
     // The new owner serves every key of the slot; the old one redirects.
-    for key in &hot_keys {
-        assert_eq!(get(&mut clients[2], key).await.expect("GET on new owner").as_deref(), Some(written[key].as_str()));
+    for (key, value) in written.iter().filter(|(key, _)| key_slot(key.as_bytes()) == hot_slot) {
+        assert_eq!(get(&mut clients[2], key).await.expect("GET on new owner").as_deref(), Some(value.as_str()));
     }
     let redirected = get(&mut clients[0], &hot_keys[0]).await.expect_err("old owner redirects");
     assert!(matches!(&redirected, NodeError::Rejected { message, .. } if message.contains("MOVED")), "{redirected}");
     let moved_stats = clients[2].slot_stats(SlotRange::single(hot_slot)).await.expect("slot stats on target");
-    assert_eq!(moved_stats[0].key_count, 200);
+    assert_eq!(moved_stats[0].key_count, 200 + during as u64);
     assert!(clients[0].slot_stats(SlotRange::single(hot_slot)).await.expect("slot stats on source").is_empty());
     cluster.wait_until_healthy().await.expect("all nodes agree on the new owner");
     for (index, client) in clients.iter_mut().enumerate() {

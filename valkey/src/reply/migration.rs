@@ -10,8 +10,11 @@
 //! ```
 //!
 //! `+OK` is not completion: the source forks a snapshot of the slots, streams it and the live
-//! writes to the target, pauses writes briefly and hands the slots over. On loopback a slot of a
-//! few keys is done within a second.
+//! writes to the target, pauses writes briefly and hands the slots over. Measured on loopback
+//! (2 nodes, one slot of 100,000 keys of 100 bytes, one client writing into the slot on the
+//! source all along): `waiting-to-snapshot` at 3 ms, `snapshotting` 58 ms, `waiting-to-pause`
+//! 130 ms, `success` 271 ms; 4,046 writes answered `+OK` during the migration (the slowest in
+//! 115 ms, the pause), the next ones `MOVED 100 <target>`, and the target held all 104,046 keys.
 //!
 //! `CLUSTER GETSLOTMIGRATIONS` lists the jobs this node takes part in, newest first, as a flat
 //! key/value array each (a map under RESP3). Captured on the source after one success, one
