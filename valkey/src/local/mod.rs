@@ -153,7 +153,8 @@ impl Drop for NodeProcess {
     }
 }
 
-/// A running local cluster; see the module docs.
+/// A running local cluster; see the module docs. Nodes are numbered `0..len()`; methods taking
+/// an `index` panic when it is out of range, which is a bug in the caller, not bad input.
 pub struct LocalCluster {
     config: LocalClusterConfig,
     binary: PathBuf,
