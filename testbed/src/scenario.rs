@@ -201,6 +201,14 @@ pub enum Event {
         #[serde(default)]
         group: Option<GroupId>,
     },
+    /// A dataset's rate changes: from now on `ops_per_sec`, growing `growth_ops_per_sec_per_hour`.
+    DatasetRate {
+        tenant: TenantId,
+        dataset: DatasetId,
+        ops_per_sec: f64,
+        #[serde(default)]
+        growth_ops_per_sec_per_hour: f64,
+    },
     /// The next `count` admin operations (of `kind`, or any) fail, hang or time out.
     Fault {
         #[serde(default)]
@@ -298,6 +306,17 @@ impl Scenario {
                 Event::WorkerAdded { worker, .. } => {
                     let exists = worker_index(worker).is_some_and(|i| i < self.cluster.workers);
                     s.check(!exists, "worker", worker, "must not name a worker the cluster starts with");
+                }
+                Event::DatasetRate { tenant, dataset, ops_per_sec, growth_ops_per_sec_per_hour } => {
+                    s.non_negative("ops_per_sec", *ops_per_sec);
+                    s.check(
+                        growth_ops_per_sec_per_hour.is_finite(),
+                        "growth_ops_per_sec_per_hour",
+                        growth_ops_per_sec_per_hour,
+                        "must be finite",
+                    );
+                    let known = self.datasets.iter().any(|d| &d.tenant == tenant && &d.dataset == dataset);
+                    s.check(known, "dataset", dataset, "must name a dataset of the scenario");
                 }
                 Event::Fault { count, .. } => {
                     s.check(*count > 0, "count", count, "must be > 0");
@@ -438,6 +457,38 @@ worker = "w-0009"
         assert!(matches!(Scenario::parse(&extra, Path::new("t.toml")), Err(ScenarioError::Parse { .. })));
         let kind = good.replace("event = \"worker_lost\"", "event = \"meteor\"");
         assert!(matches!(Scenario::parse(&kind, Path::new("t.toml")), Err(ScenarioError::Parse { .. })));
+    }
+
+    #[test]
+    fn dataset_rate_events_name_a_dataset_and_a_finite_rate() {
+        let text = r#"
+name = "t"
+[cluster]
+workers = 2
+worker_ops_per_sec = 1000
+worker_bytes_per_sec = 1e6
+partition_limit_ops_per_sec = 500
+partition_limit_bytes_per_sec = 1e6
+[[datasets]]
+tenant = "logs"
+dataset = "ingest"
+tenant_shards = 4
+dataset_shards = 2
+load_balancing = "fingerprint"
+ops_per_sec = 100
+[[timeline]]
+at_secs = 10
+event = "dataset_rate"
+tenant = "logs"
+dataset = "ingest"
+ops_per_sec = 50
+"#;
+        Scenario::parse(text, Path::new("t.toml")).expect("valid");
+        let bad = text.replace("dataset = \"ingest\"\nops_per_sec = 50", "dataset = \"other\"\nops_per_sec = -5");
+        let err = Scenario::parse(&bad, Path::new("t.toml")).unwrap_err();
+        let ScenarioError::Invalid { source, .. } = err else { panic!("expected invalid, got {err}") };
+        let fields: Vec<_> = source.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["timeline[0].ops_per_sec", "timeline[0].dataset"]);
     }
 
     #[test]

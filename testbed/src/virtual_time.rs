@@ -173,6 +173,9 @@ impl Engine {
                 self.last_report_ms.resize(self.cluster.workers.len(), self.now_ms());
                 r
             }
+            Event::DatasetRate { tenant, dataset, ops_per_sec, growth_ops_per_sec_per_hour } => {
+                self.cluster.set_dataset_rate(&tenant, &dataset, t_secs, ops_per_sec, growth_ops_per_sec_per_hour)
+            }
             Event::Fault { kind, fault, count } => {
                 self.ops.add_fault(FaultRule { kind, fault, count });
                 Ok(())

@@ -7,6 +7,10 @@
 //!   static workloads), summing to at most the partition's ops;
 //! - `top_keys`: hot single keys in the range (a hot key, an append tail) with their share;
 //! - `sequential_write_ratio`: the share of the interval's writes that went to an append tail.
+//!
+//! Each dataset shard the worker serves follows the partitions as one more entry
+//! ([`Cluster::dataset_shard_stats`]): `table` = dataset, `partition_id` =
+//! `<tenant>.<dataset>.s<shard id>`, no sketch.
 
 use lb_common::ids::{Key, WorkerId};
 use lb_common::protocol::{HostStats, KeySketch, PartitionStats, Report, TopKey};
@@ -52,6 +56,8 @@ impl Cluster {
             partitions.push(self.partition_stats(p, t_secs));
             self.load.reset_acc(p);
         }
+        // Hash-sharded datasets ride along as pseudo-partitions (docs/protocol.md).
+        partitions.extend(self.dataset_shard_stats(w, interval_ms, t_secs));
         let load = &self.load;
         let host = HostStats {
             cpu_ratio: load.worker_demand_ratio.get(w).copied().unwrap_or(0.0).clamp(0.0, 1.0),
