@@ -12,6 +12,8 @@ pub enum Policy {
     PartitionOverload,
     WorkerOverload,
     Imbalance,
+    /// Reshards of hash-sharded datasets ([`crate::placement_manager`]).
+    DatasetPlacement,
 }
 
 impl Policy {
@@ -20,6 +22,7 @@ impl Policy {
             Policy::PartitionOverload => "partition_overload",
             Policy::WorkerOverload => "worker_overload",
             Policy::Imbalance => "imbalance",
+            Policy::DatasetPlacement => "dataset_placement",
         }
     }
 }
