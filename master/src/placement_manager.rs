@@ -64,7 +64,7 @@ mod scenario_tests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use lb_common::ids::{DatasetId, PartitionId, TenantId, WorkerId};
@@ -83,7 +83,7 @@ use lb_common::validate::{Scope, ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
 use crate::planner::{Alternative, Policy, PolicyMode, Prediction, Proposal, Trigger};
-use crate::table::{MetricsTable, TableError};
+use crate::table::{MetricsTable, PartitionRow, TableError};
 
 /// Dry-run: a reshard changes where a whole dataset's writes go; a new deployment shows its
 /// proposals first and an operator turns on `auto`.
@@ -316,6 +316,8 @@ pub fn parse_dataset_shard_id(id: &PartitionId, tenant: &TenantId, dataset: &str
 /// topology lists whose id has the pseudo-partition form, with some load in the window (a shard
 /// that reported nothing in the window is no longer part of the subring). Gone rows count: the
 /// table marks every id missing from the topology's partitions as gone, and shards never are in it.
+/// One scan of the table; a caller that already holds [`MetricsTable::partitions`] for the same
+/// window (the online loop does, for the planner) uses [`dataset_shard_usage_from_rows`].
 pub fn dataset_shard_usage(
     table: &MetricsTable,
     datasets: &[DatasetInfo],
@@ -325,27 +327,31 @@ pub fn dataset_shard_usage(
     if datasets.is_empty() {
         return Ok(Vec::new());
     }
-    let known: HashSet<(&str, &str)> = datasets.iter().map(|d| (d.tenant.as_str(), d.dataset.as_str())).collect();
-    let rows = table.partitions(window, now_ms)?;
+    Ok(dataset_shard_usage_from_rows(&table.partitions(window, now_ms)?, datasets))
+}
+
+/// [`dataset_shard_usage`] over rows already read from the table.
+pub fn dataset_shard_usage_from_rows(rows: &[PartitionRow], datasets: &[DatasetInfo]) -> Vec<DatasetShardUsage> {
+    let known: HashMap<(&str, &str), &DatasetId> =
+        datasets.iter().map(|d| ((d.tenant.as_str(), d.dataset.as_str()), &d.dataset)).collect();
     let mut out = Vec::new();
     for r in rows {
-        let Some(&(_, dataset)) = known.get(&(r.tenant.as_str(), r.table.as_str())) else { continue };
-        let Some(shard) = parse_dataset_shard_id(&r.id, &r.tenant, dataset) else { continue };
+        let Some(&dataset) = known.get(&(r.tenant.as_str(), r.table.as_str())) else { continue };
+        let Some(shard) = parse_dataset_shard_id(&r.id, &r.tenant, dataset.as_str()) else { continue };
         if r.ops_per_sec <= 0.0 && r.rejected_per_sec <= 0.0 {
             continue;
         }
-        let Ok(dataset) = DatasetId::new(dataset) else { continue };
         out.push(DatasetShardUsage {
-            tenant: r.tenant,
-            dataset,
+            tenant: r.tenant.clone(),
+            dataset: dataset.clone(),
             shard,
-            worker: r.last_worker,
+            worker: r.last_worker.clone(),
             ops_per_sec: r.ops_per_sec,
             rejected_per_sec: r.rejected_per_sec,
             bytes_per_sec: r.bytes_per_sec,
         });
     }
-    Ok(out)
+    out
 }
 
 type DatasetKey = (TenantId, DatasetId);
@@ -601,12 +607,38 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// One dataset's decision; `None` when nothing is due (or the mode is off).
-fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerConfig, now_ms: i64) -> Option<Proposal> {
-    let ring = u32::try_from(d.shard_owners.len()).unwrap_or(u32::MAX);
-    if ring == 0 {
-        return None;
+/// What one pass measured and decided for one dataset.
+#[derive(Debug, Clone)]
+struct Decision {
+    ring_shards: u32,
+    demand_ops: f64,
+    demand_bytes: f64,
+    /// The dataset's load in shard units.
+    units: f64,
+    /// `floor(units) + 1`: the shards today's load needs, before burst amplification, decay and
+    /// the `max_shards` / ring cap.
+    need_now: u32,
+    /// The allocator's output and its burst multiplier.
+    target: u32,
+    multiplier: f64,
+    skew: Skew,
+    /// Skew conditions that do not hold (empty: round robin is called for).
+    failing: Vec<String>,
+    /// Demand (ops/s) of the hottest recently reported shard.
+    hottest_shard_ops: Option<f64>,
+    wanted_lb: LoadBalancing,
+}
+
+impl Decision {
+    fn is_due(&self, d: &DatasetInfo) -> bool {
+        self.target != d.dataset_shards || self.wanted_lb != d.load_balancing
     }
+}
+
+/// One dataset's pass: feeds the allocator (whatever the mode, so its windows hold the history
+/// when the mode turns on) and returns a proposal when a change is due, allowed by the mode and
+/// outside the minimum interval.
+fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerConfig, now_ms: i64) -> Option<Proposal> {
     let layout = (d.dataset_shards, d.load_balancing);
     if track.seen_layout.is_some_and(|seen| seen != layout) {
         track.last_layout_change_ms = Some(now_ms);
@@ -615,81 +647,111 @@ fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerCo
     if now_ms - track.last_seen_ms > (config.stale_after_secs * 1000) as i64 {
         return None;
     }
-    let limits = config.allocator_limits(ring);
+    let decision = measure(d, track, config, now_ms)?;
+    if !decision.is_due(d) || config.mode == PolicyMode::Off {
+        return None;
+    }
+    let interval_ms = (config.min_reshard_interval_secs * 1000) as i64;
+    let last_ms = track.last_proposal_ms.into_iter().chain(track.last_layout_change_ms).max();
+    if let Some(last) = last_ms.filter(|last| now_ms - last < interval_ms) {
+        tracing::debug!(
+            tenant = %d.tenant, dataset = %d.dataset, target = decision.target, since_last_ms = now_ms - last,
+            "dataset reshard waits for the minimum interval"
+        );
+        return None;
+    }
+    track.last_proposal_ms = Some(now_ms);
+    Some(explain(d, &decision, track.rejected_per_sec, config))
+}
+
+/// The dataset's numbers at `now_ms` and the allocator's and the strategy's answers; `None` on
+/// an empty ring.
+fn measure(
+    d: &DatasetInfo,
+    track: &mut DatasetTrack,
+    config: &PlacementManagerConfig,
+    now_ms: i64,
+) -> Option<Decision> {
+    let ring_shards = u32::try_from(d.shard_owners.len()).unwrap_or(u32::MAX);
+    if ring_shards == 0 {
+        return None;
+    }
+    let limits = config.allocator_limits(ring_shards);
+    let invariant = "allocator_limits: the unit is 1000 and min_shards <= max_shards";
     let allocator = match &mut track.allocator {
         Some(a) => a,
-        None => {
-            let restored = ShardAllocator::restored(limits, now_ms, d.dataset_shards.min(limits.max_shards)).ok()?;
-            track.allocator.insert(restored)
-        }
+        None => track.allocator.insert(
+            ShardAllocator::restored(limits, now_ms, d.dataset_shards.min(limits.max_shards)).expect(invariant),
+        ),
     };
-    allocator.set_limits(limits).ok()?;
+    allocator.set_limits(limits).expect(invariant);
     let demand_ops = track.ops.value(now_ms);
     let demand_bytes = track.bytes.value(now_ms);
     let units = config.units(demand_ops, demand_bytes);
-    let need_now = ((units * MILLI_UNITS_PER_UNIT) as u64 / MILLI_UNITS_PER_UNIT as u64 + 1).min(u64::from(ring));
-    let target = allocator.observe((units * MILLI_UNITS_PER_UNIT).round() as u64, now_ms);
+    let milli_units = (units * MILLI_UNITS_PER_UNIT).round() as u64;
+    let need_now = u32::try_from(milli_units / MILLI_UNITS_PER_UNIT as u64 + 1).unwrap_or(u32::MAX);
+    let target = allocator.observe(milli_units, now_ms);
     let multiplier = allocator.multiplier();
 
-    let shards: Vec<(ShardId, f64, f64)> = track
+    let shards: Vec<(f64, f64)> = track
         .shards
-        .iter()
-        .filter(|(_, s)| now_ms - s.last_seen_ms <= SHARD_SEEN_WITHIN_MS)
-        .map(|(id, s)| {
+        .values()
+        .filter(|s| now_ms - s.last_seen_ms <= SHARD_SEEN_WITHIN_MS)
+        .map(|s| {
             let ops = s.ops.value(now_ms);
-            (*id, ops, config.units(ops, s.bytes.value(now_ms)))
+            (ops, config.units(ops, s.bytes.value(now_ms)))
         })
         .collect();
-    let shard_units: Vec<f64> = shards.iter().map(|s| s.2).collect();
+    let shard_units: Vec<f64> = shards.iter().map(|s| s.1).collect();
     let skew = Skew::measure(&shard_units, target);
     let failing = skew.failing(&config.strategy_switch);
     let wanted_lb = match config.load_balancing {
         LoadBalancingPolicy::Fingerprint => LoadBalancing::Fingerprint,
         LoadBalancingPolicy::RoundRobin => LoadBalancing::RoundRobin,
+        // Sticky: once round robin, a dataset stays there (its keys are already scattered).
         LoadBalancingPolicy::Dynamic if d.load_balancing == LoadBalancing::RoundRobin => LoadBalancing::RoundRobin,
         LoadBalancingPolicy::Dynamic if failing.is_empty() => LoadBalancing::RoundRobin,
         LoadBalancingPolicy::Dynamic => LoadBalancing::Fingerprint,
     };
-    let current = d.dataset_shards;
-    let switch = wanted_lb != d.load_balancing;
-    if target == current && !switch {
-        return None;
-    }
-    if config.mode == PolicyMode::Off {
-        return None;
-    }
-    let interval_ms = (config.min_reshard_interval_secs * 1000) as i64;
-    let last_ms = track.last_proposal_ms.into_iter().chain(track.last_layout_change_ms).max();
-    if last_ms.is_some_and(|last| now_ms - last < interval_ms) {
-        return None;
-    }
-    track.last_proposal_ms = Some(now_ms);
+    Some(Decision {
+        ring_shards,
+        demand_ops,
+        demand_bytes,
+        units,
+        need_now,
+        target,
+        multiplier,
+        skew,
+        failing,
+        hottest_shard_ops: shards.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|s| s.0),
+        wanted_lb,
+    })
+}
 
-    let name = format!("{}/{}", d.tenant, d.dataset);
-    let lb_name = |lb: LoadBalancing| match lb {
+fn lb_name(lb: LoadBalancing) -> &'static str {
+    match lb {
         LoadBalancing::Fingerprint => "fingerprint",
         LoadBalancing::RoundRobin => "round robin",
-    };
+    }
+}
+
+/// The proposal for a due decision: the action, why, the numbers, before/after and why not the
+/// alternatives (see the module doc for what the trigger and prediction fields mean here).
+fn explain(d: &DatasetInfo, x: &Decision, rejected_per_sec: f64, config: &PlacementManagerConfig) -> Proposal {
+    let (current, target, units) = (d.dataset_shards, x.target, x.units);
     let mean_before = units / f64::from(current.max(1));
-    let hottest_before = skew.hottest_units.max(mean_before);
-    let skew_factor = if skew.mean_units > 0.0 { skew.hottest_units / skew.mean_units } else { 1.0 };
+    let hottest_before = x.skew.hottest_units.max(mean_before);
+    let skew_factor = if x.skew.mean_units > 0.0 { x.skew.hottest_units / x.skew.mean_units } else { 1.0 };
     let mean_after = units / f64::from(target.max(1));
+    // Round robin spreads evenly; fingerprint keeps the key set's skew over the new subring.
     let hottest_after =
-        if wanted_lb == LoadBalancing::RoundRobin { mean_after } else { mean_after * skew_factor.max(1.0) };
-    let hottest = shards.iter().max_by(|a, b| a.2.total_cmp(&b.2));
-    let load = format!(
-        "demand {:.0} ops/s, {:.1} MB/s = {:.2} shard units ({} ops/s, {:.0} MB/s each) on {current} shards",
-        demand_ops,
-        demand_bytes / 1e6,
-        units,
-        config.shard_unit_ops_per_sec,
-        config.shard_unit_bytes_per_sec / 1e6
-    );
+        if x.wanted_lb == LoadBalancing::RoundRobin { mean_after } else { mean_after * skew_factor.max(1.0) };
     let mut parts = Vec::new();
     let mut alternatives = Vec::new();
+    let amplified = target > x.need_now;
     if target > current {
-        let burst = if u64::from(target) > need_now {
-            format!(" (burst ×{multiplier}: it grew again within the burst window)")
+        let burst = if amplified {
+            format!(" (burst ×{}: it grew again within the burst window)", x.multiplier)
         } else {
             String::new()
         };
@@ -697,17 +759,23 @@ fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerCo
         alternatives.push(Alternative {
             candidate: format!("keep {current} shards"),
             why: format!(
-                "{:.2} units need {need_now} shards; the hottest shard is at {hottest_before:.2} units and its owner rejects {:.0} ops/s",
-                units, track.rejected_per_sec
+                "{units:.2} units need {} shards; the hottest shard is at {hottest_before:.2} units and the dataset's owners reject {rejected_per_sec:.0} ops/s",
+                x.need_now
             ),
         });
-        if u64::from(target) > need_now {
+        if amplified {
             alternatives.push(Alternative {
-                candidate: format!("reshard to {need_now} (today's need only)"),
+                candidate: format!("reshard to {} (today's need only)", x.need_now),
                 why: format!(
                     "scale-outs keep coming within {} s of each other; amplifying them avoids a reshard per unit of growth",
                     config.burst_window_secs
                 ),
+            });
+        }
+        if x.need_now > target {
+            alternatives.push(Alternative {
+                candidate: format!("more than {target} shards"),
+                why: format!("capped by max_shards ({}) and the ring's {} shards", config.max_shards, x.ring_shards),
             });
         }
     } else if target < current {
@@ -717,11 +785,13 @@ fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerCo
         ));
         alternatives.push(Alternative {
             candidate: format!("keep {current} shards"),
-            why: format!("{:.2} units have needed at most {target} shards for a full decay window; fewer shards keep keys together", units),
+            why: format!(
+                "{units:.2} units have needed at most {target} shards for a full decay window; fewer shards keep keys together"
+            ),
         });
-        if u64::from(target) > need_now {
+        if amplified {
             alternatives.push(Alternative {
-                candidate: format!("reshard to {need_now} (today's need only)"),
+                candidate: format!("reshard to {} (today's need only)", x.need_now),
                 why: "scale in slowly: the allocator keeps the highest need of the last two decay windows".to_owned(),
             });
         }
@@ -733,47 +803,65 @@ fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerCo
             ),
         });
     }
-    if switch {
+    if x.wanted_lb != d.load_balancing {
         let why = if config.load_balancing == LoadBalancingPolicy::Dynamic {
             format!(
                 "hottest shard at {:.2} units, relative std dev {:.2}, {} shards for a target of {target}",
-                skew.hottest_units, skew.rsd, skew.shards
+                x.skew.hottest_units, x.skew.rsd, x.skew.shards
             )
         } else {
-            "the config says so".to_owned()
+            format!("load_balancing is {:?} in the config", config.load_balancing)
         };
-        parts.push(format!("switch {} → {}: {why}", lb_name(d.load_balancing), lb_name(wanted_lb)));
+        parts.push(format!("switch {} → {}: {why}", lb_name(d.load_balancing), lb_name(x.wanted_lb)));
         alternatives.push(Alternative {
             candidate: format!("stay on {}", lb_name(d.load_balancing)),
-            why:
+            why: if x.wanted_lb == LoadBalancing::RoundRobin {
                 "a skewed key set keeps loading its hottest shards whatever their number; round robin spreads it evenly"
-                    .to_owned(),
+                    .to_owned()
+            } else {
+                "the config asks for fingerprint placement (key locality) for every dataset".to_owned()
+            },
         });
     } else if d.load_balancing == LoadBalancing::Fingerprint && config.load_balancing == LoadBalancingPolicy::Dynamic {
         alternatives.push(Alternative {
             candidate: "switch to round robin".to_owned(),
-            why: format!("skew conditions not met: {}", failing.join("; ")),
+            why: format!("skew conditions not met: {}", x.failing.join("; ")),
         });
     }
-    let tenant_shards = d.tenant_shards.max(target).min(ring);
-    Some(Proposal {
+    let direction = match target.cmp(&current) {
+        std::cmp::Ordering::Greater => "up",
+        std::cmp::Ordering::Less => "down",
+        std::cmp::Ordering::Equal => "switch",
+    };
+    metrics::counter!("lb_master_placement_proposals_total", "direction" => direction).increment(1);
+    let tenant_shards = d.tenant_shards.max(target).min(x.ring_shards);
+    Proposal {
         spec: ActionSpec::Reshard {
             tenant: d.tenant.clone(),
             dataset: d.dataset.clone(),
             tenant_shards,
             dataset_shards: target.min(tenant_shards),
-            load_balancing: wanted_lb,
+            load_balancing: x.wanted_lb,
         },
         policy: Policy::DatasetPlacement,
         mode: config.mode,
-        reason: format!("dataset {name}: {load}; {}", parts.join("; ")),
+        reason: format!(
+            "dataset {}/{}: demand {:.0} ops/s, {:.1} MB/s = {units:.2} shard units ({} ops/s, {:.0} MB/s each) on {current} shards; {}",
+            d.tenant,
+            d.dataset,
+            x.demand_ops,
+            x.demand_bytes / 1e6,
+            config.shard_unit_ops_per_sec,
+            config.shard_unit_bytes_per_sec / 1e6,
+            parts.join("; ")
+        ),
         trigger: Trigger {
             hot_windows: 1,
-            partition_demand_ops_per_sec: hottest.map(|h| h.1),
+            partition_demand_ops_per_sec: x.hottest_shard_ops,
             partition_limit_ops_per_sec: Some(config.shard_unit_ops_per_sec),
-            partition_rejected_per_sec: Some(track.rejected_per_sec),
+            partition_rejected_per_sec: Some(rejected_per_sec),
             max_over_mean: Some(skew_factor),
-            cv: Some(skew.rsd),
+            cv: Some(x.skew.rsd),
             ..Trigger::default()
         },
         predicted: Prediction {
@@ -789,5 +877,5 @@ fn decide(d: &DatasetInfo, track: &mut DatasetTrack, config: &PlacementManagerCo
             cost_ratio: 0.0,
         },
         rejected_alternatives: alternatives,
-    })
+    }
 }

@@ -186,6 +186,30 @@ fn growing_dataset_is_resharded_up_then_down_after_its_decay_window() {
     let tail = sim.rejected_ratio(DROP_SECS, END_SECS);
     println!("rejected/demand after the drop: {tail:.5}");
     assert!(tail < 0.01, "rejected {tail:.4} after the drop");
+
+    // The rules follow the applied layout: one version per layout change (plus the first).
+    let now = sim.engine.now_ms();
+    let rules = sim.manager.rules(now);
+    assert_eq!(rules.version, summary.len() as u64 + 1);
+    let rule = &rules.datasets[0];
+    assert_eq!((rule.dataset.as_str(), rule.dataset_shard_limit), ("ingest", 4));
+    assert_eq!(rule.load_balancing, LoadBalancing::RoundRobin);
+
+    // The planner's input is built from the topology's partitions: the dataset shards in the
+    // table never reach it as partitions, but their load is in their workers' load.
+    let topology = sim.engine.topology();
+    let input = crate::analysis::planner_input(&sim.table, &topology, Vec::new(), WINDOW, now);
+    assert_eq!(input.partitions.len(), topology.partitions.len());
+    assert!(input.partitions.iter().all(|p| p.table.as_str() == "index"));
+    let usage = dataset_shard_usage(&sim.table, &topology.datasets, WINDOW, now).expect("table query");
+    assert_eq!(usage.len(), 4, "one row per shard of the subring");
+    let worker_ops: f64 = input.workers.iter().map(|w| w.load.ops_per_sec).sum();
+    let partition_ops: f64 = input.partitions.iter().map(|p| p.stats.ops_per_sec).sum();
+    let dataset_ops: f64 = usage.iter().map(|u| u.ops_per_sec).sum();
+    assert!(
+        (worker_ops - partition_ops - dataset_ops).abs() < 0.01 * worker_ops,
+        "{worker_ops} {partition_ops} {dataset_ops}"
+    );
 }
 
 /// Dry-run proposes (once per interval) but the engine is never told, and off proposes nothing.

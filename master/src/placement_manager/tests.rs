@@ -318,3 +318,23 @@ fn proposals_explain_themselves() {
     assert!(switched.reason.contains("switch fingerprint → round robin"), "{}", switched.reason);
     assert!(switched.trigger.cv.is_some_and(|cv| cv >= 0.5), "{:?}", switched.trigger);
 }
+
+/// `max_shards` caps the target (and says so); a configured strategy overrides the sticky
+/// round robin.
+#[test]
+fn caps_and_configured_strategy_are_explained() {
+    let config = PlacementManagerConfig { max_shards: 6, load_balancing: LoadBalancingPolicy::Fingerprint, ..auto() };
+    let topo = [info("logs", "ingest", 4, 4, LoadBalancing::RoundRobin)];
+    let mut m = PlacementManager::new(&config);
+    let mut proposals = Vec::new();
+    for s in 1..=300i64 {
+        let now = T0 + s * 1000;
+        m.observe(now, &even_usage("logs", "ingest", 4, 100_000.0));
+        proposals.extend(m.plan(&topo, &config, now));
+    }
+    let last = proposals.last().expect("proposals");
+    assert_eq!(reshard_of(last), (6, 6, LoadBalancing::Fingerprint), "tenant subring widened to fit");
+    let cap = last.rejected_alternatives.iter().find(|a| a.candidate == "more than 6 shards").expect("cap explained");
+    assert!(cap.why.contains("max_shards (6)"), "{}", cap.why);
+    assert!(last.reason.contains("switch round robin → fingerprint"), "{}", last.reason);
+}
