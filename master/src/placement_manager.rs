@@ -30,15 +30,16 @@
 //!    - the dataset's [`ShardAllocator`] turns it into a target shard count: scale out at once
 //!      (amplified by the burst multiplier when scale-outs follow each other inside the burst
 //!      window), scale in only to the highest need of the current and previous decay window;
-//!      a dataset first seen keeps its current shard count as a floor for one decay window, so a
-//!      restart of the master never shrinks anything;
+//!      a dataset first seen keeps its current shard count as a floor for one to two decay
+//!      windows, so a restart of the master never shrinks anything;
 //!    - the **strategy switch**: under `dynamic`, fingerprint becomes round robin when every skew
 //!      condition holds (at least `min_shards` shards, shard count within
 //!      `min..max_shards_to_target_ratio` of the target, a shard at `overheated_units` or more, a
-//!      relative standard deviation of at least `min_skew_rsd`); round robin is sticky;
+//!      relative standard deviation of at least `min_skew_rsd`, and no reshard in the last two
+//!      EWMA half-lives, while new shards' averages still rise from zero); round robin is sticky;
 //!    - a `Reshard` proposal when the target or the strategy differs from the topology, at most
 //!      one per `min_reshard_interval_secs` per dataset (counted from the last proposal and from
-//!      the last shard-count change seen in the topology).
+//!      the last layout change seen in the topology).
 //! 3. [`PlacementManager::rules`]: the rules for `GET /api/v1/placement/rules`, following what the
 //!    topology says is applied (a router must never route to a subring the storage does not have).
 //!
@@ -57,7 +58,8 @@
 //!   `source_*` = the mean shard, `cost_ratio` = 0 (a reshard moves no stored data: new writes
 //!   follow the new subring).
 //!
-//! Pure: no I/O, no clock; `now_ms` is an argument.
+//! Pure: no I/O, no clock; `now_ms` is an argument. Config changes apply on the next `plan`
+//! (a new EWMA half-life to series created from then on).
 
 #[cfg(test)]
 mod scenario_tests;
@@ -113,6 +115,9 @@ pub const DEFAULT_SWITCH_MAX_SHARDS_TO_TARGET_RATIO: f64 = 2.0;
 pub const DEFAULT_SWITCH_OVERHEATED_UNITS: f64 = 2.0;
 /// Relative standard deviation 0.5: the shards are clearly uneven (the reference's threshold).
 pub const DEFAULT_SWITCH_MIN_SKEW_RSD: f64 = 0.5;
+/// After a reshard the strategy switch waits two EWMA half-lives: new shards' averages then
+/// reach three quarters of their rate, close enough to tell key skew from warm-up.
+const SWITCH_WARM_UP_HALF_LIVES: f64 = 2.0;
 /// The allocator counts load in thousandths of a shard unit (it works on integers).
 const MILLI_UNITS_PER_UNIT: f64 = 1000.0;
 /// A shard not reported for 10 s (ten report intervals) has left the dataset's subring.
@@ -704,7 +709,13 @@ fn measure(
         .collect();
     let shard_units: Vec<f64> = shards.iter().map(|s| s.1).collect();
     let skew = Skew::measure(&shard_units, target);
-    let failing = skew.failing(&config.strategy_switch);
+    let mut failing = skew.failing(&config.strategy_switch);
+    // New shards' averages start at zero: right after a reshard the spread says more about
+    // their warm-up than about the keys.
+    let warm_up_ms = (SWITCH_WARM_UP_HALF_LIVES * config.half_life().as_secs_f64() * 1000.0) as i64;
+    if let Some(changed) = track.last_layout_change_ms.filter(|t| now_ms - t < warm_up_ms) {
+        failing.push(format!("shard averages still warming up after the reshard {} s ago", (now_ms - changed) / 1000));
+    }
     let wanted_lb = match config.load_balancing {
         LoadBalancingPolicy::Fingerprint => LoadBalancing::Fingerprint,
         LoadBalancingPolicy::RoundRobin => LoadBalancing::RoundRobin,

@@ -338,3 +338,27 @@ fn caps_and_configured_strategy_are_explained() {
     assert!(cap.why.contains("max_shards (6)"), "{}", cap.why);
     assert!(last.reason.contains("switch round robin → fingerprint"), "{}", last.reason);
 }
+
+/// Right after a reshard the new shards' averages are still rising: the strategy switch waits
+/// two half-lives before it reads the spread as key skew.
+#[test]
+fn strategy_switch_waits_for_new_shards_to_warm_up() {
+    let config = auto();
+    let topo = info("logs", "ingest", 16, 4, LoadBalancing::Fingerprint);
+    let mut m = PlacementManager::new(&config);
+    let now = T0 + 600_000;
+    for s in 1..=600i64 {
+        let mut usage = even_usage("logs", "ingest", 4, 8_000.0);
+        usage[0].ops_per_sec = 20_000.0; // 4 units on one shard, 0.4 on the others
+        m.observe(T0 + s * 1000, &usage);
+    }
+    let track = m.datasets.get_mut(&(tenant("logs"), dataset("ingest"))).expect("tracked");
+    track.last_layout_change_ms = Some(now - 60_000);
+    let young = measure(&topo, track, &config, now).expect("ring");
+    assert_eq!(young.wanted_lb, LoadBalancing::Fingerprint);
+    assert!(young.failing.iter().any(|f| f.contains("warming up after the reshard 60 s ago")), "{:?}", young.failing);
+    track.last_layout_change_ms = Some(now - 2 * 60_000 - 1);
+    let settled = measure(&topo, track, &config, now).expect("ring");
+    assert!(settled.failing.is_empty(), "{:?}", settled.failing);
+    assert_eq!(settled.wanted_lb, LoadBalancing::RoundRobin);
+}
