@@ -1,5 +1,6 @@
 //! `agent.toml`: the agent's config. Static: `worker_id`, `[http]`, `[log]`, `store.path`,
-//! `store.synchronous`. Everything else reloads live.
+//! `store.synchronous`. Everything else reloads live, `[source]` included (a changed address or
+//! credential reconnects and starts a fresh baseline).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +32,17 @@ pub const DEFAULT_WINDOW_MAX_BYTES: u64 = 128 * 1024 * 1024;
 pub const DEFAULT_HOST_INTERVAL_MS: u64 = 1_000;
 /// 10,000 samples: a page of about 5 MiB of JSON, a second of a 10k-partition worker.
 pub const DEFAULT_MAX_SAMPLES_PER_PAGE: u64 = 10_000;
+/// 1 s: the cadence of pushed worker reports, so a Valkey node's slots line up with them; one
+/// poll of a node owning a third of the slots costs the node about a millisecond.
+pub const DEFAULT_SOURCE_INTERVAL_MS: u64 = 1_000;
+/// 2 s: a loopback or LAN connect takes milliseconds; a dead node is noticed within one or two
+/// intervals without a poll hanging.
+pub const DEFAULT_SOURCE_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// 5 s: `CLUSTER SLOT-STATS` over all 16,384 slots is ~0.8 MB; a loaded node answers well within
+/// this, and a stuck one costs at most a few skipped intervals.
+pub const DEFAULT_SOURCE_COMMAND_TIMEOUT_MS: u64 = 5_000;
+/// The tenant of slot partitions when `source.cluster_name` is not set.
+pub const DEFAULT_VALKEY_CLUSTER_NAME: &str = "valkey";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +66,68 @@ pub struct AgentConfig {
     /// Where to register; absent runs the agent standalone (pulled directly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_server: Option<OpsServerConfig>,
+    /// A storage node the agent polls itself instead of (or besides) receiving pushed reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceConfig>,
+}
+
+/// `[source]`: what the agent polls. `kind` selects the system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceConfig {
+    /// One Valkey (or Redis) cluster node: see [`crate::source::valkey`].
+    Valkey(ValkeySourceConfig),
+}
+
+/// `[source] kind = "valkey"`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValkeySourceConfig {
+    /// `host:port` of the node beside this agent (`[::1]:6379` for IPv6).
+    pub address: String,
+    /// ACL user; absent with a password means the `default` user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Never logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// The tenant of every slot partition; name the cluster when one master watches several.
+    #[serde(default = "default_valkey_cluster_name")]
+    pub cluster_name: String,
+    #[serde(default = "default_source_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default = "default_source_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "default_source_command_timeout_ms")]
+    pub command_timeout_ms: u64,
+}
+
+impl ValkeySourceConfig {
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+
+    /// `address` split into host and port; `None` when it is not `host:port`.
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        let (host, port) = self.address.rsplit_once(':')?;
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let port: u16 = port.parse().ok()?;
+        (!host.is_empty() && port > 0).then(|| (host.to_owned(), port))
+    }
+}
+
+impl std::fmt::Debug for ValkeySourceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValkeySourceConfig")
+            .field("address", &self.address)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("cluster_name", &self.cluster_name)
+            .field("interval_ms", &self.interval_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("command_timeout_ms", &self.command_timeout_ms)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -188,6 +262,42 @@ impl ServiceConfig for AgentConfig {
                 o.check(is_http_url(advertise), "advertise_url", advertise, "must be an http:// or https:// URL");
             }
         }
+        if let Some(SourceConfig::Valkey(source)) = &self.source {
+            let mut sv = v.at("source");
+            sv.check(
+                source.host_port().is_some(),
+                "address",
+                &source.address,
+                "must be host:port with a port in 1..=65535",
+            );
+            sv.check(
+                lb_common::ids::TenantId::new(source.cluster_name.as_str()).is_ok(),
+                "cluster_name",
+                &source.cluster_name,
+                "must be an id (ASCII letters, digits and - _ . : @, at most 128 bytes)",
+            );
+            if let Some(username) = &source.username {
+                sv.check(!username.is_empty(), "username", "\"\"", "must not be empty (omit it for the default user)");
+                sv.check(source.password.is_some(), "username", username, "needs a password");
+            }
+            if let Some(password) = &source.password {
+                sv.check(
+                    !password.is_empty(),
+                    "password",
+                    "<redacted>",
+                    "must not be empty (omit it when the node has none)",
+                );
+            }
+            sv.range_u64("interval_ms", source.interval_ms, 100, 600_000);
+            sv.range_u64("connect_timeout_ms", source.connect_timeout_ms, 10, 60_000);
+            sv.range_u64("command_timeout_ms", source.command_timeout_ms, 10, 60_000);
+            sv.check(
+                !self.host.enabled,
+                "kind",
+                "valkey",
+                "reports the node's own CPU, memory and network as host stats: set host.enabled = false so /proc samples of the machine do not mix with them",
+            );
+        }
         v.finish()
     }
 }
@@ -233,6 +343,18 @@ fn default_host_interval_ms() -> u64 {
 fn default_max_samples_per_page() -> u64 {
     DEFAULT_MAX_SAMPLES_PER_PAGE
 }
+fn default_valkey_cluster_name() -> String {
+    DEFAULT_VALKEY_CLUSTER_NAME.to_owned()
+}
+fn default_source_interval_ms() -> u64 {
+    DEFAULT_SOURCE_INTERVAL_MS
+}
+fn default_source_connect_timeout_ms() -> u64 {
+    DEFAULT_SOURCE_CONNECT_TIMEOUT_MS
+}
+fn default_source_command_timeout_ms() -> u64 {
+    DEFAULT_SOURCE_COMMAND_TIMEOUT_MS
+}
 
 lb_common::impl_service_basics!(AgentConfig);
 
@@ -261,5 +383,45 @@ mod tests {
         let unknown = "worker_id = \"w\"\nworkerid = 1\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\n";
         let err = lb_common::config::parse::<AgentConfig>(unknown, Path::new("agent.toml")).unwrap_err().to_string();
         assert!(err.contains("unknown field `workerid`"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_valkey_config_parses_and_validates() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/agent-valkey.toml"));
+        let config: AgentConfig = lb_common::config::load(path).expect("configs/agent-valkey.toml is valid");
+        let Some(SourceConfig::Valkey(source)) = &config.source else { panic!("a valkey source: {config:?}") };
+        assert_eq!(source.host_port(), Some(("127.0.0.1".to_owned(), 7000)));
+        assert_eq!(source.cluster_name, "cache-eu1");
+        assert!(!config.host.enabled);
+    }
+
+    #[test]
+    fn bad_source_values_name_their_field_and_the_password_is_never_shown() {
+        let base = "worker_id = \"w\"\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\n";
+        let text = format!(
+            "{base}[source]\nkind = \"valkey\"\naddress = \"node-a\"\npassword = \"hunter2-secret\"\n\
+             interval_ms = 5\ncluster_name = \"a b\"\n"
+        );
+        let err = lb_common::config::parse::<AgentConfig>(&text, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("source.address = node-a"), "{err}");
+        assert!(err.contains("source.interval_ms = 5"), "{err}");
+        assert!(err.contains("source.cluster_name = a b"), "{err}");
+        assert!(err.contains("source.kind = valkey") && err.contains("host.enabled = false"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let unknown = format!("{base}[source]\nkind = \"valkey\"\naddress = \"127.0.0.1:1\"\nadress = 1\n");
+        let err = lb_common::config::parse::<AgentConfig>(&unknown, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("adress"), "{err}");
+        let kind = format!("{base}[source]\nkind = \"cassandra\"\naddress = \"127.0.0.1:1\"\n");
+        let err = lb_common::config::parse::<AgentConfig>(&kind, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("cassandra"), "{err}");
+        let ok = format!(
+            "{base}[host]\nenabled = false\n[source]\nkind = \"valkey\"\naddress = \"[::1]:6379\"\n\
+             username = \"lb\"\npassword = \"hunter2-secret\"\n"
+        );
+        let config = lb_common::config::parse::<AgentConfig>(&ok, Path::new("agent.toml")).expect("valid");
+        assert!(!format!("{config:?}").contains("hunter2"), "Debug redacts the password");
+        let Some(SourceConfig::Valkey(source)) = &config.source else { panic!("a valkey source") };
+        assert_eq!(source.host_port(), Some(("::1".to_owned(), 6379)));
+        assert_eq!(source.interval_ms, DEFAULT_SOURCE_INTERVAL_MS);
     }
 }

@@ -5,6 +5,8 @@
 //!   retention.
 //! - [`window`]: the recent samples in memory, hard-bounded.
 //! - [`host`]: the `/proc` sampler.
+//! - [`source`]: storage nodes the agent polls itself (`[source]`, e.g. a Valkey node), stored
+//!   exactly like pushed reports.
 //! - [`registration`]: register and heartbeat with the ops server.
 //! - [`config`]: the `agent.toml` file.
 //!
@@ -14,6 +16,7 @@ pub mod config;
 pub mod host;
 pub mod http;
 pub mod registration;
+pub mod source;
 pub mod store;
 pub mod window;
 
@@ -60,6 +63,7 @@ pub async fn start(
         http::router(http::AppState { store: store.clone(), config: config.clone() }, readiness.clone(), config_status);
     shutdown.spawn(serve_or_log(listener, router, shutdown.token()));
     shutdown.spawn(host::run(host::ProcRoot::default(), store.clone(), config.clone(), shutdown.token()));
+    shutdown.spawn(source::valkey::run(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(maintenance(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(registration::run(config.clone(), addr, store.clone(), shutdown.token()));
     shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), shutdown.token()));

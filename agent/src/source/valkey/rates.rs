@@ -1,0 +1,500 @@
+//! From two readings of a node's cumulative counters to one interval of per-slot and node stats.
+//!
+//! Pure: [`SlotRates::step`] takes a [`Reading`] (what `CLUSTER SLOT-STATS` and `INFO` said, when
+//! and by which clock) and returns what to report for the interval since the previous reading.
+//! The poll loop owns the network; tests feed readings directly.
+//!
+//! # What each partition field means
+//!
+//! Valkey 9.1.2's `CLUSTER SLOT-STATS` has four counters per slot (`key-count`, `cpu-usec`,
+//! `network-bytes-in`, `network-bytes-out`) and no command count, so:
+//!
+//! | field | from |
+//! |---|---|
+//! | `cpu_time_us` | `cpu-usec` delta: main-thread time spent on the slot's commands |
+//! | `write_bytes` | `network-bytes-in` delta (request bytes the slot's commands carried) |
+//! | `read_bytes` | `network-bytes-out` delta (reply bytes), so read + write bytes = network in + out |
+//! | `read_ops` | an **estimate**: the node's `total_commands_processed` delta, less the [`AGENT_COMMANDS_PER_POLL`] the agent itself sent, split over the slots in proportion to their `cpu-usec` delta (by `network-bytes-in` delta when no slot used measurable CPU), largest remainder first, so the slots' ops sum to the node's |
+//! | `write_ops` | 0: Valkey does not say which commands read and which wrote, so all ops are `read_ops` |
+//! | `stored_bytes` | an **approximation**: `key-count × used_memory / total keys` (INFO); it spreads the node's whole memory, fixed overhead included, evenly over its keys, so slots with large values read low and a nearly empty node's slots read high |
+//! | `latency_*`, `errors`, `rejected` | 0: the server does not measure them per slot |
+//!
+//! The ops estimate attributes commands that touch no key (`PING`, `INFO` from other clients)
+//! to the slots too, in the same proportion; on a node serving real traffic they are a small
+//! share. A slot's CPU is the signal to balance on; its ops follow it by construction.
+//!
+//! # Node (host) stats
+//!
+//! `cpu_cores` is 1 and `cpu_ratio` is the `used_cpu_user + used_cpu_sys` delta over the interval
+//! (clamped to 1): Valkey executes commands on one main thread, so one core is the node's
+//! capacity (I/O threads can push the process above one core; that reads as 1).
+//! `memory_used_bytes` is `used_memory`, `memory_total_bytes` is `maxmemory`, or the machine's
+//! memory when `maxmemory` is 0. Network rates come from `total_net_input_bytes` /
+//! `total_net_output_bytes`; disk rates are 0. The node's ops per second
+//! ([`Interval::node_ops`]) has no field in `HostStats`: it is the sum of the slots' ops, and a
+//! metric.
+//!
+//! # Resets
+//!
+//! Counters are cumulative since the node started (`run_id`) or the slot arrived on the node.
+//! - `run_id` changed, or a node counter went down (`CONFIG RESETSTAT`): the whole interval is
+//!   skipped and the reading becomes the new baseline ([`Step::Reset`]).
+//! - A slot counter went down (the slot migrated away and came back between two readings): that
+//!   slot is skipped for the interval ([`Interval::reset_slots`]).
+//! - A slot missing from the previous reading (migrated in, or slot stats just became
+//!   available) only sets its baseline; a slot missing now (migrated away) is forgotten.
+//! - An interval longer than [`MAX_REPORT_INTERVAL_MS`] (the node was unreachable for an hour)
+//!   is skipped rather than reported as one enormous interval.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId};
+use lb_common::protocol::{HostStats, MAX_REPORT_INTERVAL_MS, PartitionStats};
+use lb_valkey::reply::{Info, SlotStats};
+use lb_valkey::{SLOT_COUNT, Slot};
+
+/// Commands the agent itself sends per poll and the node counts in `total_commands_processed`
+/// between two `INFO` replies: the previous poll's `INFO` and this poll's `CLUSTER SLOT-STATS`.
+pub const AGENT_COMMANDS_PER_POLL: u64 = 2;
+
+/// Each slot's share of the 64-bit key space: 2^64 / 16,384 slots = 2^50 keys, so slot `s` is
+/// the key range `[s << 50, ((s + 1) << 50) - 1]`; the slots tile the space in slot order.
+pub const SLOT_KEY_SPACE_SHIFT: u32 = u64::BITS - SLOT_COUNT.trailing_zeros();
+
+/// The table every slot partition belongs to.
+pub const SLOT_TABLE: &str = "slots";
+
+/// `slot-00000` .. `slot-16383`: zero-padded so ids sort in slot order.
+pub fn slot_partition_id(slot: Slot) -> PartitionId {
+    PartitionId::new(format!("slot-{:05}", slot.get())).expect("slot-NNNNN is a valid id")
+}
+
+/// The slot behind a partition id made by [`slot_partition_id`].
+pub fn slot_of_partition(id: &PartitionId) -> Option<Slot> {
+    let digits = id.as_str().strip_prefix("slot-")?;
+    if digits.len() != 5 {
+        return None;
+    }
+    Slot::new(digits.parse().ok()?)
+}
+
+/// Slot `s` as the 64-bit key range `[s << 50, ((s + 1) << 50) - 1]`.
+pub fn slot_key_range(slot: Slot) -> KeyRange {
+    let start = u64::from(slot.get()) << SLOT_KEY_SPACE_SHIFT;
+    KeyRange { start: Key(start), end: Key(start | ((1u64 << SLOT_KEY_SPACE_SHIFT) - 1)) }
+}
+
+/// One poll's view of the node.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// Monotonic time of the reading (intervals are measured with it).
+    pub at: tokio::time::Instant,
+    /// Wall-clock time of the reading, epoch millis (the report's `timestamp_ms`).
+    pub timestamp_ms: i64,
+    pub info: Info,
+    /// `None` when the node does not offer per-slot counters.
+    pub slots: Option<Vec<SlotStats>>,
+    /// The machine's memory, used as the node's total when `maxmemory` is 0.
+    pub machine_memory_bytes: Option<u64>,
+}
+
+/// Names given to slot partitions.
+#[derive(Debug, Clone)]
+pub struct Naming {
+    pub tenant: TenantId,
+    pub table: TableId,
+}
+
+/// What to do with a reading.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// The first reading (or the first after [`SlotRates::clear`]): nothing to report yet.
+    Baseline,
+    /// The counters started over (restart, `CONFIG RESETSTAT`) or the interval is too long:
+    /// nothing reported, this reading is the new baseline.
+    Reset { reason: ResetReason },
+    /// One interval to report.
+    Interval(Interval),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetReason {
+    /// `run_id` changed: the node restarted.
+    Restarted { previous_run_id: String, run_id: String },
+    /// A node counter is lower than before with the same `run_id`.
+    CounterWentDown { counter: &'static str },
+    /// The readings are further apart than a report may span.
+    TooLong { elapsed: Duration },
+}
+
+impl ResetReason {
+    /// Bounded label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Restarted { .. } => "restarted",
+            Self::CounterWentDown { .. } => "counter_went_down",
+            Self::TooLong { .. } => "interval_too_long",
+        }
+    }
+}
+
+/// One interval's stats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interval {
+    pub timestamp_ms: i64,
+    pub interval_ms: u64,
+    /// One per slot owned at both readings with sane counters; empty without slot stats.
+    pub partitions: Vec<PartitionStats>,
+    pub host: HostStats,
+    /// `total_commands_processed` delta less the agent's own commands.
+    pub node_ops: u64,
+    /// Slots whose counters went down (skipped this interval).
+    pub reset_slots: Vec<Slot>,
+    /// Slots seen for the first time (baseline only).
+    pub new_slots: usize,
+    /// Slots owned before and not now.
+    pub departed_slots: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Previous {
+    at: tokio::time::Instant,
+    info: Info,
+    slots: BTreeMap<Slot, SlotStats>,
+}
+
+/// The counter state between readings.
+#[derive(Debug, Clone, Default)]
+pub struct SlotRates {
+    previous: Option<Previous>,
+}
+
+impl SlotRates {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets the baseline (another node is watched now).
+    pub fn clear(&mut self) {
+        self.previous = None;
+    }
+
+    /// Turns `now` into the interval since the previous reading and keeps `now` as the baseline.
+    pub fn step(&mut self, now: Reading, naming: &Naming) -> Step {
+        let slots: BTreeMap<Slot, SlotStats> = now.slots.iter().flatten().map(|stats| (stats.slot, *stats)).collect();
+        let next = Previous { at: now.at, info: now.info.clone(), slots };
+        let Some(previous) = self.previous.replace(next) else { return Step::Baseline };
+        let current = self.previous.as_ref().expect("just stored");
+
+        if previous.info.run_id != now.info.run_id {
+            return Step::Reset {
+                reason: ResetReason::Restarted { previous_run_id: previous.info.run_id, run_id: now.info.run_id },
+            };
+        }
+        if let Some(counter) = node_counter_went_down(&previous.info, &now.info) {
+            return Step::Reset { reason: ResetReason::CounterWentDown { counter } };
+        }
+        let elapsed = now.at.saturating_duration_since(previous.at);
+        let interval_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX).max(1);
+        if interval_ms > MAX_REPORT_INTERVAL_MS {
+            return Step::Reset { reason: ResetReason::TooLong { elapsed } };
+        }
+
+        let node_ops = now
+            .info
+            .total_commands_processed
+            .saturating_sub(previous.info.total_commands_processed)
+            .saturating_sub(AGENT_COMMANDS_PER_POLL);
+
+        let mut deltas = Vec::new();
+        let mut reset_slots = Vec::new();
+        let mut new_slots = 0;
+        for (slot, stats) in &current.slots {
+            match previous.slots.get(slot) {
+                None => new_slots += 1,
+                Some(before) => match slot_delta(before, stats) {
+                    Some(delta) => deltas.push((*stats, delta)),
+                    None => reset_slots.push(*slot),
+                },
+            }
+        }
+        let departed_slots = previous.slots.keys().filter(|slot| !current.slots.contains_key(slot)).count();
+
+        let ops = split_ops(node_ops, &deltas);
+        let total_keys = now.info.total_keys();
+        let partitions = deltas
+            .iter()
+            .zip(ops)
+            .map(|((stats, delta), ops)| PartitionStats {
+                tenant: naming.tenant.clone(),
+                table: naming.table.clone(),
+                partition_id: slot_partition_id(stats.slot),
+                key_range: slot_key_range(stats.slot),
+                read_ops: ops,
+                write_ops: 0,
+                read_bytes: delta.bytes_out,
+                write_bytes: delta.bytes_in,
+                errors: 0,
+                rejected: 0,
+                latency_p50_us: 0.0,
+                latency_p99_us: 0.0,
+                cpu_time_us: delta.cpu_usec,
+                stored_bytes: approximate_stored_bytes(stats.key_count, now.info.used_memory_bytes, total_keys),
+                sketch: None,
+            })
+            .collect();
+
+        Step::Interval(Interval {
+            timestamp_ms: now.timestamp_ms,
+            interval_ms,
+            partitions,
+            host: node_host_stats(&previous.info, &now.info, elapsed, now.machine_memory_bytes),
+            node_ops,
+            reset_slots,
+            new_slots,
+            departed_slots,
+        })
+    }
+}
+
+/// A slot's counter increases over one interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotDelta {
+    cpu_usec: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+/// `None` when any counter went down: the slot left and came back, so the difference means
+/// nothing.
+fn slot_delta(before: &SlotStats, now: &SlotStats) -> Option<SlotDelta> {
+    Some(SlotDelta {
+        cpu_usec: now.cpu_usec.checked_sub(before.cpu_usec)?,
+        bytes_in: now.network_bytes_in.checked_sub(before.network_bytes_in)?,
+        bytes_out: now.network_bytes_out.checked_sub(before.network_bytes_out)?,
+    })
+}
+
+fn node_counter_went_down(before: &Info, now: &Info) -> Option<&'static str> {
+    if now.total_commands_processed < before.total_commands_processed {
+        Some("total_commands_processed")
+    } else if now.total_net_input_bytes < before.total_net_input_bytes {
+        Some("total_net_input_bytes")
+    } else if now.total_net_output_bytes < before.total_net_output_bytes {
+        Some("total_net_output_bytes")
+    } else if now.used_cpu_user_secs + now.used_cpu_sys_secs < before.used_cpu_user_secs + before.used_cpu_sys_secs {
+        Some("used_cpu_user + used_cpu_sys")
+    } else {
+        None
+    }
+}
+
+/// Splits `node_ops` over the slots by CPU share (network-in share when no slot used measurable
+/// CPU), largest remainder first, so the parts sum to `node_ops` whenever any slot has weight.
+fn split_ops(node_ops: u64, deltas: &[(SlotStats, SlotDelta)]) -> Vec<u64> {
+    let by_cpu: u128 = deltas.iter().map(|(_, d)| u128::from(d.cpu_usec)).sum();
+    let weight = |d: &SlotDelta| if by_cpu > 0 { u128::from(d.cpu_usec) } else { u128::from(d.bytes_in) };
+    let total: u128 = deltas.iter().map(|(_, d)| weight(d)).sum();
+    if total == 0 || node_ops == 0 {
+        return vec![0; deltas.len()];
+    }
+    let mut parts: Vec<(u64, u128)> = deltas
+        .iter()
+        .map(|(_, d)| {
+            let exact = u128::from(node_ops) * weight(d);
+            let part = u64::try_from(exact / total).expect("a share of a u64 fits a u64");
+            (part, exact % total)
+        })
+        .collect();
+    let assigned: u64 = parts.iter().map(|(part, _)| part).sum();
+    let mut left = node_ops - assigned;
+    let mut by_remainder: Vec<usize> = (0..parts.len()).collect();
+    by_remainder.sort_by(|&a, &b| parts[b].1.cmp(&parts[a].1).then(a.cmp(&b)));
+    for index in by_remainder {
+        if left == 0 || parts[index].1 == 0 {
+            break;
+        }
+        parts[index].0 += 1;
+        left -= 1;
+    }
+    parts.into_iter().map(|(part, _)| part).collect()
+}
+
+/// `key_count × used_memory / total_keys`; 0 when the node holds no key.
+fn approximate_stored_bytes(key_count: u64, used_memory_bytes: u64, total_keys: u64) -> u64 {
+    if total_keys == 0 {
+        return 0;
+    }
+    let bytes = u128::from(key_count) * u128::from(used_memory_bytes) / u128::from(total_keys);
+    u64::try_from(bytes).unwrap_or(u64::MAX)
+}
+
+fn node_host_stats(before: &Info, now: &Info, elapsed: Duration, machine_memory_bytes: Option<u64>) -> HostStats {
+    let secs = elapsed.as_secs_f64().max(1e-3);
+    let cpu_secs =
+        (now.used_cpu_user_secs + now.used_cpu_sys_secs) - (before.used_cpu_user_secs + before.used_cpu_sys_secs);
+    let per_sec = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+    let total = if now.maxmemory_bytes > 0 { now.maxmemory_bytes } else { machine_memory_bytes.unwrap_or(0) };
+    HostStats {
+        cpu_ratio: if cpu_secs.is_finite() { (cpu_secs / secs).clamp(0.0, 1.0) } else { 0.0 },
+        cpu_cores: 1,
+        memory_used_bytes: now.used_memory_bytes,
+        memory_total_bytes: total.max(now.used_memory_bytes),
+        net_rx_bytes_per_sec: per_sec(before.total_net_input_bytes, now.total_net_input_bytes),
+        net_tx_bytes_per_sec: per_sec(before.total_net_output_bytes, now.total_net_output_bytes),
+        disk_read_bytes_per_sec: 0.0,
+        disk_write_bytes_per_sec: 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_valkey::reply::KeyspaceDb;
+
+    use super::*;
+
+    fn naming() -> Naming {
+        Naming { tenant: "valkey".parse().expect("id"), table: SLOT_TABLE.parse().expect("id") }
+    }
+
+    fn info(run_id: &str, commands: u64, cpu_secs: f64, keys: u64) -> Info {
+        Info {
+            redis_version: "7.2.4".to_owned(),
+            valkey_version: Some("9.1.2".to_owned()),
+            run_id: run_id.to_owned(),
+            uptime_secs: 10,
+            used_cpu_user_secs: cpu_secs,
+            used_cpu_sys_secs: 0.0,
+            total_commands_processed: commands,
+            used_memory_bytes: 1_000_000,
+            maxmemory_bytes: 0,
+            total_net_input_bytes: commands * 30,
+            total_net_output_bytes: commands * 10,
+            keyspace: vec![KeyspaceDb { db: 0, keys, expires: 0, avg_ttl_ms: 0 }],
+        }
+    }
+
+    fn slot(n: u16, keys: u64, cpu: u64, bytes_in: u64) -> SlotStats {
+        SlotStats {
+            slot: Slot::new(n).expect("slot"),
+            key_count: keys,
+            cpu_usec: cpu,
+            network_bytes_in: bytes_in,
+            network_bytes_out: bytes_in / 3,
+        }
+    }
+
+    fn reading(at: tokio::time::Instant, info: Info, slots: Option<Vec<SlotStats>>) -> Reading {
+        Reading { at, timestamp_ms: 1_764_478_800_000, info, slots, machine_memory_bytes: Some(8_000_000) }
+    }
+
+    fn interval(step: Step) -> Interval {
+        match step {
+            Step::Interval(interval) => interval,
+            other => panic!("expected an interval, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn slot_ids_and_key_ranges_tile_the_key_space_in_slot_order() {
+        let first = Slot::new(0).expect("slot");
+        let last = Slot::new(SLOT_COUNT - 1).expect("slot");
+        assert_eq!(slot_partition_id(Slot::new(5461).expect("slot")).as_str(), "slot-05461");
+        assert_eq!(slot_of_partition(&slot_partition_id(last)), Some(last));
+        assert_eq!(slot_of_partition(&"slot-5461".parse().expect("id")), None);
+        assert_eq!(slot_key_range(first), KeyRange { start: Key(0), end: Key((1 << 50) - 1) });
+        assert_eq!(slot_key_range(last).end, Key(u64::MAX));
+        let one = Slot::new(1).expect("slot");
+        assert!(slot_key_range(first).is_left_neighbour_of(&slot_key_range(one)));
+    }
+
+    #[test]
+    fn deltas_become_partition_stats_and_ops_follow_cpu() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        let first = reading(t0, info("a", 100, 1.0, 40), Some(vec![slot(1, 10, 100, 1000), slot(2, 30, 50, 500)]));
+        assert_eq!(rates.step(first, &naming()), Step::Baseline);
+        // 1,002 commands in 2 s: 1,000 from clients, 2 from the agent; slot 1 used 3× slot 2's CPU.
+        let now = reading(
+            t0 + Duration::from_secs(2),
+            info("a", 1_102, 1.5, 40),
+            Some(vec![slot(1, 10, 400, 4000), slot(2, 30, 150, 1500)]),
+        );
+        let i = interval(rates.step(now, &naming()));
+        assert_eq!((i.interval_ms, i.node_ops), (2000, 1000));
+        let [p1, p2] = &i.partitions[..] else { panic!("two partitions: {:?}", i.partitions) };
+        assert_eq!((p1.partition_id.as_str(), p1.cpu_time_us, p1.read_ops), ("slot-00001", 300, 750));
+        assert_eq!((p2.cpu_time_us, p2.read_ops, p2.write_ops), (100, 250, 0));
+        assert_eq!((p1.write_bytes, p1.read_bytes), (3000, 4000 / 3 - 1000 / 3));
+        assert_eq!((p1.stored_bytes, p2.stored_bytes), (250_000, 750_000), "key share of used_memory");
+        assert_eq!(p1.tenant.as_str(), "valkey");
+        assert!((i.host.cpu_ratio - 0.25).abs() < 1e-9, "{}", i.host.cpu_ratio);
+        assert_eq!((i.host.cpu_cores, i.host.memory_total_bytes), (1, 8_000_000));
+        assert_eq!(i.host.net_rx_bytes_per_sec, 1002.0 * 30.0 / 2.0);
+    }
+
+    #[test]
+    fn the_ops_split_sums_to_the_node_total_and_falls_back_to_network_in() {
+        let d = |cpu, bytes_in| (slot(0, 0, 0, 0), SlotDelta { cpu_usec: cpu, bytes_in, bytes_out: 0 });
+        let parts = split_ops(10, &[d(1, 0), d(1, 0), d(1, 0)]);
+        assert_eq!(parts.iter().sum::<u64>(), 10, "{parts:?}");
+        assert!(parts.iter().all(|p| (3..=4).contains(p)), "{parts:?}");
+        assert_eq!(split_ops(9, &[d(0, 100), d(0, 200)]), vec![3, 6], "by network-in without CPU");
+        assert_eq!(split_ops(9, &[d(0, 0), d(0, 0)]), vec![0, 0], "nothing to attribute to");
+        assert_eq!(split_ops(u64::MAX, &[d(u64::MAX, 0), d(1, 0)]).iter().sum::<u64>(), u64::MAX, "no overflow");
+    }
+
+    #[test]
+    fn a_restart_or_a_stats_reset_skips_the_interval_and_rebases() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        rates.step(reading(t0, info("a", 1_000_000, 50.0, 1), Some(vec![slot(1, 1, 9_000_000, 1 << 30)])), &naming());
+        let restarted = reading(t0 + Duration::from_secs(1), info("b", 5, 0.01, 0), Some(vec![slot(1, 0, 10, 100)]));
+        let step = rates.step(restarted, &naming());
+        assert!(matches!(step, Step::Reset { reason: ResetReason::Restarted { .. } }), "{step:?}");
+        let after = reading(t0 + Duration::from_secs(2), info("b", 107, 0.02, 0), Some(vec![slot(1, 0, 30, 300)]));
+        let i = interval(rates.step(after, &naming()));
+        assert_eq!((i.node_ops, i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (100, 20, 100));
+
+        let resetstat = reading(t0 + Duration::from_secs(3), info("b", 3, 0.03, 0), Some(vec![slot(1, 0, 0, 0)]));
+        let step = rates.step(resetstat, &naming());
+        assert_eq!(step, Step::Reset { reason: ResetReason::CounterWentDown { counter: "total_commands_processed" } });
+    }
+
+    #[test]
+    fn slots_that_move_are_skipped_or_start_from_their_first_reading() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        let before = vec![slot(1, 1, 500, 5000), slot(2, 1, 500, 5000), slot(3, 1, 10, 10)];
+        rates.step(reading(t0, info("a", 100, 1.0, 3), Some(before)), &naming());
+        // Slot 1 left and came back (counters restarted low), slot 2 is steady, slot 3 left,
+        // slot 4 arrived with large counters from its life elsewhere.
+        let now = vec![slot(1, 1, 20, 200), slot(2, 1, 700, 7000), slot(4, 1, 1_000_000, 1 << 20)];
+        let i =
+            interval(rates.step(reading(t0 + Duration::from_secs(1), info("a", 202, 1.1, 3), Some(now)), &naming()));
+        assert_eq!(i.reset_slots, vec![Slot::new(1).expect("slot")]);
+        assert_eq!((i.new_slots, i.departed_slots), (1, 1));
+        let ids: Vec<&str> = i.partitions.iter().map(|p| p.partition_id.as_str()).collect();
+        assert_eq!(ids, ["slot-00002"], "only the slot with a sane delta is reported");
+        assert_eq!((i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (200, 100));
+        let later = vec![slot(1, 1, 50, 500), slot(2, 1, 700, 7000), slot(4, 1, 1_000_300, (1 << 20) + 10)];
+        let i =
+            interval(rates.step(reading(t0 + Duration::from_secs(2), info("a", 302, 1.2, 3), Some(later)), &naming()));
+        let cpu: Vec<(&str, u64)> = i.partitions.iter().map(|p| (p.partition_id.as_str(), p.cpu_time_us)).collect();
+        assert_eq!(cpu, [("slot-00001", 30), ("slot-00002", 0), ("slot-00004", 300)]);
+    }
+
+    #[test]
+    fn without_slot_stats_only_node_stats_are_reported_and_a_long_gap_rebases() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        rates.step(reading(t0, info("a", 100, 1.0, 0), None), &naming());
+        let i = interval(rates.step(reading(t0 + Duration::from_secs(1), info("a", 302, 1.5, 0), None), &naming()));
+        assert!(i.partitions.is_empty());
+        assert_eq!(i.node_ops, 200);
+        assert!((i.host.cpu_ratio - 0.5).abs() < 1e-9);
+        let late = reading(t0 + Duration::from_secs(2 * 3600), info("a", 400, 2.0, 0), None);
+        assert!(matches!(rates.step(late, &naming()), Step::Reset { reason: ResetReason::TooLong { .. } }));
+    }
+}
