@@ -4,3 +4,4 @@ mod crash;
 mod ingest;
 mod registration;
 mod support;
+mod valkey_source;
