@@ -207,14 +207,18 @@ impl Online {
         let eval_window =
             self.executor.evaluation_due(&cfg.evaluation, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
         let (table, topo) = (self.shared.table.clone(), Arc::clone(topology));
+        let horizon_ms = cfg.collector.stale_after_ms as i64;
         let built = tokio::task::spawn_blocking(move || {
             let table = table.read().expect("table lock is never poisoned");
-            let input = planner_input(&table, &topo, in_flight, window, now);
-            let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, now));
-            (input, after)
+            // Windows end where every live worker's reports are in, not at the wall clock.
+            let at = table.complete_until_ms(now, horizon_ms);
+            let input = planner_input(&table, &topo, in_flight, window, at);
+            let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, at));
+            (input, after, at)
         })
         .await;
-        let Ok((input, after)) = built else { return };
+        let Ok((input, after, at)) = built else { return };
+        metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let plan = plan(&input, &cfg.planner, &mut self.state, now);
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
         for proposal in plan.proposals {

@@ -109,6 +109,8 @@ pub(crate) struct PartitionEntry {
 pub(crate) struct WorkerEntry {
     pub id: WorkerId,
     pub last_cursor: Option<lb_common::protocol::Cursor>,
+    /// End of the newest sample ingested from this worker (its report time).
+    pub last_sample_ms: Option<i64>,
     pub capacity: Option<Capacity>,
     pub health: Option<Health>,
     pub group: Option<GroupId>,
@@ -210,6 +212,7 @@ impl MetricsTable {
         self.workers.push(WorkerEntry {
             id: id.clone(),
             last_cursor: None,
+            last_sample_ms: None,
             capacity: None,
             health: None,
             group: None,

@@ -129,6 +129,27 @@ fn windows_report_rates_sums_and_their_window() {
 }
 
 #[test]
+fn windows_ending_at_the_complete_watermark_read_full_rates_while_reports_are_in_flight() {
+    let mut t = table();
+    // w1 has delivered up to T0+30 s, w2 (slower collection) up to T0+28.6 s; it is T0+31.2 s.
+    t.ingest(&wid("w1"), &steady("p1", 100, 30, 1), T0_MS + 30_000);
+    let w2: Vec<Sample> = (0..28)
+        .map(|k| sample(1 + k as u64, T0_MS + 600 + (k + 1) * 1000, pstats("p2", "t", range(100, 199), 100)))
+        .collect();
+    t.ingest(&wid("w2"), &w2, T0_MS + 30_000);
+    let now = T0_MS + 31_200;
+    let at = t.complete_until_ms(now, 5_000);
+    assert_eq!(at, T0_MS + 28_000, "the newest second both workers delivered in full");
+    let ending_now = t.window(&pid("p1"), Metric::Ops, secs(5), now).expect("known");
+    let ending_at = t.window(&pid("p1"), Metric::Ops, secs(5), at).expect("known");
+    assert!(ending_now.rate_per_sec < 90.0, "a window ending now counts seconds in flight as idle: {ending_now:?}");
+    assert!((ending_at.rate_per_sec - 100.0).abs() < 0.5, "{ending_at:?}");
+    // A worker silent for longer than the horizon does not hold the watermark back.
+    assert_eq!(t.complete_until_ms(T0_MS + 34_500, 5_000), T0_MS + 30_000);
+    assert_eq!(t.complete_until_ms(T0_MS + 99_000, 5_000), T0_MS + 99_000, "nobody recent: now");
+}
+
+#[test]
 fn long_windows_read_the_coarse_ring_within_its_error_bound() {
     let mut t = table();
     let n = 1800; // 30 minutes
