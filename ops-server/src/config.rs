@@ -62,12 +62,34 @@ pub struct AuditConfig {
     pub path: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Which storage system the executor talks to. `[storage] url = "http://..."` alone is the
+/// storage admin API over HTTP; `kind = "valkey"` with a `[storage.valkey]` table talks to a
+/// Valkey / Redis cluster directly ([`ValkeyStorageConfig`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
-    /// Base URL of the storage admin API (the testbed, or an adapter in front of a real system).
+    #[serde(default)]
+    pub kind: StorageKind,
+    /// `kind = "http"`: base URL of the storage admin API (the testbed, or an adapter in front
+    /// of a real system). Unused (and must be empty) for `kind = "valkey"`.
+    #[serde(default)]
     pub url: String,
+    /// `kind = "valkey"`: how to reach the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valkey: Option<ValkeyStorageConfig>,
 }
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageKind {
+    /// The storage admin protocol over HTTP (`storage.url`).
+    #[default]
+    Http,
+    /// A Valkey or Redis cluster (`[storage.valkey]`).
+    Valkey,
+}
+
+pub use crate::storage::valkey::config::{ValkeyCapacity, ValkeyStorageConfig, WorkerIdScheme};
 
 pub use lb_common::http::auth::{AuthConfig, Role, TokenConfig};
 
@@ -210,13 +232,30 @@ impl ServiceConfig for OpsServerConfig {
         self.client.validate_into(&mut v.at("client"));
         self.runtime.validate_into(&mut v.at("runtime"));
         v.at("audit").check(!self.audit.path.as_os_str().is_empty(), "path", "\"\"", "must name a file");
-        let url = &self.storage.url;
-        v.at("storage").check(
-            (url.starts_with("http://") || url.starts_with("https://")) && url.len() > 8,
-            "url",
-            url,
-            "must be an http:// or https:// URL",
-        );
+        let storage = &self.storage;
+        let mut st = v.at("storage");
+        match storage.kind {
+            StorageKind::Http => {
+                let url = &storage.url;
+                st.check(
+                    (url.starts_with("http://") || url.starts_with("https://")) && url.len() > 8,
+                    "url",
+                    url,
+                    "must be an http:// or https:// URL",
+                );
+                st.check(storage.valkey.is_none(), "valkey", "present", "is only read with kind = \"valkey\"");
+            }
+            StorageKind::Valkey => {
+                st.check(storage.url.is_empty(), "url", &storage.url, "must be empty with kind = \"valkey\"");
+                match &storage.valkey {
+                    Some(valkey) => valkey.validate_into(&mut st.at("valkey")),
+                    None => {
+                        st.check(false, "valkey", "missing", "kind = \"valkey\" needs a [storage.valkey] table");
+                    }
+                }
+            }
+        }
+        drop(st);
         self.auth.validate(&mut v.at("auth"));
         let r = &self.registry;
         let mut reg = v.at("registry");
@@ -321,6 +360,45 @@ mod tests {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ops-server.toml"));
         let config: OpsServerConfig = lb_common::config::load(path).expect("configs/ops-server.toml is valid");
         assert_eq!(config.auth.tokens.len(), 4);
+    }
+
+    #[test]
+    fn the_shipped_valkey_config_parses_and_validates() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ops-server-valkey.toml"));
+        let config: OpsServerConfig = lb_common::config::load(path).expect("configs/ops-server-valkey.toml is valid");
+        assert_eq!(config.storage.kind, StorageKind::Valkey);
+        let valkey = config.storage.valkey.expect("[storage.valkey]");
+        assert_eq!((valkey.seeds.len(), valkey.cluster.as_str()), (3, "valkey"));
+    }
+
+    #[test]
+    fn valkey_storage_errors_name_their_field_and_never_echo_the_password() {
+        let base = "[http]\nlisten = \"127.0.0.1:0\"\n[audit]\npath = \"a.sqlite\"\n";
+        let parse = |storage: &str| {
+            lb_common::config::parse::<OpsServerConfig>(&format!("{base}{storage}"), Path::new("ops.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let err = parse("[storage]\nkind = \"valkey\"\n").unwrap_err();
+        assert!(err.contains("storage.valkey"), "{err}");
+        let err = parse(
+            "[storage]\nkind = \"valkey\"\n[storage.valkey]\nseeds = [\"nope\"]\npassword = \"\"\n\
+             node_ops_per_sec = 0\nnode_bytes_per_sec = 1e8\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("storage.valkey.seeds[0] = nope"), "{err}");
+        assert!(err.contains("storage.valkey.node_ops_per_sec = 0"), "{err}");
+        assert!(err.contains("storage.valkey.password = <redacted>"), "{err}");
+        let err = parse(
+            "[storage]\nkind = \"valkey\"\n[storage.valkey]\nseeds = [\"127.0.0.1:7001\"]\n\
+             password = \"hunter2-secret\"\nnode_ops_per_sec = 1\nnode_bytes_per_sec = 1\npoll_interval_ms = 1\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("storage.valkey.poll_interval_ms = 1") && !err.contains("hunter2"), "{err}");
+        // The HTTP form is unchanged, and does not take a valkey table.
+        assert!(parse("[storage]\nurl = \"http://127.0.0.1:7300\"\n").is_ok());
+        let err = parse("[storage]\nurl = \"http://127.0.0.1:7300\"\n[storage.valkey]\nseeds = []\nnode_ops_per_sec = 1\nnode_bytes_per_sec = 1\n").unwrap_err();
+        assert!(err.contains("storage.valkey"), "{err}");
     }
 
     #[test]

@@ -33,8 +33,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use super::book::ActionBook;
-use crate::config::OpsServerConfig;
-use crate::storage::{HttpStorage, StorageAdapter};
+use crate::config::{OpsServerConfig, StorageConfig};
+use crate::storage::{self, StorageAdapter};
 
 /// The executor's identity towards the fair queue.
 const CONSUMER: ConsumerId = ConsumerId(1);
@@ -56,7 +56,7 @@ pub struct Executor {
     book: Arc<ActionBook>,
     queue: FairQueue<ActionId>,
     config: watch::Receiver<Arc<OpsServerConfig>>,
-    storage: Mutex<Option<(String, Arc<dyn StorageAdapter>)>>,
+    storage: Mutex<Option<(StorageConfig, Arc<dyn StorageAdapter>)>>,
     api_halt: AtomicBool,
     slots: Mutex<Slots>,
     wake: Notify,
@@ -379,10 +379,13 @@ impl Executor {
         let cfg = self.config.borrow().clone();
         let mut cached = self.storage.lock().expect("storage lock is never poisoned");
         match cached.as_ref() {
-            Some((url, adapter)) if *url == cfg.storage.url => adapter.clone(),
+            Some((storage, adapter)) if *storage == cfg.storage => adapter.clone(),
             _ => {
-                let adapter: Arc<dyn StorageAdapter> = Arc::new(HttpStorage::new(&cfg.storage.url, &cfg.client));
-                *cached = Some((cfg.storage.url.clone(), adapter.clone()));
+                // Validation guarantees the config is complete; an adapter that cannot be built
+                // still answers every call, with the reason, instead of panicking the executor.
+                let adapter = storage::from_config(&cfg.storage, &cfg.client)
+                    .unwrap_or_else(|error| Arc::new(storage::Broken(error.to_string())));
+                *cached = Some((cfg.storage.clone(), adapter.clone()));
                 adapter
             }
         }

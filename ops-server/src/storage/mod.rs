@@ -1,11 +1,12 @@
 //! How the ops server reaches the storage system: a trait, so that other systems can be
-//! adapted, and its implementation for the storage admin protocol over HTTP (what the testbed
-//! serves).
+//! adapted, its implementation for the storage admin protocol over HTTP (what the testbed
+//! serves), and one for a Valkey / Redis cluster talked to directly ([`valkey`]).
 //!
 //! Every error says whether the storage system may have applied the request: the executor never
 //! retries, and never plans around, a "maybe" without re-reading the topology first.
 
 mod http;
+pub mod valkey;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,6 +15,24 @@ use lb_common::ids::OperationId;
 use lb_common::protocol::{AdminRequest, Execution, Operation, Topology};
 
 pub use http::HttpStorage;
+pub use valkey::ValkeyStorage;
+
+use crate::config::{StorageConfig, StorageKind};
+use lb_common::config::shared::HttpClientConfig;
+
+/// The adapter `[storage]` asks for.
+pub fn from_config(
+    storage: &StorageConfig,
+    client: &HttpClientConfig,
+) -> Result<std::sync::Arc<dyn StorageAdapter>, StorageError> {
+    Ok(match (storage.kind, &storage.valkey) {
+        (StorageKind::Valkey, Some(valkey)) => std::sync::Arc::new(ValkeyStorage::new(valkey.clone())?),
+        (StorageKind::Valkey, None) => {
+            return Err(StorageError::Unreachable("storage.kind = \"valkey\" needs [storage.valkey]".to_owned()));
+        }
+        (StorageKind::Http, _) => std::sync::Arc::new(HttpStorage::new(&storage.url, client)),
+    })
+}
 
 /// A boxed future, so the trait stays object-safe (`Arc<dyn StorageAdapter>`).
 pub type StorageFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StorageError>> + Send + 'a>>;
@@ -44,5 +63,24 @@ impl StorageError {
             StorageError::Rejected { .. } | StorageError::Unreachable(_) => Execution::NotExecuted,
             StorageError::Uncertain(_) => Execution::MaybeExecuted,
         }
+    }
+}
+
+/// An adapter that could not be built from the config: every call fails with the reason, as
+/// certainly not executed.
+#[derive(Debug)]
+pub struct Broken(pub String);
+
+impl StorageAdapter for Broken {
+    fn topology(&self) -> StorageFuture<'_, Topology> {
+        Box::pin(async move { Err(StorageError::Unreachable(self.0.clone())) })
+    }
+
+    fn submit<'a>(&'a self, _request: &'a AdminRequest) -> StorageFuture<'a, OperationId> {
+        Box::pin(async move { Err(StorageError::Unreachable(self.0.clone())) })
+    }
+
+    fn operation<'a>(&'a self, _id: &'a OperationId) -> StorageFuture<'a, Operation> {
+        Box::pin(async move { Err(StorageError::Unreachable(self.0.clone())) })
     }
 }

@@ -4,3 +4,4 @@ mod actions;
 mod agents;
 mod support;
 mod testbed;
+mod valkey;

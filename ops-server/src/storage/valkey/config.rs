@@ -1,0 +1,242 @@
+//! `[storage.valkey]`: how the ops server reaches a Valkey / Redis cluster and how it names what
+//! it finds there.
+//!
+//! ```toml
+//! [storage]
+//! kind = "valkey"
+//!
+//! [storage.valkey]
+//! seeds = ["127.0.0.1:7001", "127.0.0.1:7002"]   # any nodes; the first that answers is read
+//! cluster = "valkey"                              # tenant of every slot (the agent's too)
+//! # username = "lb"                               # ACL user; absent = the default user
+//! # password = "..."                              # never logged or echoed
+//! worker_ids = "port"                             # valkey-<port>; or "address": valkey-<ip>-<port>
+//! node_ops_per_sec = 80000                        # what one node can serve (the cluster cannot say)
+//! node_bytes_per_sec = 200000000
+//! # [storage.valkey.workers]                      # explicit names win over the scheme
+//! # "10.0.0.5:6379" = "cache-a"
+//! ```
+//!
+//! Naming, which the agent's Valkey source must match: partition `slot-NNNNN` (the slot number,
+//! five digits, zero padded), tenant = `cluster`, table `slots`, key range `[slot, slot]`;
+//! worker id per primary from `workers` (keyed by the `ip:port` that `CLUSTER NODES` shows), else
+//! from `worker_ids`.
+
+use std::collections::BTreeMap;
+
+use lb_common::ids::{TenantId, WorkerId};
+use lb_common::validate::Scope;
+use lb_valkey::NodeAddr;
+use serde::{Deserialize, Serialize};
+
+/// Default tenant name for the slots of a cluster.
+pub const DEFAULT_CLUSTER_NAME: &str = "valkey";
+/// 2 s: loopback and LAN connects take milliseconds; a dead seed must not stall a topology read.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// 5 s: `CLUSTER SLOT-STATS` over all slots (~0.8 MB) on a loaded node fits many times over.
+pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 5_000;
+/// 100 ms between `CLUSTER GETSLOTMIGRATIONS` polls: a one-slot migration of 100,000 keys takes
+/// ~270 ms on loopback, so this sees each phase without loading the nodes.
+pub const DEFAULT_POLL_INTERVAL_MS: u64 = 100;
+/// 30 s with neither side of a migration answering: long enough for a node restart, then the
+/// outcome is read from who owns the slots.
+pub const DEFAULT_UNREACHABLE_AFTER_MS: u64 = 30_000;
+/// 100 bytes per key when `INFO` cannot give an average (the node holds no key or did not
+/// answer): the size of a small string value with its key and overhead.
+pub const DEFAULT_BYTES_PER_KEY: u64 = 100;
+
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValkeyStorageConfig {
+    /// `host:port` of any nodes of the cluster; tried in order until one answers.
+    pub seeds: Vec<String>,
+    /// Tenant of every slot; the agent's Valkey source reports the same name.
+    #[serde(default = "default_cluster")]
+    pub cluster: String,
+    /// ACL user (`AUTH user password`); absent with a password means the `default` user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub worker_ids: WorkerIdScheme,
+    /// `ip:port` as `CLUSTER NODES` shows it → worker id; wins over `worker_ids`.
+    #[serde(default)]
+    pub workers: BTreeMap<String, String>,
+    /// What one primary can serve. A cluster does not know its own capacity (it depends on the
+    /// machine, the value sizes and the commands), so it is configured, the same for every node.
+    pub node_ops_per_sec: f64,
+    pub node_bytes_per_sec: f64,
+    /// A limit per slot, when there is one (there is none in Valkey itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_limit: Option<ValkeyCapacity>,
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "default_command_timeout_ms")]
+    pub command_timeout_ms: u64,
+    #[serde(default = "default_poll_interval_ms")]
+    pub poll_interval_ms: u64,
+    #[serde(default = "default_unreachable_after_ms")]
+    pub unreachable_after_ms: u64,
+    /// Average key size used when `INFO` does not give one.
+    #[serde(default = "default_bytes_per_key")]
+    pub bytes_per_key: u64,
+}
+
+/// How a primary's worker id is derived from its address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerIdScheme {
+    /// `valkey-<port>`: short and stable, for clusters whose nodes all have distinct ports (one
+    /// machine, the launcher).
+    #[default]
+    Port,
+    /// `valkey-<ip>-<port>` (`valkey-10.0.0.5-6379`): for nodes on several machines.
+    Address,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValkeyCapacity {
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+}
+
+impl std::fmt::Debug for ValkeyStorageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValkeyStorageConfig")
+            .field("seeds", &self.seeds)
+            .field("cluster", &self.cluster)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("worker_ids", &self.worker_ids)
+            .field("workers", &self.workers)
+            .field("node_ops_per_sec", &self.node_ops_per_sec)
+            .field("node_bytes_per_sec", &self.node_bytes_per_sec)
+            .field("slot_limit", &self.slot_limit)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("command_timeout_ms", &self.command_timeout_ms)
+            .field("poll_interval_ms", &self.poll_interval_ms)
+            .field("unreachable_after_ms", &self.unreachable_after_ms)
+            .field("bytes_per_key", &self.bytes_per_key)
+            .finish()
+    }
+}
+
+impl ValkeyStorageConfig {
+    /// A config for `seeds` with every default and the given node capacity.
+    pub fn new(seeds: Vec<String>, node_ops_per_sec: f64, node_bytes_per_sec: f64) -> Self {
+        Self {
+            seeds,
+            cluster: default_cluster(),
+            username: None,
+            password: None,
+            worker_ids: WorkerIdScheme::default(),
+            workers: BTreeMap::new(),
+            node_ops_per_sec,
+            node_bytes_per_sec,
+            slot_limit: None,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            command_timeout_ms: DEFAULT_COMMAND_TIMEOUT_MS,
+            poll_interval_ms: DEFAULT_POLL_INTERVAL_MS,
+            unreachable_after_ms: DEFAULT_UNREACHABLE_AFTER_MS,
+            bytes_per_key: DEFAULT_BYTES_PER_KEY,
+        }
+    }
+
+    pub fn validate_into(&self, s: &mut Scope<'_>) {
+        s.check(!self.seeds.is_empty(), "seeds", "[]", "must name at least one host:port");
+        for (i, seed) in self.seeds.iter().enumerate() {
+            s.check(parse_addr(seed).is_some(), &format!("seeds[{i}]"), seed, "must be host:port");
+        }
+        s.check(TenantId::new(self.cluster.clone()).is_ok(), "cluster", &self.cluster, "must be a valid id");
+        for (addr, id) in &self.workers {
+            s.check(parse_addr(addr).is_some(), &format!("workers.{addr:?}"), addr, "key must be ip:port");
+            s.check(WorkerId::new(id.clone()).is_ok(), &format!("workers.{addr:?}"), id, "must be a valid worker id");
+        }
+        s.check(self.username.is_none() || self.password.is_some(), "username", "set", "needs a password");
+        s.check(self.password.as_ref().is_none_or(|p| !p.is_empty()), "password", "<redacted>", "must not be empty");
+        s.positive("node_ops_per_sec", self.node_ops_per_sec);
+        s.positive("node_bytes_per_sec", self.node_bytes_per_sec);
+        if let Some(limit) = &self.slot_limit {
+            s.positive("slot_limit.ops_per_sec", limit.ops_per_sec);
+            s.positive("slot_limit.bytes_per_sec", limit.bytes_per_sec);
+        }
+        s.range_u64("connect_timeout_ms", self.connect_timeout_ms, 10, 600_000);
+        s.range_u64("command_timeout_ms", self.command_timeout_ms, 10, 600_000);
+        s.range_u64("poll_interval_ms", self.poll_interval_ms, 10, 60_000);
+        s.range_u64("unreachable_after_ms", self.unreachable_after_ms, 100, 86_400_000);
+        s.range_u64("bytes_per_key", self.bytes_per_key, 1, 1 << 30);
+    }
+
+    /// The seeds as addresses (validation made sure they parse).
+    pub fn seed_addrs(&self) -> Vec<NodeAddr> {
+        self.seeds.iter().filter_map(|s| parse_addr(s)).collect()
+    }
+
+    /// The worker id of the primary serving at `addr`.
+    pub fn worker_id(&self, addr: &NodeAddr) -> Option<WorkerId> {
+        let key = format!("{}:{}", addr.host, addr.port);
+        if let Some(id) = self.workers.get(&key) {
+            return WorkerId::new(id.clone()).ok();
+        }
+        let text = match self.worker_ids {
+            WorkerIdScheme::Port => format!("valkey-{}", addr.port),
+            WorkerIdScheme::Address => format!("valkey-{}-{}", addr.host, addr.port),
+        };
+        WorkerId::new(text).ok()
+    }
+}
+
+/// `host:port` (the last `:` separates the port, so a bare IPv6 address parses too).
+pub fn parse_addr(text: &str) -> Option<NodeAddr> {
+    let (host, port) = text.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port.parse().ok()?;
+    (!host.is_empty() && port > 0).then(|| NodeAddr::new(host, port))
+}
+
+fn default_cluster() -> String {
+    DEFAULT_CLUSTER_NAME.to_owned()
+}
+fn default_connect_timeout_ms() -> u64 {
+    DEFAULT_CONNECT_TIMEOUT_MS
+}
+fn default_command_timeout_ms() -> u64 {
+    DEFAULT_COMMAND_TIMEOUT_MS
+}
+fn default_poll_interval_ms() -> u64 {
+    DEFAULT_POLL_INTERVAL_MS
+}
+fn default_unreachable_after_ms() -> u64 {
+    DEFAULT_UNREACHABLE_AFTER_MS
+}
+fn default_bytes_per_key() -> u64 {
+    DEFAULT_BYTES_PER_KEY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_ids_follow_the_map_then_the_scheme() {
+        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()], 1e5, 1e8);
+        config.workers.insert("10.0.0.5:6379".into(), "cache-a".into());
+        let id = |c: &ValkeyStorageConfig, host: &str, port| c.worker_id(&NodeAddr::new(host, port)).expect("id");
+        assert_eq!(id(&config, "127.0.0.1", 7001).as_str(), "valkey-7001");
+        assert_eq!(id(&config, "10.0.0.5", 6379).as_str(), "cache-a");
+        config.worker_ids = WorkerIdScheme::Address;
+        assert_eq!(id(&config, "10.0.0.6", 6379).as_str(), "valkey-10.0.0.6-6379");
+        assert_eq!(parse_addr("[::1]:7001"), Some(NodeAddr::new("::1", 7001)));
+        assert_eq!(parse_addr("nope"), None);
+    }
+
+    #[test]
+    fn the_password_is_never_in_debug_output() {
+        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()], 1e5, 1e8);
+        config.password = Some("hunter2-secret".into());
+        let text = format!("{config:?}");
+        assert!(text.contains("<redacted>") && !text.contains("hunter2-secret"), "{text}");
+    }
+}

@@ -1,0 +1,850 @@
+//! The storage adapter for a Valkey / Redis cluster: the cluster itself is the storage system,
+//! no admin API in front of it.
+//!
+//! A Valkey cluster spreads keys over 16,384 hash slots, each owned by one primary. Here a
+//! primary is a worker and a slot is a partition (`slot-NNNNN`, tenant = the configured cluster
+//! name, table `slots`, key range `[slot, slot]`; naming in [`config`]). Slots cannot be split
+//! or merged, so only two actions exist:
+//!
+//! - **move**: `CLUSTER MIGRATESLOTS SLOTSRANGE s s NODE <target>` on the owner, an atomic
+//!   migration that keeps serving traffic; done when `CLUSTER GETSLOTMIGRATIONS` says so.
+//! - **group** (one slot): give the slot's node to that slot alone by migrating the node's other
+//!   slots to the other primaries, fewest slots first ([`plan`]); one migration per receiver,
+//!   one after the other, all tracked by one operation.
+//!
+//! ```text
+//! submit: operation id = "valkey-<action id>" (known: the same id, nothing sent again)
+//!   → CLUSTER NODES (first seed that answers) → plan → already done? succeeded at once
+//!   → GETSLOTMIGRATIONS on source and target (jobs that existed before) → MIGRATESLOTS
+//!   → a driver task per operation: poll GETSLOTMIGRATIONS on the source (the target when the
+//!     source does not answer) for the new job → next migration | succeeded | failed
+//! ```
+//!
+//! `MIGRATESLOTS` answers `+OK` without naming its job, so the driver finds it as the newest job
+//! with the same ranges and peer that was not listed before the command was sent (names are
+//! unique), which needs no clock agreement between the ops server and the nodes.
+//!
+//! Failures, as the executor reads them: a refused connection is `Unreachable` and an error
+//! reply `Rejected` (neither ran); a timeout or a broken connection after the command was sent
+//! is `Uncertain`. A migration whose node dies ends as the surviving side reports it (`failed`,
+//! or `success` when the handover completed); when neither side answers for
+//! `unreachable_after_ms`, the outcome is read from who owns the slots then. A group that fails
+//! after some of its migrations finished says how many in its message: those slots stay where
+//! they went (each migration is atomic, the group is not).
+//!
+//! Operations live in this process: after an ops-server restart an operation id it does not
+//! know answers `Uncertain`, and the executor's timeout ends the action as "maybe executed".
+
+pub mod config;
+mod plan;
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lb_common::ids::{ActionId, GroupId, Key, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{
+    ActionKind, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState, PartitionInfo,
+    Topology, WorkerInfo,
+};
+use lb_valkey::reply::{ClusterNode, MigrationOperation, MigrationState, SlotMigration};
+use lb_valkey::{ConnectOptions, NodeAddr, NodeClient, NodeError, NodeId, SLOT_COUNT, Slot, SlotRange};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use config::ValkeyStorageConfig;
+
+use super::{StorageAdapter, StorageError, StorageFuture};
+
+/// Table name of every slot partition.
+pub const SLOTS_TABLE: &str = "slots";
+/// Prefix of operation ids; the rest is the action id.
+const OPERATION_PREFIX: &str = "valkey-";
+/// Polls without finding a job that must exist before the adapter reads the outcome from slot
+/// ownership: the job is listed as soon as `MIGRATESLOTS` answers, so a few polls only cover a
+/// command whose reply was lost.
+const MISSING_JOB_POLLS: u32 = 10;
+/// Status for refusals, as the HTTP adapter would get from a storage admin API.
+const UNPROCESSABLE: u16 = 422;
+
+/// The partition id of a slot: `slot-NNNNN`.
+pub fn partition_id(slot: Slot) -> PartitionId {
+    PartitionId::new(format!("slot-{:05}", slot.get())).expect("slot-NNNNN is a valid id")
+}
+
+/// The slot a partition id names, if it is `slot-NNNNN` with a slot in range.
+pub fn parse_partition_id(id: &PartitionId) -> Option<Slot> {
+    let digits = id.as_str().strip_prefix("slot-")?;
+    if digits.len() != 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Slot::new(digits.parse().ok()?)
+}
+
+/// The operation id of an action: `valkey-<action id>`, hashed when that would be too long.
+pub fn operation_id(action: &ActionId) -> OperationId {
+    let plain = format!("{OPERATION_PREFIX}{action}");
+    OperationId::new(plain.clone()).unwrap_or_else(|_| {
+        let mut hasher = DefaultHasher::new();
+        action.as_str().hash(&mut hasher);
+        let head: String = action.as_str().chars().take(96).collect();
+        OperationId::new(format!("{OPERATION_PREFIX}{head}-{:016x}", hasher.finish()))
+            .expect("a 96-character prefix of an id plus a hash is a valid id")
+    })
+}
+
+/// The adapter; see the module docs. Driver tasks stop when it is dropped.
+#[derive(Debug)]
+pub struct ValkeyStorage {
+    inner: Arc<Inner>,
+    stop: CancellationToken,
+}
+
+impl Drop for ValkeyStorage {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ValkeyStorageConfig,
+    tenant: TenantId,
+    table: TableId,
+    options: ConnectOptions,
+    clients: Mutex<HashMap<NodeAddr, NodeClient>>,
+    /// Addresses of the primaries seen last, tried after the seeds.
+    known: Mutex<Vec<NodeAddr>>,
+    ops: Mutex<HashMap<OperationId, Operation>>,
+    /// One submission at a time, so two submits of one action cannot both start it.
+    submitting: tokio::sync::Mutex<()>,
+    layout: Mutex<Layout>,
+    /// Workers a group action gave to one slot, shown in the topology while it is so.
+    groups: Mutex<HashMap<WorkerId, (GroupId, Slot)>>,
+}
+
+#[derive(Debug, Default)]
+struct Layout {
+    fingerprint: Option<u64>,
+    version: u64,
+}
+
+/// A primary as the adapter sees it.
+#[derive(Debug, Clone)]
+struct Primary {
+    id: NodeId,
+    addr: NodeAddr,
+    worker: WorkerId,
+    health: Health,
+    slots: Vec<SlotRange>,
+}
+
+impl Primary {
+    fn slot_count(&self) -> u32 {
+        self.slots.iter().map(|r| u32::from(r.len())).sum()
+    }
+
+    fn owns(&self, slot: Slot) -> bool {
+        self.slots.iter().any(|r| r.contains(slot))
+    }
+}
+
+/// One node's view of the cluster, reduced to primaries.
+#[derive(Debug)]
+struct View {
+    primaries: Vec<Primary>,
+}
+
+impl View {
+    fn owner(&self, slot: Slot) -> Option<&Primary> {
+        self.primaries.iter().find(|p| p.owns(slot))
+    }
+
+    fn by_worker(&self, worker: &WorkerId) -> Option<&Primary> {
+        self.primaries.iter().find(|p| &p.worker == worker)
+    }
+}
+
+/// One migration: these ranges from `source` to `target`.
+#[derive(Debug, Clone)]
+struct Step {
+    source: Primary,
+    target: Primary,
+    ranges: Vec<SlotRange>,
+}
+
+impl Step {
+    fn describe(&self) -> String {
+        let ranges: Vec<String> = self.ranges.iter().map(ToString::to_string).collect();
+        format!("slots {} from {} to {}", ranges.join(" "), self.source.worker, self.target.worker)
+    }
+
+    fn matches(&self, job: &SlotMigration) -> bool {
+        job.source_node == self.source.id && job.target_node == self.target.id && job.slot_ranges == self.ranges
+    }
+}
+
+/// What a submission turns into.
+#[derive(Debug)]
+enum Plan {
+    /// Nothing to migrate (the slot is already there, or already alone).
+    AlreadyDone(String),
+    Steps(Vec<Step>),
+}
+
+/// What a poll found out about one migration.
+#[derive(Debug)]
+enum Seen {
+    Job(MigrationState, String),
+    /// Both nodes answered; neither lists the job.
+    Missing,
+    /// Neither node answered.
+    Unreachable,
+}
+
+impl ValkeyStorage {
+    pub fn new(config: ValkeyStorageConfig) -> Result<Self, StorageError> {
+        let bad = |field: &str, detail: String| StorageError::Rejected {
+            status: UNPROCESSABLE,
+            message: format!("storage.valkey.{field}: {detail}"),
+        };
+        let tenant = TenantId::new(config.cluster.clone()).map_err(|e| bad("cluster", e.to_string()))?;
+        let table = TableId::new(SLOTS_TABLE).map_err(|e| bad("table", e.to_string()))?;
+        let options = ConnectOptions {
+            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+            command_timeout: Duration::from_millis(config.command_timeout_ms),
+            username: config.username.clone(),
+            password: config.password.clone(),
+        };
+        let inner = Inner {
+            config,
+            tenant,
+            table,
+            options,
+            clients: Mutex::new(HashMap::new()),
+            known: Mutex::new(Vec::new()),
+            ops: Mutex::new(HashMap::new()),
+            submitting: tokio::sync::Mutex::new(()),
+            layout: Mutex::new(Layout::default()),
+            groups: Mutex::new(HashMap::new()),
+        };
+        Ok(Self { inner: Arc::new(inner), stop: CancellationToken::new() })
+    }
+}
+
+/// The executor's reading of a node error: did the command certainly not run?
+fn storage_error(error: &NodeError) -> StorageError {
+    match error {
+        NodeError::Connect { .. } | NodeError::ConnectTimeout { .. } | NodeError::Poisoned { .. } => {
+            StorageError::Unreachable(error.to_string())
+        }
+        NodeError::Rejected { .. } => StorageError::Rejected { status: UNPROCESSABLE, message: error.to_string() },
+        NodeError::Timeout { .. } | NodeError::Io { .. } | NodeError::Reply { .. } => {
+            StorageError::Uncertain(error.to_string())
+        }
+    }
+}
+
+fn rejected(message: impl Into<String>) -> StorageError {
+    StorageError::Rejected { status: UNPROCESSABLE, message: message.into() }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Progress of a running job from its phase: each phase is a step towards the handover.
+fn phase_ratio(phase: &str) -> f64 {
+    const EXPORT: [&str; 11] = [
+        "connecting",
+        "sending-auth-command",
+        "reading-auth-response",
+        "sending-establish-command",
+        "reading-establish-response",
+        "waiting-to-snapshot",
+        "snapshotting",
+        "replicating",
+        "waiting-to-pause",
+        "failover-paused",
+        "failover-granted",
+    ];
+    const IMPORT: [&str; 6] = [
+        "waiting-for-ack",
+        "receiving-snapshot",
+        "waiting-for-paused",
+        "failover-requested",
+        "failover-granted",
+        "cleaning-up",
+    ];
+    for phases in [&EXPORT[..], &IMPORT[..]] {
+        if let Some(i) = phases.iter().position(|p| *p == phase) {
+            return (i + 1) as f64 / (phases.len() + 1) as f64;
+        }
+    }
+    0.0
+}
+
+impl Inner {
+    /// A connection to `addr`: the cached one unless an earlier failure made it unusable.
+    async fn client(&self, addr: &NodeAddr) -> Result<NodeClient, NodeError> {
+        let cached = self.clients.lock().expect("clients lock is never poisoned").get(addr).cloned();
+        if let Some(client) = cached.filter(|c| !c.is_poisoned()) {
+            return Ok(client);
+        }
+        let client = NodeClient::connect(addr, &self.options).await?;
+        self.clients.lock().expect("clients lock is never poisoned").insert(addr.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// Runs a read-only command; a cached connection that broke (the node restarted) is
+    /// replaced once, since re-reading is harmless.
+    async fn read<T, F>(&self, addr: &NodeAddr, command: F) -> Result<T, NodeError>
+    where
+        F: AsyncFn(&mut NodeClient) -> Result<T, NodeError>,
+    {
+        let mut client = self.client(addr).await?;
+        match command(&mut client).await {
+            Err(NodeError::Io { .. } | NodeError::Poisoned { .. }) => {
+                self.clients.lock().expect("clients lock is never poisoned").remove(addr);
+                let mut client = self.client(addr).await?;
+                command(&mut client).await
+            }
+            other => other,
+        }
+    }
+
+    /// `CLUSTER NODES` from the first seed (then the last known primaries) that answers.
+    async fn read_view(&self) -> Result<View, StorageError> {
+        let mut candidates = self.config.seed_addrs();
+        for addr in self.known.lock().expect("known lock is never poisoned").iter() {
+            if !candidates.contains(addr) {
+                candidates.push(addr.clone());
+            }
+        }
+        let mut errors = Vec::new();
+        for addr in &candidates {
+            match self.read(addr, async |c: &mut NodeClient| c.cluster_nodes().await).await {
+                Ok(nodes) => {
+                    let view = self.view_of(addr, nodes)?;
+                    *self.known.lock().expect("known lock is never poisoned") =
+                        view.primaries.iter().map(|p| p.addr.clone()).collect();
+                    return Ok(view);
+                }
+                Err(error) => errors.push(error.to_string()),
+            }
+        }
+        Err(StorageError::Unreachable(format!("no valkey node answered CLUSTER NODES: {}", errors.join("; "))))
+    }
+
+    fn view_of(&self, answered: &NodeAddr, nodes: Vec<ClusterNode>) -> Result<View, StorageError> {
+        let mut primaries: Vec<Primary> = Vec::new();
+        for node in nodes.into_iter().filter(ClusterNode::is_primary) {
+            // A node's own line lacks its IP until it met another node: it is the one we asked.
+            let addr = match (&node.addr, node.flags.myself) {
+                (Some(addr), _) => addr.clone(),
+                (None, true) => answered.clone(),
+                (None, false) if node.slots.is_empty() => continue, // half-joined, owns nothing
+                (None, false) => {
+                    return Err(StorageError::Uncertain(format!(
+                        "CLUSTER NODES on {answered}: node {} owns slots but has no address",
+                        node.id
+                    )));
+                }
+            };
+            let worker = self.config.worker_id(&addr).ok_or_else(|| {
+                StorageError::Uncertain(format!("node {addr} gives no valid worker id; set storage.valkey.workers"))
+            })?;
+            if let Some(other) = primaries.iter().find(|p| p.worker == worker) {
+                return Err(StorageError::Uncertain(format!(
+                    "nodes {} and {addr} both map to worker id {worker}; use worker_ids = \"address\" or storage.valkey.workers",
+                    other.addr
+                )));
+            }
+            let health = if node.flags.fail || node.flags.pfail {
+                Health::Down
+            } else if node.is_healthy() {
+                Health::Healthy
+            } else {
+                Health::Degraded
+            };
+            primaries.push(Primary { id: node.id, addr, worker, health, slots: node.slots });
+        }
+        primaries.sort_by(|a, b| a.worker.cmp(&b.worker));
+        Ok(View { primaries })
+    }
+
+    /// Key counts per slot and average bytes per key of one primary; `None` when it does not
+    /// answer (its slots then show zero keys).
+    async fn node_keys(&self, addr: &NodeAddr) -> Option<(Vec<(Slot, u64)>, u64)> {
+        let stats = match self.read(addr, async |c: &mut NodeClient| c.slot_stats(SlotRange::all()).await).await {
+            Ok(stats) => stats,
+            Err(error) => {
+                warn!(%addr, %error, "cannot read slot key counts");
+                return None;
+            }
+        };
+        let per_key = match self.read(addr, async |c: &mut NodeClient| c.info().await).await {
+            Ok(info) if info.total_keys() > 0 => (info.used_memory_bytes / info.total_keys()).max(1),
+            Ok(_) => self.config.bytes_per_key,
+            Err(error) => {
+                warn!(%addr, %error, "cannot read INFO for the average key size");
+                self.config.bytes_per_key
+            }
+        };
+        Some((stats.into_iter().map(|s| (s.slot, s.key_count)).collect(), per_key))
+    }
+
+    async fn topology(self: &Arc<Self>) -> Result<Topology, StorageError> {
+        let view = self.read_view().await?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for primary in view.primaries.iter().filter(|p| p.health != Health::Down && !p.slots.is_empty()) {
+            let (this, addr) = (self.clone(), primary.addr.clone());
+            tasks.spawn(async move { this.node_keys(&addr).await });
+        }
+        let mut keys = vec![0u64; usize::from(SLOT_COUNT)];
+        let mut bytes = vec![0u64; usize::from(SLOT_COUNT)];
+        while let Some(done) = tasks.join_next().await {
+            if let Ok(Some((counts, per_key))) = done {
+                for (slot, count) in counts {
+                    keys[usize::from(slot.get())] = count;
+                    bytes[usize::from(slot.get())] = count.saturating_mul(per_key);
+                }
+            }
+        }
+        let version = self.layout_version(&view);
+        let groups = self.current_groups(&view);
+        let capacity =
+            Capacity { ops_per_sec: self.config.node_ops_per_sec, bytes_per_sec: self.config.node_bytes_per_sec };
+        let workers = view
+            .primaries
+            .iter()
+            .map(|p| WorkerInfo {
+                id: p.worker.clone(),
+                capacity,
+                group: groups.get(&p.worker).map(|(g, _)| g.clone()),
+                health: p.health,
+            })
+            .collect();
+        let limit =
+            self.config.slot_limit.map(|l| Capacity { ops_per_sec: l.ops_per_sec, bytes_per_sec: l.bytes_per_sec });
+        let mut partitions = Vec::with_capacity(usize::from(SLOT_COUNT));
+        for primary in &view.primaries {
+            for slot in primary.slots.iter().flat_map(|r| r.slots()) {
+                let n = u64::from(slot.get());
+                partitions.push(PartitionInfo {
+                    id: partition_id(slot),
+                    tenant: self.tenant.clone(),
+                    table: self.table.clone(),
+                    range: KeyRange { start: Key(n), end: Key(n) },
+                    owner: primary.worker.clone(),
+                    group: groups.get(&primary.worker).filter(|(_, s)| *s == slot).map(|(g, _)| g.clone()),
+                    stored_bytes: bytes[usize::from(slot.get())],
+                    limit,
+                    supported_actions: vec![ActionKind::Move, ActionKind::Group],
+                });
+            }
+        }
+        partitions.sort_by_key(|p| p.range.start);
+        metrics::gauge!("lb_ops_valkey_keys").set(keys.iter().sum::<u64>() as f64);
+        Ok(Topology { version, workers, partitions, datasets: Vec::new() })
+    }
+
+    /// Bumps the version when owners, workers or health changed since the last read.
+    fn layout_version(&self, view: &View) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        for p in &view.primaries {
+            (&p.worker, &p.id, p.health as u8, &p.slots).hash(&mut hasher);
+        }
+        let fingerprint = hasher.finish();
+        let mut layout = self.layout.lock().expect("layout lock is never poisoned");
+        if layout.fingerprint != Some(fingerprint) {
+            layout.fingerprint = Some(fingerprint);
+            layout.version += 1;
+        }
+        layout.version
+    }
+
+    /// The groups that still hold: the worker owns exactly its grouped slot.
+    fn current_groups(&self, view: &View) -> HashMap<WorkerId, (GroupId, Slot)> {
+        let mut groups = self.groups.lock().expect("groups lock is never poisoned");
+        groups.retain(|worker, (_, slot)| view.by_worker(worker).is_some_and(|p| p.slot_count() == 1 && p.owns(*slot)));
+        groups.clone()
+    }
+
+    /// What an action means on this cluster now.
+    fn plan(&self, spec: &ActionSpec, view: &View) -> Result<Plan, StorageError> {
+        let slot_of = |partition: &PartitionId| {
+            parse_partition_id(partition)
+                .ok_or_else(|| rejected(format!("partition {partition} is not a slot (slot-00000 .. slot-16383)")))
+        };
+        let owner_of = |slot: Slot| {
+            let owner = view.owner(slot).ok_or_else(|| rejected(format!("slot {slot} has no owner in the cluster")))?;
+            if owner.health == Health::Down {
+                return Err(rejected(format!("slot {slot} is on {}, which is down", owner.worker)));
+            }
+            Ok(owner)
+        };
+        match spec {
+            ActionSpec::Move { partition, to_worker } => {
+                let slot = slot_of(partition)?;
+                let target =
+                    view.by_worker(to_worker).ok_or_else(|| rejected(format!("unknown worker {to_worker}")))?;
+                let owner = owner_of(slot)?;
+                if owner.id == target.id {
+                    return Ok(Plan::AlreadyDone(format!("slot {slot} is already on {to_worker}")));
+                }
+                if target.health != Health::Healthy {
+                    return Err(rejected(format!("target worker {to_worker} is {:?}", target.health)));
+                }
+                Ok(Plan::Steps(vec![Step {
+                    source: owner.clone(),
+                    target: target.clone(),
+                    ranges: vec![SlotRange::single(slot)],
+                }]))
+            }
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => {
+                let slot = slot_of(partition)?;
+                let owner = owner_of(slot)?;
+                let moved: Vec<Slot> = owner.slots.iter().flat_map(|r| r.slots()).filter(|s| *s != slot).collect();
+                if moved.is_empty() {
+                    return Ok(Plan::AlreadyDone(format!("slot {slot} is already alone on {}", owner.worker)));
+                }
+                let receivers: Vec<&Primary> =
+                    view.primaries.iter().filter(|p| p.id != owner.id && p.health == Health::Healthy).collect();
+                if receivers.is_empty() {
+                    return Err(rejected(format!(
+                        "no other healthy primary can take the other slots of {}",
+                        owner.worker
+                    )));
+                }
+                let counts: Vec<u32> = receivers.iter().map(|p| p.slot_count()).collect();
+                let steps = plan::spread(&moved, &counts)
+                    .into_iter()
+                    .map(|share| Step {
+                        source: owner.clone(),
+                        target: receivers[share.receiver].clone(),
+                        ranges: share.ranges,
+                    })
+                    .collect();
+                Ok(Plan::Steps(steps))
+            }
+            ActionSpec::Group { .. } => Err(rejected(
+                "valkey groups single slots only (scope = \"partition\"); a table or tenant is the whole cluster",
+            )),
+            ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. } => Err(rejected(format!(
+                "{} is not supported on valkey: hash slots cannot be split or merged; move or group the slot instead",
+                spec.kind().as_str()
+            ))),
+        }
+    }
+
+    /// Names of the jobs matching `step` that exist before it is sent, on both sides. The
+    /// source must answer (otherwise nothing is sent); the target may not.
+    async fn existing_jobs(&self, step: &Step) -> Result<HashSet<String>, StorageError> {
+        let source =
+            self.read(&step.source.addr, async |c: &mut NodeClient| c.slot_migrations().await).await.map_err(|e| {
+                match storage_error(&e) {
+                    rejected @ StorageError::Rejected { .. } => rejected,
+                    _ => StorageError::Unreachable(e.to_string()),
+                }
+            })?;
+        let target = self
+            .read(&step.target.addr, async |c: &mut NodeClient| c.slot_migrations().await)
+            .await
+            .unwrap_or_default();
+        Ok(source.into_iter().chain(target).filter(|j| step.matches(j)).map(|j| j.name).collect())
+    }
+
+    /// Sends `MIGRATESLOTS` for `step` to its source.
+    async fn send(&self, step: &Step) -> Result<(), StorageError> {
+        let mut client = self.client(&step.source.addr).await.map_err(|e| storage_error(&e))?;
+        client.migrate_slots(&step.ranges, &step.target.id).await.map_err(|e| storage_error(&e))?;
+        info!(migration = %step.describe(), "valkey slot migration started");
+        Ok(())
+    }
+
+    /// The newest job of `step` that was not there before it was sent: on the source, or on
+    /// the target when the source does not answer or does not list it.
+    async fn seen(&self, step: &Step, before: &HashSet<String>) -> Seen {
+        let mut answered = 0;
+        for (addr, side) in
+            [(&step.source.addr, MigrationOperation::Export), (&step.target.addr, MigrationOperation::Import)]
+        {
+            match self.read(addr, async |c: &mut NodeClient| c.slot_migrations().await).await {
+                Ok(jobs) => {
+                    answered += 1;
+                    let job =
+                        jobs.into_iter().find(|j| j.operation == side && step.matches(j) && !before.contains(&j.name));
+                    if let Some(job) = job {
+                        return Seen::Job(job.state, job.message);
+                    }
+                }
+                Err(error) => warn!(%addr, %error, "cannot read slot migrations"),
+            }
+        }
+        if answered == 2 { Seen::Missing } else { Seen::Unreachable }
+    }
+
+    /// Whether the cluster now says every slot of `step` is on its target; `None` if it cannot
+    /// be read.
+    async fn landed(&self, step: &Step) -> Option<bool> {
+        let view = self.read_view().await.ok()?;
+        Some(step.ranges.iter().flat_map(|r| r.slots()).all(|s| view.owner(s).is_some_and(|o| o.id == step.target.id)))
+    }
+
+    /// Follows one migration to its end; `Err` carries why it failed.
+    async fn watch(
+        &self,
+        step: &Step,
+        before: &HashSet<String>,
+        op: &OperationId,
+        base: f64,
+        share: f64,
+        stop: &CancellationToken,
+    ) -> Result<(), String> {
+        let poll = Duration::from_millis(self.config.poll_interval_ms);
+        let give_up = Duration::from_millis(self.config.unreachable_after_ms);
+        let mut missing = 0;
+        let mut unreachable_since: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return Err("the valkey adapter was replaced (config change) while the migration ran; re-read topology".to_owned()),
+                _ = tokio::time::sleep(poll) => {}
+            }
+            let by_ownership = |landed: Option<bool>, why: &str| match landed {
+                Some(true) => Some(Ok(())),
+                Some(false) => Some(Err(format!("{why}; {} did not move", step.describe()))),
+                None => None,
+            };
+            match self.seen(step, before).await {
+                Seen::Job(MigrationState::Success, _) => return Ok(()),
+                Seen::Job(MigrationState::Failed | MigrationState::Cancelled, message) => {
+                    let message = if message.is_empty() { "the migration job failed".to_owned() } else { message };
+                    return Err(message);
+                }
+                Seen::Job(MigrationState::Running(phase), _) => {
+                    unreachable_since = None;
+                    self.set_progress(op, base + share * phase_ratio(&phase));
+                }
+                Seen::Missing => {
+                    unreachable_since = None;
+                    missing += 1;
+                    if missing >= MISSING_JOB_POLLS
+                        && let Some(outcome) =
+                            by_ownership(self.landed(step).await, "no migration job was listed on either node")
+                    {
+                        return outcome;
+                    }
+                }
+                Seen::Unreachable => {
+                    let since = *unreachable_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= give_up
+                        && let Some(outcome) = by_ownership(
+                            self.landed(step).await,
+                            &format!(
+                                "neither {} nor {} answered for {} ms",
+                                step.source.addr,
+                                step.target.addr,
+                                give_up.as_millis()
+                            ),
+                        )
+                    {
+                        return outcome;
+                    }
+                }
+            }
+        }
+    }
+
+    fn set_progress(&self, op: &OperationId, ratio: f64) {
+        if let Some(o) = self.ops.lock().expect("ops lock is never poisoned").get_mut(op) {
+            o.progress_ratio = o.progress_ratio.max(ratio.clamp(0.0, 1.0));
+        }
+    }
+
+    fn finish(&self, op: &OperationId, result: Result<(), String>) {
+        let mut ops = self.ops.lock().expect("ops lock is never poisoned");
+        let Some(o) = ops.get_mut(op) else { return };
+        o.finished_at_ms = Some(now_ms());
+        match result {
+            Ok(()) => {
+                o.state = OperationState::Succeeded;
+                o.progress_ratio = 1.0;
+                metrics::counter!("lb_ops_valkey_operations_total", "outcome" => "succeeded").increment(1);
+                info!(operation = %op, "valkey operation succeeded");
+            }
+            Err(message) => {
+                o.state = OperationState::Failed;
+                warn!(operation = %op, error = %message, "valkey operation failed");
+                o.error = Some(message);
+                metrics::counter!("lb_ops_valkey_operations_total", "outcome" => "failed").increment(1);
+            }
+        }
+    }
+
+    /// Runs the steps of one operation; the first was sent by `submit` (maybe: `first_sent`
+    /// false means its reply was lost).
+    async fn drive(
+        self: Arc<Self>,
+        op: OperationId,
+        steps: Vec<Step>,
+        first: HashSet<String>,
+        group: Option<(WorkerId, GroupId, Slot)>,
+        stop: CancellationToken,
+    ) {
+        let total = steps.len();
+        let share = 1.0 / total as f64;
+        let mut before = Some(first);
+        for (i, step) in steps.iter().enumerate() {
+            let partial = |message: String| {
+                if i == 0 {
+                    message
+                } else {
+                    format!("{message} (migration {} of {total}; the first {i} completed and stay applied)", i + 1)
+                }
+            };
+            let known = match before.take() {
+                Some(known) => known,
+                None => match self.existing_jobs(step).await {
+                    Ok(known) => match self.send(step).await {
+                        Ok(()) => known,
+                        Err(error @ (StorageError::Rejected { .. } | StorageError::Unreachable(_))) => {
+                            return self.finish(&op, Err(partial(format!("{} not started: {error}", step.describe()))));
+                        }
+                        Err(error) => {
+                            warn!(operation = %op, %error, "migration may have started; looking for its job");
+                            known
+                        }
+                    },
+                    Err(error) => {
+                        return self.finish(&op, Err(partial(format!("{} not started: {error}", step.describe()))));
+                    }
+                },
+            };
+            if let Err(message) = self.watch(step, &known, &op, i as f64 * share, share, &stop).await {
+                return self.finish(&op, Err(partial(message)));
+            }
+            self.set_progress(&op, (i + 1) as f64 * share);
+        }
+        if let Some((worker, group, slot)) = group {
+            self.groups.lock().expect("groups lock is never poisoned").insert(worker, (group, slot));
+        }
+        self.finish(&op, Ok(()));
+    }
+
+    fn record(&self, op: &OperationId, request: &AdminRequest, state: OperationState) {
+        let now = now_ms();
+        let done = matches!(state, OperationState::Succeeded);
+        let operation = Operation {
+            id: op.clone(),
+            action_id: request.action_id.clone(),
+            kind: request.spec.kind(),
+            state,
+            started_at_ms: now,
+            finished_at_ms: done.then_some(now),
+            progress_ratio: if done { 1.0 } else { 0.0 },
+            error: None,
+        };
+        self.ops.lock().expect("ops lock is never poisoned").insert(op.clone(), operation);
+    }
+}
+
+impl ValkeyStorage {
+    async fn submit_inner(&self, request: &AdminRequest) -> Result<OperationId, StorageError> {
+        let op = operation_id(&request.action_id);
+        let _one_at_a_time = self.inner.submitting.lock().await;
+        if self.inner.ops.lock().expect("ops lock is never poisoned").contains_key(&op) {
+            return Ok(op);
+        }
+        // Refuse what can never run before touching the cluster.
+        if matches!(request.spec, ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. }) {
+            return Err(self
+                .inner
+                .plan(&request.spec, &View { primaries: Vec::new() })
+                .err()
+                .unwrap_or_else(|| rejected("unsupported")));
+        }
+        let view = self.inner.read_view().await?;
+        let steps = match self.inner.plan(&request.spec, &view)? {
+            Plan::AlreadyDone(why) => {
+                info!(operation = %op, %why, "nothing to migrate");
+                self.inner.record(&op, request, OperationState::Succeeded);
+                if let ActionSpec::Group { target: GroupTarget::Partition { partition }, group } = &request.spec
+                    && let Some(slot) = parse_partition_id(partition)
+                    && let Some(owner) = view.owner(slot)
+                {
+                    self.inner
+                        .groups
+                        .lock()
+                        .expect("groups lock is never poisoned")
+                        .insert(owner.worker.clone(), (group.clone(), slot));
+                }
+                return Ok(op);
+            }
+            Plan::Steps(steps) => steps,
+        };
+        let group = match &request.spec {
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
+                parse_partition_id(partition).map(|slot| (steps[0].source.worker.clone(), group.clone(), slot))
+            }
+            _ => None,
+        };
+        let first = &steps[0];
+        let before = self.inner.existing_jobs(first).await?;
+        let sent = self.inner.send(first).await;
+        match &sent {
+            Ok(()) => {}
+            Err(StorageError::Uncertain(_)) => {} // tracked below, so a retry finds it
+            Err(_) => return Err(sent.err().unwrap_or_else(|| rejected("unreachable"))),
+        }
+        self.inner.record(&op, request, OperationState::Running);
+        tokio::spawn(self.inner.clone().drive(op.clone(), steps, before, group, self.stop.clone()));
+        sent.map(|()| op)
+    }
+}
+
+impl StorageAdapter for ValkeyStorage {
+    fn topology(&self) -> StorageFuture<'_, Topology> {
+        Box::pin(async move { self.inner.topology().await })
+    }
+
+    fn submit<'a>(&'a self, request: &'a AdminRequest) -> StorageFuture<'a, OperationId> {
+        Box::pin(self.submit_inner(request))
+    }
+
+    fn operation<'a>(&'a self, id: &'a OperationId) -> StorageFuture<'a, Operation> {
+        Box::pin(async move {
+            self.inner.ops.lock().expect("ops lock is never poisoned").get(id).cloned().ok_or_else(|| {
+                StorageError::Uncertain(format!(
+                    "operation {id} is unknown to this ops server process (restarted or reconfigured?); re-read topology"
+                ))
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_partition_ids_are_five_digits() {
+        let slot = Slot::new(42).expect("slot");
+        assert_eq!(partition_id(slot).as_str(), "slot-00042");
+        assert_eq!(parse_partition_id(&partition_id(slot)), Some(slot));
+        for bad in ["slot-16384", "slot-42", "slot-000042", "p1"] {
+            assert_eq!(parse_partition_id(&bad.parse().expect("id")), None, "{bad}");
+        }
+        assert_eq!(operation_id(&"a-1".parse().expect("id")).as_str(), "valkey-a-1");
+        let long: ActionId = "a".repeat(128).parse().expect("id");
+        assert!(operation_id(&long).as_str().len() <= 128);
+    }
+
+    #[test]
+    fn phases_advance_progress() {
+        assert!(phase_ratio("snapshotting") < phase_ratio("failover-granted"));
+        assert!(phase_ratio("receiving-snapshot") > 0.0);
+        assert_eq!(phase_ratio("something-new"), 0.0);
+    }
+}

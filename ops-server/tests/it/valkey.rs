@@ -1,0 +1,391 @@
+//! The Valkey storage adapter against real `valkey-server` processes (a 3-node `LocalCluster`
+//! on loopback; the binary is found or installed, never skipped): topology, moves of slots that
+//! hold keys (through the adapter and through the ops server's executor over HTTP),
+//! idempotency, group, refusals, and a node killed in the middle of a migration.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lb_common::ids::{OperationId, WorkerId};
+use lb_common::protocol::*;
+use lb_ops_server::config::ValkeyStorageConfig;
+use lb_ops_server::storage::valkey::{ValkeyStorage, partition_id};
+use lb_ops_server::storage::{StorageAdapter, StorageError};
+use lb_valkey::reply::MigrationState;
+use lb_valkey::{LocalCluster, LocalClusterConfig, NodeAddr, SLOT_COUNT, Slot, SlotRange, key_slot};
+
+use crate::support::*;
+
+/// Bound on any one wait here; a loopback migration of a few thousand keys takes ~100 ms.
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn cluster(dir: &Path) -> LocalCluster {
+    LocalCluster::start(LocalClusterConfig::new(3, dir.join("cluster"))).await.expect("cluster starts")
+}
+
+fn adapter_config(cluster: &LocalCluster) -> ValkeyStorageConfig {
+    let seeds = cluster.addrs().iter().map(ToString::to_string).collect();
+    let mut config = ValkeyStorageConfig::new(seeds, 100_000.0, 1e9);
+    config.poll_interval_ms = 20;
+    config
+}
+
+fn worker(cluster: &LocalCluster, index: usize) -> WorkerId {
+    format!("valkey-{}", cluster.addr(index).port).parse().expect("id")
+}
+
+fn slot(n: u16) -> Slot {
+    Slot::new(n).expect("slot")
+}
+
+/// The node of the initial even split that owns `slot`.
+fn initial_owner(cluster: &LocalCluster, slot: Slot) -> usize {
+    SlotRange::even_split(cluster.len()).iter().position(|r| r.contains(slot)).expect("assigned")
+}
+
+/// `count` keys (with values) that all hash to `slot`.
+fn keys_in_slot(slot: Slot, count: usize, value_bytes: usize) -> Vec<(String, String)> {
+    let tag = (0u64..).map(|n| format!("t{n}")).find(|t| key_slot(t.as_bytes()) == slot).expect("a tag hashes here");
+    (0..count).map(|i| (format!("{{{tag}}}:{i}"), format!("{i:0>width$}", width = value_bytes))).collect()
+}
+
+async fn raw(addr: &NodeAddr) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://{addr}/")).expect("client");
+    client.get_multiplexed_async_connection().await.expect("connect")
+}
+
+/// Writes `pairs` to the node at `addr` in pipelined batches.
+async fn fill(addr: &NodeAddr, pairs: &[(String, String)]) {
+    let mut conn = raw(addr).await;
+    for batch in pairs.chunks(2_000) {
+        let mut pipe = redis::pipe();
+        for (k, v) in batch {
+            pipe.cmd("SET").arg(k).arg(v).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.expect("SET batch");
+    }
+}
+
+/// How many of `pairs` the node at `addr` serves with their value (a MOVED reply fails the
+/// whole batch, so a node that no longer owns the slot reads as zero).
+async fn read_back(addr: &NodeAddr, pairs: &[(String, String)]) -> usize {
+    let mut conn = raw(addr).await;
+    let mut good = 0;
+    for batch in pairs.chunks(2_000) {
+        let mut pipe = redis::pipe();
+        for (k, _) in batch {
+            pipe.cmd("GET").arg(k);
+        }
+        let Ok(values) = pipe.query_async::<Vec<Option<String>>>(&mut conn).await else { continue };
+        good += batch.iter().zip(values).filter(|((_, v), got)| got.as_deref() == Some(v.as_str())).count();
+    }
+    good
+}
+
+async fn wait_operation(storage: &ValkeyStorage, op: &OperationId) -> Operation {
+    let started = Instant::now();
+    loop {
+        let operation = storage.operation(op).await.expect("operation is known");
+        if matches!(operation.state, OperationState::Succeeded | OperationState::Failed) {
+            return operation;
+        }
+        assert!(started.elapsed() < WAIT, "operation {op} never finished: {operation:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn owner_of(topology: &Topology, slot: Slot) -> &WorkerId {
+    let id = partition_id(slot);
+    &topology.partitions.iter().find(|p| p.id == id).expect("slot listed").owner
+}
+
+fn request(action: &str, spec: ActionSpec) -> AdminRequest {
+    AdminRequest { action_id: action.parse().expect("id"), spec }
+}
+
+/// Migration jobs the node at `index` lists for exactly `slot`.
+async fn jobs_for(cluster: &LocalCluster, index: usize, slot: Slot) -> usize {
+    let mut client = cluster.connect(index).await.expect("connect");
+    let jobs = client.slot_migrations().await.expect("GETSLOTMIGRATIONS");
+    jobs.iter().filter(|j| j.slot_ranges == [SlotRange::single(slot)]).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology_move_idempotency_and_refusals() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = cluster(dir.path()).await;
+    let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let hot = slot(100);
+    let source = initial_owner(&cluster, hot);
+    let pairs = keys_in_slot(hot, 3_000, 64);
+    fill(&cluster.addr(source), &pairs).await;
+
+    let topology = storage.topology().await.expect("topology");
+    let workers: Vec<&str> = topology.workers.iter().map(|w| w.id.as_str()).collect();
+    let mut expected: Vec<String> = (0..3).map(|i| worker(&cluster, i).to_string()).collect();
+    expected.sort();
+    assert_eq!(workers, expected);
+    assert!(topology.workers.iter().all(|w| w.health == Health::Healthy && w.capacity.ops_per_sec == 100_000.0));
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT));
+    for (index, range) in SlotRange::even_split(3).into_iter().enumerate() {
+        for s in [range.start(), range.end()] {
+            assert_eq!(owner_of(&topology, s), &worker(&cluster, index), "slot {s}");
+        }
+    }
+    let p = topology.partitions.iter().find(|p| p.id == partition_id(hot)).expect("hot slot");
+    assert_eq!((p.tenant.as_str(), p.table.as_str(), p.range.start.0, p.range.end.0), ("valkey", "slots", 100, 100));
+    assert_eq!(p.supported_actions, [ActionKind::Move, ActionKind::Group]);
+    assert!(p.stored_bytes >= 3_000 * 64, "3,000 keys of 64 bytes: {}", p.stored_bytes);
+    let empty = topology.partitions.iter().find(|p| p.id == partition_id(slot(101))).expect("slot 101");
+    assert_eq!(empty.stored_bytes, 0);
+    assert_eq!(storage.topology().await.expect("again").version, topology.version, "nothing changed");
+
+    // Move the slot with its keys.
+    let target = (source + 1) % 3;
+    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let started = Instant::now();
+    let op = storage.submit(&request("move-1", spec.clone())).await.expect("submitted");
+    assert_eq!(op.as_str(), "valkey-move-1");
+    let again = storage.submit(&request("move-1", spec.clone())).await.expect("resubmitted while it runs");
+    assert_eq!(again, op);
+    let done = wait_operation(&storage, &op).await;
+    eprintln!("moved slot {hot} with 3,000 keys in {:?}", started.elapsed());
+    assert_eq!((done.state, done.progress_ratio, done.kind), (OperationState::Succeeded, 1.0, ActionKind::Move));
+    assert_eq!(read_back(&cluster.addr(target), &pairs).await, pairs.len(), "every key on the new owner");
+    assert_eq!(read_back(&cluster.addr(source), &pairs).await, 0, "the old owner redirects");
+    let after = storage.topology().await.expect("topology after");
+    assert_eq!(owner_of(&after, hot), &worker(&cluster, target));
+    assert!(after.version > topology.version, "the layout changed");
+    // Idempotent after success too: the same operation, and still one job on the source.
+    assert_eq!(storage.submit(&request("move-1", spec)).await.expect("resubmitted after"), op);
+    assert_eq!(jobs_for(&cluster, source, hot).await, 1, "the retry started nothing");
+
+    // Already there: succeeds without a migration.
+    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let op = storage.submit(&request("move-2", spec)).await.expect("submitted");
+    assert_eq!(storage.operation(&op).await.expect("known").state, OperationState::Succeeded);
+    assert_eq!(jobs_for(&cluster, target, hot).await, 1, "only the import of move-1");
+
+    // Refusals: certainly not executed.
+    let split = ActionSpec::Split { partition: partition_id(hot), split_key: lb_common::ids::Key(100) };
+    let err = storage.submit(&request("split-1", split)).await.expect_err("slots cannot split");
+    assert!(
+        matches!(&err, StorageError::Rejected { status: 422, message } if message.contains("cannot be split")),
+        "{err}"
+    );
+    assert_eq!(err.execution(), Execution::NotExecuted);
+    let unknown = ActionSpec::Move { partition: partition_id(hot), to_worker: "valkey-1".parse().expect("id") };
+    let err = storage.submit(&request("move-3", unknown)).await.expect_err("unknown worker");
+    assert!(matches!(&err, StorageError::Rejected { message, .. } if message.contains("unknown worker")), "{err}");
+    let bad = ActionSpec::Move { partition: "p1".parse().expect("id"), to_worker: worker(&cluster, 0) };
+    assert!(matches!(storage.submit(&request("move-4", bad)).await, Err(StorageError::Rejected { .. })));
+    // A refused action left no operation behind: polling it is an error, not a result.
+    assert!(storage.operation(&"valkey-move-3".parse().expect("id")).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_seeds_are_not_executed() {
+    // A port nothing listens on: bind, note the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let mut config = ValkeyStorageConfig::new(vec![format!("127.0.0.1:{port}")], 1.0, 1.0);
+    config.connect_timeout_ms = 500;
+    let storage = ValkeyStorage::new(config).expect("adapter");
+    let err = storage.topology().await.expect_err("nothing answers");
+    assert!(matches!(err, StorageError::Unreachable(_)), "{err}");
+    let spec = ActionSpec::Move { partition: partition_id(slot(1)), to_worker: "valkey-1".parse().expect("id") };
+    let err = storage.submit(&request("m", spec)).await.expect_err("nothing answers");
+    assert_eq!(err.execution(), Execution::NotExecuted, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_leaves_the_hot_slot_alone_on_its_node() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = cluster(dir.path()).await;
+    let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let hot = slot(3_000);
+    let neighbour = slot(3_001);
+    let owner = initial_owner(&cluster, hot);
+    assert_eq!(initial_owner(&cluster, neighbour), owner);
+    let hot_keys = keys_in_slot(hot, 1_000, 32);
+    let neighbour_keys = keys_in_slot(neighbour, 1_000, 32);
+    fill(&cluster.addr(owner), &hot_keys).await;
+    fill(&cluster.addr(owner), &neighbour_keys).await;
+
+    let spec = ActionSpec::Group {
+        target: GroupTarget::Partition { partition: partition_id(hot) },
+        group: "hot-3000".parse().expect("id"),
+    };
+    let started = Instant::now();
+    let op = storage.submit(&request("group-1", spec)).await.expect("submitted");
+    let done = wait_operation(&storage, &op).await;
+    eprintln!("group moved ~5,460 slots off one node in {:?}", started.elapsed());
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+
+    let topology = storage.topology().await.expect("topology");
+    let me = worker(&cluster, owner);
+    let mine: Vec<&PartitionInfo> = topology.partitions.iter().filter(|p| p.owner == me).collect();
+    assert_eq!(mine.len(), 1, "only the hot slot stays");
+    assert_eq!(mine[0].id, partition_id(hot));
+    assert_eq!(mine[0].group.as_ref().map(|g| g.as_str()), Some("hot-3000"));
+    let grouped = topology.workers.iter().find(|w| w.id == me).expect("worker");
+    assert_eq!(grouped.group.as_ref().map(|g| g.as_str()), Some("hot-3000"));
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT), "no slot lost");
+    let counts: Vec<usize> = (0..3)
+        .filter(|i| *i != owner)
+        .map(|i| topology.partitions.iter().filter(|p| p.owner == worker(&cluster, i)).count())
+        .collect();
+    assert!(counts[0].abs_diff(counts[1]) <= 1, "the other two evened out: {counts:?}");
+    assert_eq!(read_back(&cluster.addr(owner), &hot_keys).await, hot_keys.len());
+    let new_owner = owner_of(&topology, neighbour).clone();
+    let new_index = (0..3).find(|i| worker(&cluster, *i) == new_owner).expect("a node");
+    assert_eq!(read_back(&cluster.addr(new_index), &neighbour_keys).await, neighbour_keys.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_killed_mid_migration_leaves_a_correct_final_state() {
+    killed_mid_migration(Side::Target).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_killed_mid_migration_leaves_a_correct_final_state() {
+    killed_mid_migration(Side::Source).await;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Source,
+    Target,
+}
+
+/// Migration phases in which the data is being copied (the kill is meant to land there).
+const COPYING: [&str; 4] = ["snapshotting", "replicating", "waiting-to-pause", "failover-paused"];
+
+async fn killed_mid_migration(side: Side) {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = LocalClusterConfig::new(3, dir.path().join("cluster"));
+    // The surviving nodes keep serving their slots while one is down, so the data can be read.
+    config.extra_args = vec!["--cluster-require-full-coverage".to_owned(), "no".to_owned()];
+    let mut cluster = LocalCluster::start(config).await.expect("cluster starts");
+    let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let hot = slot(200);
+    let source = initial_owner(&cluster, hot);
+    let target = (source + 1) % 3;
+    let (killed, survivor) = match side {
+        Side::Source => (source, target),
+        Side::Target => (target, source),
+    };
+    // Enough data (30 MB) that the copy takes a moment.
+    let pairs = keys_in_slot(hot, 300_000, 100);
+    let filling = Instant::now();
+    fill(&cluster.addr(source), &pairs).await;
+    eprintln!("wrote {} keys in {:?}", pairs.len(), filling.elapsed());
+
+    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let op = storage.submit(&request("move-killed", spec)).await.expect("submitted");
+    let mut client = cluster.connect(source).await.expect("connect");
+    let started = Instant::now();
+    loop {
+        let jobs = client.slot_migrations().await.expect("jobs");
+        let state = jobs.first().map(|j| j.state.clone());
+        match &state {
+            Some(MigrationState::Running(phase)) if COPYING.contains(&phase.as_str()) => break,
+            Some(s) if s.is_terminal() => break, // too quick to catch: the success path is tested then
+            _ => {}
+        }
+        assert!(started.elapsed() < WAIT, "the migration never got under way: {state:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let phase = client.slot_migrations().await.expect("jobs").first().map(|j| j.state.clone());
+    eprintln!("killing the {side:?} during {phase:?}, {:?} into the migration", started.elapsed());
+    cluster.kill(killed).expect("kill");
+    let done = wait_operation(&storage, &op).await;
+    eprintln!("operation ended {:?} after {:?}: {:?}", done.state, started.elapsed(), done.error);
+
+    // Whatever the outcome, the re-read topology and the cluster agree with it.
+    let expected_owner = match done.state {
+        OperationState::Failed => {
+            assert!(done.error.as_deref().is_some_and(|e| !e.is_empty()), "the server's reason: {done:?}");
+            source
+        }
+        _ => target,
+    };
+    let topology = storage.topology().await.expect("topology after the kill");
+    assert_eq!(owner_of(&topology, hot), &worker(&cluster, expected_owner));
+    let mut nodes = cluster.connect(survivor).await.expect("connect").cluster_nodes().await.expect("nodes");
+    nodes.retain(|n| n.slots.iter().any(|r| r.contains(hot)));
+    assert_eq!(nodes.len(), 1, "one owner");
+    assert_eq!(&nodes[0].id, cluster.node_id(expected_owner), "the cluster agrees with the topology");
+    if expected_owner == survivor {
+        assert_eq!(read_back(&cluster.addr(survivor), &pairs).await, pairs.len(), "no key lost");
+    }
+    // The dead node shows as down once the cluster agrees it failed, and healthy after a restart.
+    cluster.wait_until_seen_failed(killed).await.expect("seen failed");
+    let topology = storage.topology().await.expect("topology");
+    let dead = topology.workers.iter().find(|w| w.id == worker(&cluster, killed)).expect("still listed");
+    assert_eq!(dead.health, Health::Down);
+    cluster.restart(killed).await.expect("restart");
+    let topology = storage.topology().await.expect("topology");
+    assert!(topology.workers.iter().all(|w| w.health == Health::Healthy), "{:?}", topology.workers);
+    assert_eq!(owner_of(&topology, hot), &worker(&cluster, expected_owner), "ownership survives the restart");
+}
+
+fn ops_config_text(dir: &Path, cluster: &LocalCluster) -> String {
+    let seeds: Vec<String> = cluster.addrs().iter().map(|a| format!("\"{a}\"")).collect();
+    format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\
+         [audit]\npath = \"{}\"\n\
+         [storage]\nkind = \"valkey\"\n\
+         [storage.valkey]\nseeds = [{}]\ncluster = \"shop\"\nnode_ops_per_sec = 50000\nnode_bytes_per_sec = 1e8\npoll_interval_ms = 20\n\
+         [[auth.tokens]]\nname = \"master\"\ntoken = \"{MASTER_TOKEN}\"\nrole = \"service\"\n\
+         [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n\
+         [executor]\npoll_interval_ms = 20\n",
+        dir.join("audit.sqlite").display(),
+        seeds.join(", ")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ops_server_executor_moves_a_slot_over_http() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = cluster(dir.path()).await;
+    let config = lb_common::config::parse(&ops_config_text(dir.path(), &cluster), Path::new("ops.toml"))
+        .expect("the valkey storage config is valid");
+    let s = start(config).await;
+    let hot = slot(9_000);
+    let source = initial_owner(&cluster, hot);
+    let target = (source + 2) % 3;
+    let pairs = keys_in_slot(hot, 2_000, 50);
+    fill(&cluster.addr(source), &pairs).await;
+
+    let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology through the ops server");
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT));
+    assert!(topology.partitions.iter().all(|p| p.tenant.as_str() == "shop"));
+    assert_eq!(owner_of(&topology, hot), &worker(&cluster, source));
+
+    let spec = mv(partition_id(hot).as_str(), worker(&cluster, target).as_str());
+    let _: ActionRecord = s.master.post("/v1/actions", &action("valkey-move-1", spec, "shop")).await.expect("accepted");
+    let record = wait_done(&s.viewer, "valkey-move-1").await;
+    assert_eq!(record.state, ActionState::Succeeded, "{record:?}");
+    assert_eq!(record.operation_id.as_ref().map(|o| o.as_str()), Some("valkey-valkey-move-1"));
+    assert_eq!(read_back(&cluster.addr(target), &pairs).await, pairs.len(), "every key on the new owner");
+
+    // A split through the executor fails as certainly not executed, and names why.
+    let split = split(partition_id(hot).as_str());
+    let _: ActionRecord =
+        s.master.post("/v1/actions", &action("valkey-split-1", split, "shop")).await.expect("accepted");
+    let record = wait_done(&s.viewer, "valkey-split-1").await;
+    let failure = record.failure.expect("failure recorded");
+    assert_eq!((record.state, failure.execution), (ActionState::Failed, Execution::NotExecuted));
+    assert!(failure.message.contains("cannot be split"), "{}", failure.message);
+    // The executor caches the topology for a moment; the new owner shows once it is re-read.
+    let started = Instant::now();
+    loop {
+        let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology");
+        if owner_of(&topology, hot) == &worker(&cluster, target) {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "the topology never showed the move");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(s.server.stop(STOP).await);
+}
