@@ -17,10 +17,11 @@
 //! # "10.0.0.5:6379" = "cache-a"
 //! ```
 //!
-//! Naming, which the agent's Valkey source must match: partition `slot-NNNNN` (the slot number,
-//! five digits, zero padded), tenant = `cluster`, table `slots`, key range `[slot, slot]`;
-//! worker id per primary from `workers` (keyed by the `ip:port` that `CLUSTER NODES` shows), else
-//! from `worker_ids`.
+//! Naming, which the agent's Valkey source matches: partition `slot-NNNNN` (the slot number,
+//! five digits, zero padded), tenant = `cluster` (the agent's `source.cluster_name`), table
+//! `slots`, key range `[s << 50, ((s + 1) << 50) - 1]`; worker id per primary from `workers`
+//! (keyed by the `ip:port` that `CLUSTER NODES` shows), else from `worker_ids`. Each agent's
+//! `worker_id` must be set to the id of the node it watches.
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,8 @@
 //!
 //! A Valkey cluster spreads keys over 16,384 hash slots, each owned by one primary. Here a
 //! primary is a worker and a slot is a partition (`slot-NNNNN`, tenant = the configured cluster
-//! name, table `slots`, key range `[slot, slot]`; naming in [`config`]). Slots cannot be split
+//! name, table `slots`, key range = the slot's 2^50-wide share of the 64-bit key space, exactly
+//! as the agent's Valkey source reports it; naming in [`config`]). Slots cannot be split
 //! or merged, so only two actions exist:
 //!
 //! - **move**: `CLUSTER MIGRATESLOTS SLOTSRANGE s s NODE <target>` on the owner, an atomic
@@ -67,6 +68,17 @@ const OPERATION_PREFIX: &str = "valkey-";
 const MISSING_JOB_POLLS: u32 = 10;
 /// Status for refusals, as the HTTP adapter would get from a storage admin API.
 const UNPROCESSABLE: u16 = 422;
+
+/// Each slot's share of the 64-bit key space: 2^64 / 16,384 slots = 2^50 keys. The agent's
+/// Valkey source uses the same tiling; a test checks that the two agree.
+const SLOT_KEY_SPACE_SHIFT: u32 = u64::BITS - SLOT_COUNT.trailing_zeros();
+
+/// Slot `s` as the key range `[s << 50, ((s + 1) << 50) - 1]`: the slots tile the key space in
+/// slot order, as the agent reports them.
+pub fn slot_key_range(slot: Slot) -> KeyRange {
+    let start = u64::from(slot.get()) << SLOT_KEY_SPACE_SHIFT;
+    KeyRange { start: Key(start), end: Key(start | ((1u64 << SLOT_KEY_SPACE_SHIFT) - 1)) }
+}
 
 /// The partition id of a slot: `slot-NNNNN`.
 pub fn partition_id(slot: Slot) -> PartitionId {
@@ -246,6 +258,14 @@ fn storage_error(error: &NodeError) -> StorageError {
     }
 }
 
+/// The refusal of a kind Valkey cannot do at all.
+fn unsupported(spec: &ActionSpec) -> StorageError {
+    rejected(format!(
+        "{} is not supported on valkey: hash slots cannot be split or merged; move or group the slot instead",
+        spec.kind().as_str()
+    ))
+}
+
 fn rejected(message: impl Into<String>) -> StorageError {
     StorageError::Rejected { status: UNPROCESSABLE, message: message.into() }
 }
@@ -374,8 +394,10 @@ impl Inner {
         Ok(View { primaries })
     }
 
-    /// Key counts per slot and average bytes per key of one primary; `None` when it does not
-    /// answer (its slots then show zero keys).
+    /// Key counts per slot (`CLUSTER SLOT-STATS`, one command for all the node's slots) and
+    /// average bytes per key (`INFO`: `used_memory` / keys) of one primary; `None` when it does
+    /// not answer (its slots then show zero bytes). The average includes the node's fixed
+    /// overhead (~1-2 MB), so a node with few keys overstates it; with many keys it converges.
     async fn node_keys(&self, addr: &NodeAddr) -> Option<(Vec<(Slot, u64)>, u64)> {
         let stats = match self.read(addr, async |c: &mut NodeClient| c.slot_stats(SlotRange::all()).await).await {
             Ok(stats) => stats,
@@ -431,12 +453,11 @@ impl Inner {
         let mut partitions = Vec::with_capacity(usize::from(SLOT_COUNT));
         for primary in &view.primaries {
             for slot in primary.slots.iter().flat_map(|r| r.slots()) {
-                let n = u64::from(slot.get());
                 partitions.push(PartitionInfo {
                     id: partition_id(slot),
                     tenant: self.tenant.clone(),
                     table: self.table.clone(),
-                    range: KeyRange { start: Key(n), end: Key(n) },
+                    range: slot_key_range(slot),
                     owner: primary.worker.clone(),
                     group: groups.get(&primary.worker).filter(|(_, s)| *s == slot).map(|(g, _)| g.clone()),
                     stored_bytes: bytes[usize::from(slot.get())],
@@ -532,10 +553,7 @@ impl Inner {
             ActionSpec::Group { .. } => Err(rejected(
                 "valkey groups single slots only (scope = \"partition\"); a table or tenant is the whole cluster",
             )),
-            ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. } => Err(rejected(format!(
-                "{} is not supported on valkey: hash slots cannot be split or merged; move or group the slot instead",
-                spec.kind().as_str()
-            ))),
+            ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. } => Err(unsupported(spec)),
         }
     }
 
@@ -683,8 +701,8 @@ impl Inner {
         }
     }
 
-    /// Runs the steps of one operation; the first was sent by `submit` (maybe: `first_sent`
-    /// false means its reply was lost).
+    /// Runs the steps of one operation, one after the other. `submit` sent the first (or may
+    /// have: its reply was lost); `first` names the matching jobs that existed before it.
     async fn drive(
         self: Arc<Self>,
         op: OperationId,
@@ -759,11 +777,7 @@ impl ValkeyStorage {
         }
         // Refuse what can never run before touching the cluster.
         if matches!(request.spec, ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. }) {
-            return Err(self
-                .inner
-                .plan(&request.spec, &View { primaries: Vec::new() })
-                .err()
-                .unwrap_or_else(|| rejected("unsupported")));
+            return Err(unsupported(&request.spec));
         }
         let view = self.inner.read_view().await?;
         let steps = match self.inner.plan(&request.spec, &view)? {
@@ -793,11 +807,11 @@ impl ValkeyStorage {
         let first = &steps[0];
         let before = self.inner.existing_jobs(first).await?;
         let sent = self.inner.send(first).await;
-        match &sent {
-            Ok(()) => {}
-            Err(StorageError::Uncertain(_)) => {} // tracked below, so a retry finds it
-            Err(_) => return Err(sent.err().unwrap_or_else(|| rejected("unreachable"))),
+        if let Err(error @ (StorageError::Rejected { .. } | StorageError::Unreachable(_))) = sent {
+            return Err(error); // certainly not started: nothing to track
         }
+        // Started, or maybe started (the reply was lost): tracked either way, so the driver finds
+        // the job if it exists and a retry of the action gets this operation.
         self.inner.record(&op, request, OperationState::Running);
         tokio::spawn(self.inner.clone().drive(op.clone(), steps, before, group, self.stop.clone()));
         sent.map(|()| op)
