@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use lb_agent::config::AgentConfig;
-use lb_agent::source::valkey::rates::{slot_key_range, slot_partition_id};
+use lb_agent::config::SourceConfig;
+use lb_agent::source::valkey::rates::{slot_key_range, slot_of_partition, slot_partition_id};
 use lb_common::http::HttpClient;
 use lb_common::protocol::{Cursor, HostStats, PartitionStats, Sample, SampleData, SamplesQuery, SamplesResponse};
+use lb_valkey::reply::MigrationState;
 use lb_valkey::{ConnectOptions, LocalCluster, LocalClusterConfig, NodeAddr, NodeClient, Slot, SlotRange, key_slot};
 
 use crate::support::{STOP, start};
@@ -199,6 +201,42 @@ async fn pull_until(
     }
 }
 
+/// Waits until the agent has counted `at_least` polls with `outcome`.
+async fn wait_for_metric(agent: &lb_agent::RunningAgent, outcome: &str, at_least: u64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = metric(agent, "lb_agent_valkey_polls_total", outcome).await;
+        if now >= at_least {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{outcome} polls stayed at {now}, expected {at_least}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Moves `slot` from node `from` to node `to` with `CLUSTER MIGRATESLOTS` and waits until the
+/// job succeeded and every node agrees on the new owner.
+async fn migrate(cluster: &LocalCluster, from: usize, to: usize, slot: Slot) {
+    let mut client = cluster.connect(from).await.expect("connect");
+    let target = cluster.node_id(to).clone();
+    client.migrate_slots(&[SlotRange::single(slot)], &target).await.expect("MIGRATESLOTS accepted");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let jobs = client.slot_migrations().await.expect("GETSLOTMIGRATIONS");
+        let job = jobs
+            .into_iter()
+            .find(|j| j.target_node == target && j.slot_ranges == [SlotRange::single(slot)])
+            .expect("the job is listed on the source");
+        if job.state.is_terminal() {
+            assert_eq!(job.state, MigrationState::Success, "{}", job.message);
+            break;
+        }
+        assert!(Instant::now() < deadline, "migration stuck in {:?}", job.state);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.wait_until_healthy().await.expect("all nodes agree on the new owner");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valkey_source_reports_owned_slots_survives_a_restart_and_falls_back_without_slot_stats() {
     let data_dir = tempfile::tempdir().expect("temp dir");
@@ -280,6 +318,32 @@ async fn valkey_source_reports_owned_slots_survives_a_restart_and_falls_back_wit
     stop.store(true, Ordering::Relaxed);
     writer.await.expect("writer");
 
+    // 2b. The hot slot migrates to node 1 and back: while away node 0's agent does not report
+    //     it; back, it starts from its first reading (no delta across its absence) and shows the
+    //     new load.
+    migrate(&cluster, 0, 1, hot).await;
+    let away_at_ms = chrono::Utc::now().timestamp_millis();
+    pull_until(&http, &mut samples, &mut cursor, "two polls after the slot left", |s| {
+        hosts(s).len() >= 2 && s.iter().filter(|x| x.timestamp_ms > away_at_ms).count() > 2 * usize::from(owned.len())
+    })
+    .await;
+    let reported_while_away = partitions(&samples)
+        .into_iter()
+        .filter(|(x, p)| x.timestamp_ms > away_at_ms && p.partition_id == hot_id)
+        .count();
+    assert_eq!(reported_while_away, 0, "a slot node 0 no longer owns is not reported by it");
+    migrate(&cluster, 1, 0, hot).await;
+    let back_at_ms = chrono::Utc::now().timestamp_millis();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_writer(cluster.addr(0), cluster.connect_options(), hot, warm, stop.clone(), writes.clone());
+    pull_until(&http, &mut samples, &mut cursor, "hot slot load after it came back", |s| {
+        partitions(s).iter().any(|(x, p)| x.timestamp_ms > back_at_ms && p.partition_id == hot_id && p.ops() > 0)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.expect("writer");
+    assert_sane(&samples);
+
     // 3. Slot stats turned off live: one warning, node stats only, no crash; turned on again:
     //    per-slot samples come back without a restart.
     let mut node1 = cluster.connect(1).await.expect("connect node 1");
@@ -305,10 +369,37 @@ async fn valkey_source_reports_owned_slots_survives_a_restart_and_falls_back_wit
     // 4. A server without cluster mode: SLOT-STATS is refused; node stats only, no crash.
     let standalone = Standalone::start(cluster.binary(), data_dir.path()).await;
     let dir2 = tempfile::tempdir().expect("temp dir");
-    let (agent2, _tx2, http2) = start(agent_config(dir2.path(), "valkey-standalone", &standalone.addr)).await;
+    let (agent2, tx2, http2) = start(agent_config(dir2.path(), "valkey-standalone", &standalone.addr)).await;
     let (mut samples2, mut cursor2) = (Vec::new(), 0);
     pull_until(&http2, &mut samples2, &mut cursor2, "node stats of a standalone server", |s| hosts(s).len() >= 2).await;
     assert!(partitions(&samples2).is_empty());
+    assert_sane(&samples2);
+
+    // 5. A node that hangs (SIGSTOP: TCP still accepts, nothing answers) fails the poll by the
+    //    deadline, counted as a timeout; once it runs again the agent recovers on its own.
+    let timeouts_before = metric(&agent2, "lb_agent_valkey_polls_total", "timeout").await;
+    standalone.signal("-STOP");
+    wait_for_metric(&agent2, "timeout", timeouts_before + 1).await;
+    standalone.signal("-CONT");
+    let node_only_now = metric(&agent2, "lb_agent_valkey_polls_total", "node_only").await;
+    wait_for_metric(&agent2, "node_only", node_only_now + 2).await;
+
+    // 6. Live reload: the same agent pointed at cluster node 2 under another cluster name
+    //    reports node 2's slots, from a fresh baseline.
+    let mut reloaded = agent_config(dir2.path(), "valkey-standalone", &cluster.addr(2));
+    if let Some(SourceConfig::Valkey(source)) = &mut reloaded.source {
+        source.cluster_name = "reloaded".to_owned();
+    }
+    tx2.send(Arc::new(reloaded)).expect("the agent watches its config");
+    pull_until(&http2, &mut samples2, &mut cursor2, "node 2's slots after a live address change", |s| {
+        partitions(s).iter().any(|(_, p)| p.tenant.as_str() == "reloaded")
+    })
+    .await;
+    let node2 = SlotRange::even_split(3)[2];
+    for (_, p) in partitions(&samples2) {
+        let slot = slot_of_partition(&p.partition_id).expect("a slot partition");
+        assert!(node2.contains(slot) && p.tenant.as_str() == "reloaded", "{p:?}");
+    }
     assert_sane(&samples2);
     assert!(agent2.stop(STOP).await, "agent 2 stops in time");
     assert!(agent.stop(STOP).await, "agent 0 stops in time");
@@ -347,6 +438,14 @@ impl Standalone {
             assert!(Instant::now() < deadline, "standalone valkey-server did not answer on {}", server.addr);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+impl Standalone {
+    /// Sends `signal` (`-STOP`, `-CONT`) to the server with `kill(1)`.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(signal).arg(self.child.id().to_string()).status().expect("kill runs");
+        assert!(status.success(), "kill {signal} failed");
     }
 }
 
