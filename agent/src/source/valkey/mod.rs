@@ -213,8 +213,17 @@ impl Poller {
         source: &ValkeySourceConfig,
         store: &MetricStore,
     ) -> PollOutcome {
+        let Some((host, port)) = source.host_port() else {
+            // Config validation refuses such an address; a config that skipped it is counted, not a panic.
+            if self.failing.replace(PollOutcome::Failed) != Some(PollOutcome::Failed) {
+                warn!(address = %source.address, "source.address is not host:port; not polling");
+            }
+            metrics::counter!("lb_agent_valkey_polls_total", "outcome" => PollOutcome::Failed.label()).increment(1);
+            return PollOutcome::Failed;
+        };
+        let addr = NodeAddr::new(host, port);
         let started = Instant::now();
-        let read = self.read(source).await;
+        let read = self.read(&addr, source).await;
         // The node's part only; storing the report is timed by `lb_agent_store_commit_seconds`.
         metrics::histogram!("lb_agent_valkey_poll_seconds").record(started.elapsed().as_secs_f64());
         let outcome = match read {
@@ -244,7 +253,7 @@ impl Poller {
         outcome
     }
 
-    async fn connection(&mut self, source: &ValkeySourceConfig) -> Result<&mut NodeClient, NodeError> {
+    async fn connection(&mut self, addr: &NodeAddr, source: &ValkeySourceConfig) -> Result<&mut NodeClient, NodeError> {
         let previous = self.connected_with.as_ref();
         if !previous.is_some_and(|old| same_connection(old, source)) {
             if let Some(old) = previous.filter(|old| old.address != source.address) {
@@ -253,6 +262,8 @@ impl Poller {
                 self.slot_stats = None;
             }
             self.client = None;
+            // Adopted even if the connect below fails, so a retry is not taken for a change.
+            self.connected_with = Some(source.clone());
         }
         if self.client.as_ref().is_some_and(NodeClient::is_poisoned) {
             self.client = None;
@@ -260,16 +271,13 @@ impl Poller {
         let client = match self.client.take() {
             Some(client) => client,
             None => {
-                let (host, port) = source.host_port().expect("validated: source.address is host:port");
                 let options = ConnectOptions {
                     connect_timeout: Duration::from_millis(source.connect_timeout_ms),
                     command_timeout: Duration::from_millis(source.command_timeout_ms),
                     username: source.username.clone(),
                     password: source.password.clone(),
                 };
-                let client = NodeClient::connect(&NodeAddr::new(host, port), &options).await?;
-                self.connected_with = Some(source.clone());
-                client
+                NodeClient::connect(addr, &options).await?
             }
         };
         Ok(self.client.insert(client))
@@ -277,8 +285,8 @@ impl Poller {
 
     /// `CLUSTER SLOT-STATS` then `INFO` (so `INFO`'s command count covers the slot stats
     /// request, which [`rates::AGENT_COMMANDS_PER_POLL`] subtracts).
-    async fn read(&mut self, source: &ValkeySourceConfig) -> Result<Reading, NodeError> {
-        let client = self.connection(source).await?;
+    async fn read(&mut self, addr: &NodeAddr, source: &ValkeySourceConfig) -> Result<Reading, NodeError> {
+        let client = self.connection(addr, source).await?;
         let slots = match client.slot_stats(SlotRange::all()).await {
             Ok(slots) => Ok(slots),
             Err(error) => match SlotStatsMissing::from_error(&error) {
