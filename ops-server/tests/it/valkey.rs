@@ -4,6 +4,8 @@
 //! idempotency, group, refusals, and a node killed in the middle of a migration.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use lb_common::ids::{OperationId, WorkerId};
@@ -13,6 +15,7 @@ use lb_ops_server::storage::valkey::{ValkeyStorage, partition_id};
 use lb_ops_server::storage::{StorageAdapter, StorageError};
 use lb_valkey::reply::MigrationState;
 use lb_valkey::{LocalCluster, LocalClusterConfig, NodeAddr, SLOT_COUNT, Slot, SlotRange, key_slot};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
@@ -201,6 +204,79 @@ fn slot_naming_matches_the_agent() {
         lb_ops_server::config::ValkeyStorageConfig::new(Vec::new(), 1.0, 1.0).cluster,
         lb_agent::config::DEFAULT_VALKEY_CLUSTER_NAME
     );
+}
+
+/// A node that speaks just enough RESP to be read (`CLUSTER NODES`: it owns every slot and knows
+/// one other primary, which is not running; `GETSLOTMIGRATIONS`: no jobs) and never answers
+/// `MIGRATESLOTS`, like a node that stalls or a reply lost on the way. Counts what it receives.
+async fn silent_migrator() -> (NodeAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let migrations = Arc::new(AtomicUsize::new(0));
+    let count = migrations.clone();
+    let nodes = format!(
+        "{} 127.0.0.1:{port}@{} myself,master - 0 0 1 connected 0-16383\n\
+         {} 127.0.0.1:1@10001 master - 0 0 2 connected\n",
+        "a".repeat(40),
+        u32::from(port) + 10_000,
+        "b".repeat(40)
+    );
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else { return };
+            let (nodes, count) = (nodes.clone(), count.clone());
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = tokio::io::BufReader::new(read).lines();
+                // Requests are RESP arrays of bulk strings: *N, then $len and the word, N times.
+                while let Ok(Some(header)) = lines.next_line().await {
+                    let n: usize = header.trim_start_matches('*').parse().unwrap_or(0);
+                    let mut words = Vec::new();
+                    for _ in 0..n {
+                        let _len = lines.next_line().await;
+                        words.push(lines.next_line().await.ok().flatten().unwrap_or_default().to_uppercase());
+                    }
+                    let reply = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                        ["CLUSTER", "NODES"] => format!("${}\r\n{nodes}\r\n", nodes.len()),
+                        ["CLUSTER", "GETSLOTMIGRATIONS"] => "*0\r\n".to_owned(),
+                        ["CLUSTER", "MIGRATESLOTS", ..] => {
+                            count.fetch_add(1, Ordering::SeqCst);
+                            continue; // never answered
+                        }
+                        ["PING"] => "+PONG\r\n".to_owned(),
+                        _ => "+OK\r\n".to_owned(),
+                    };
+                    if write.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (NodeAddr::new("127.0.0.1", port), migrations)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_without_a_reply_may_have_run_and_is_followed_to_its_end() {
+    let (addr, migrations) = silent_migrator().await;
+    let mut config = ValkeyStorageConfig::new(vec![addr.to_string()], 1.0, 1.0);
+    (config.command_timeout_ms, config.connect_timeout_ms, config.poll_interval_ms) = (300, 300, 20);
+    let storage = ValkeyStorage::new(config).expect("adapter");
+    let topology = storage.topology().await.expect("topology of the fake");
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT));
+    let target: WorkerId = "valkey-1".parse().expect("id");
+    let spec = ActionSpec::Move { partition: partition_id(slot(5)), to_worker: target };
+    let err = storage.submit(&request("lost-reply", spec.clone())).await.expect_err("no reply");
+    assert!(matches!(err, StorageError::Uncertain(_)), "{err}");
+    assert_eq!(err.execution(), Execution::MaybeExecuted);
+    // A retry of the same action does not send the command again: it gets the operation that
+    // follows the first one.
+    let op = storage.submit(&request("lost-reply", spec)).await.expect("the retry gets the operation");
+    assert_eq!(op.as_str(), "valkey-lost-reply");
+    let done = wait_operation(&storage, &op).await;
+    assert_eq!(done.state, OperationState::Failed, "{done:?}");
+    assert!(done.error.as_deref().is_some_and(|e| e.contains("no migration job")), "{done:?}");
+    assert_eq!(migrations.load(Ordering::SeqCst), 1, "MIGRATESLOTS was sent once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

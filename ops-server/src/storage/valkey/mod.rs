@@ -66,6 +66,10 @@ const OPERATION_PREFIX: &str = "valkey-";
 /// ownership: the job is listed as soon as `MIGRATESLOTS` answers, so a few polls only cover a
 /// command whose reply was lost.
 const MISSING_JOB_POLLS: u32 = 10;
+/// Operations remembered for polling and idempotent retries: the executor polls an operation
+/// until it ends and retries only while an action runs, so the last 10,000 are plenty, and the
+/// memory stays bounded (~200 bytes each).
+const MAX_OPERATIONS: usize = 10_000;
 /// Status for refusals, as the HTTP adapter would get from a storage admin API.
 const UNPROCESSABLE: u16 = 422;
 
@@ -209,7 +213,7 @@ enum Plan {
 #[derive(Debug)]
 enum Seen {
     Job(MigrationState, String),
-    /// Both nodes answered; neither lists the job.
+    /// The nodes that answered do not list the job.
     Missing,
     /// Neither node answered.
     Unreachable,
@@ -471,7 +475,9 @@ impl Inner {
         Ok(Topology { version, workers, partitions, datasets: Vec::new() })
     }
 
-    /// Bumps the version when owners, workers or health changed since the last read.
+    /// Bumps the version when owners, workers or health changed since the last read. The new
+    /// version is the wall clock in milliseconds (or the old one + 1 if that is not larger), so
+    /// it keeps increasing across ops-server restarts too, without any state of its own.
     fn layout_version(&self, view: &View) -> u64 {
         let mut hasher = DefaultHasher::new();
         for p in &view.primaries {
@@ -481,7 +487,7 @@ impl Inner {
         let mut layout = self.layout.lock().expect("layout lock is never poisoned");
         if layout.fingerprint != Some(fingerprint) {
             layout.fingerprint = Some(fingerprint);
-            layout.version += 1;
+            layout.version = (layout.version + 1).max(u64::try_from(now_ms()).unwrap_or(0));
         }
         layout.version
     }
@@ -601,7 +607,8 @@ impl Inner {
                 Err(error) => warn!(%addr, %error, "cannot read slot migrations"),
             }
         }
-        if answered == 2 { Seen::Missing } else { Seen::Unreachable }
+        // A node that answers lists its jobs at once, so one answer without the job is enough.
+        if answered > 0 { Seen::Missing } else { Seen::Unreachable }
     }
 
     /// Whether the cluster now says every slot of `step` is on its target; `None` if it cannot
@@ -649,8 +656,10 @@ impl Inner {
                     unreachable_since = None;
                     missing += 1;
                     if missing >= MISSING_JOB_POLLS
-                        && let Some(outcome) =
-                            by_ownership(self.landed(step).await, "no migration job was listed on either node")
+                        && let Some(outcome) = by_ownership(
+                            self.landed(step).await,
+                            "no migration job was listed on the nodes that answered",
+                        )
                     {
                         return outcome;
                     }
@@ -764,7 +773,19 @@ impl Inner {
             progress_ratio: if done { 1.0 } else { 0.0 },
             error: None,
         };
-        self.ops.lock().expect("ops lock is never poisoned").insert(op.clone(), operation);
+        let mut ops = self.ops.lock().expect("ops lock is never poisoned");
+        if ops.len() >= MAX_OPERATIONS {
+            // Forget the oldest finished operation; running ones are never dropped.
+            let oldest = ops
+                .values()
+                .filter(|o| o.finished_at_ms.is_some())
+                .min_by_key(|o| o.finished_at_ms)
+                .map(|o| o.id.clone());
+            if let Some(oldest) = oldest {
+                ops.remove(&oldest);
+            }
+        }
+        ops.insert(op.clone(), operation);
     }
 }
 
@@ -840,6 +861,8 @@ impl StorageAdapter for ValkeyStorage {
 
 #[cfg(test)]
 mod tests {
+    use lb_common::protocol::Execution;
+
     use super::*;
 
     #[test]
@@ -853,6 +876,32 @@ mod tests {
         assert_eq!(operation_id(&"a-1".parse().expect("id")).as_str(), "valkey-a-1");
         let long: ActionId = "a".repeat(128).parse().expect("id");
         assert!(operation_id(&long).as_str().len() <= 128);
+    }
+
+    #[test]
+    fn node_errors_map_to_what_the_executor_expects() {
+        let addr = NodeAddr::new("127.0.0.1", 7001);
+        let command = "CLUSTER MIGRATESLOTS";
+        let cases = [
+            (NodeError::ConnectTimeout { addr: addr.clone(), timeout: Duration::from_secs(1) }, Execution::NotExecuted),
+            (NodeError::Poisoned { addr: addr.clone(), command }, Execution::NotExecuted),
+            (
+                NodeError::Rejected { addr: addr.clone(), command, message: "ERR Slots are not served".into() },
+                Execution::NotExecuted,
+            ),
+            (
+                NodeError::Timeout { addr: addr.clone(), command, timeout: Duration::from_secs(1) },
+                Execution::MaybeExecuted,
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(storage_error(&error).execution(), expected, "{error}");
+            assert_eq!(storage_error(&error).execution() == Execution::MaybeExecuted, error.may_have_run(), "{error}");
+        }
+        assert!(matches!(
+            storage_error(&NodeError::Rejected { addr, command, message: "ERR x".into() }),
+            StorageError::Rejected { status: 422, .. }
+        ));
     }
 
     #[test]
