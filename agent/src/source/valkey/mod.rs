@@ -18,8 +18,8 @@
 //! What the node offers decides what is reported, and the agent says so once, when it changes:
 //! - Valkey ≥ 8.0 with `cluster-slot-stats-enabled yes`: per-slot stats and node stats.
 //! - The counters are off (`SLOT-STATS` answers `key-count` only), the node is not in cluster
-//!   mode, or it has no `CLUSTER SLOT-STATS` (Valkey < 8.0, Redis < 8.2): one warning naming what is
-//!   missing and what gives it ([`SlotStatsMissing`]), then node stats only (reports without
+//!   mode, or it has no `CLUSTER SLOT-STATS` (Valkey < 8.0, Redis < 8.2): one warning naming
+//!   what is missing and what gives it ([`SlotStatsMissing`]), then node stats only (reports without
 //!   partitions; zero-load slots would read as idle, which is not known). The command is tried
 //!   again every interval (an error reply costs the node microseconds), so enabling the counters
 //!   live (`CONFIG SET cluster-slot-stats-enabled yes`) is picked up without a restart.
@@ -28,8 +28,8 @@
 //!   retried at the next interval on a fresh connection.
 //!
 //! Metrics: `lb_agent_valkey_polls_total{outcome}` (outcomes in [`PollOutcome::label`]),
-//! `lb_agent_valkey_poll_seconds` (connect if needed, `CLUSTER SLOT-STATS`, `INFO`, parsing), `lb_agent_valkey_slot_resets_total`,
-//! `lb_agent_valkey_node_ops_per_sec`, `lb_agent_valkey_slot_stats_available` (1 or 0).
+//! `lb_agent_valkey_poll_seconds` (connect if needed, `CLUSTER SLOT-STATS`, `INFO`, parsing),
+//! `lb_agent_valkey_slot_resets_total`, `lb_agent_valkey_node_ops_per_sec`, `lb_agent_valkey_slot_stats_available` (1 or 0).
 
 pub mod rates;
 
