@@ -5,8 +5,9 @@
 //! - [`actions`]: the action book (idempotent submission, state machine, SQLite audit log) and
 //!   the executor (hierarchical fair queue → storage, concurrency limits, timeouts, stall
 //!   detection, halt switch, "maybe executed" handling, recovery after restart).
-//! - [`storage`]: the storage adapter trait and its HTTP implementation (the storage admin
-//!   protocol, as the testbed serves it).
+//! - [`storage`]: the storage adapter trait, its HTTP implementation (the storage admin
+//!   protocol, as the testbed serves it) and the Valkey / Redis cluster adapter
+//!   (`[storage] kind = "valkey"`: primaries are workers, hash slots are partitions).
 //! - [`auth`]: bearer tokens with roles, constant-time comparison, per-caller rate limit.
 //! - [`http`]: the routes; [`config`]: `ops-server.toml`.
 

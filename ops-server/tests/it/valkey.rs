@@ -206,6 +206,35 @@ fn slot_naming_matches_the_agent() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
+    const PASSWORD: &str = "s3cret-valkey-pass";
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = LocalClusterConfig::new(3, dir.path().join("cluster"));
+    config.password = Some(PASSWORD.to_owned());
+    let cluster = LocalCluster::start(config).await.expect("cluster starts");
+
+    let without = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let err = without.topology().await.expect_err("NOAUTH");
+    assert!(!err.to_string().contains(PASSWORD), "{err}");
+    let mut wrong = adapter_config(&cluster);
+    wrong.password = Some("not-the-password".to_owned());
+    let err = ValkeyStorage::new(wrong).expect("adapter").topology().await.expect_err("bad password");
+    assert!(!err.to_string().contains("not-the-password"), "{err}");
+
+    let mut right = adapter_config(&cluster);
+    right.password = Some(PASSWORD.to_owned());
+    assert!(!format!("{right:?}").contains(PASSWORD));
+    let storage = ValkeyStorage::new(right).expect("adapter");
+    assert_eq!(storage.topology().await.expect("topology").workers.len(), 3);
+    let hot = slot(12_000);
+    let target = (initial_owner(&cluster, hot) + 1) % 3;
+    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let op = storage.submit(&request("auth-move", spec)).await.expect("submitted");
+    assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
+    assert_eq!(owner_of(&storage.topology().await.expect("topology"), hot), &worker(&cluster, target));
+}
+
 /// A node that speaks just enough RESP to be read (`CLUSTER NODES`: it owns every slot and knows
 /// one other primary, which is not running; `GETSLOTMIGRATIONS`: no jobs) and never answers
 /// `MIGRATESLOTS`, like a node that stalls or a reply lost on the way. Counts what it receives.
