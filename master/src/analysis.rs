@@ -23,6 +23,7 @@ use crate::Shared;
 use crate::config::MasterConfig;
 use crate::evaluation::{Evaluation, Verdict};
 use crate::executor::{ApprovalError, Executor, Pending, Settled};
+use crate::placement_manager::{self, PlacementManager};
 use crate::planner::{
     InFlightAction, PartitionView, PartitionWindow, PlannerInput, PlannerState, PolicyMode, Proposal, WorkerView,
     WorkerWindow, plan,
@@ -155,6 +156,7 @@ struct Online {
     shared: Shared,
     state: PlannerState,
     executor: Executor,
+    placement: PlacementManager,
     ids: Ids,
 }
 
@@ -166,8 +168,14 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
-    let mut online =
-        Online { shared, state: PlannerState::default(), executor: Executor::default(), ids: Ids { boot_ms, next: 0 } };
+    let placement = PlacementManager::new(&shared.config.borrow().placement);
+    let mut online = Online {
+        shared,
+        state: PlannerState::default(),
+        executor: Executor::default(),
+        placement,
+        ids: Ids { boot_ms, next: 0 },
+    };
     loop {
         let cfg = online.shared.config.borrow().clone();
         tokio::select! {
@@ -214,14 +222,23 @@ impl Online {
             let at = table.complete_until_ms(now, horizon_ms);
             let input = planner_input(&table, &topo, in_flight, window, at);
             let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, at));
-            (input, after, at)
+            let usage = if topo.datasets.is_empty() {
+                Vec::new()
+            } else {
+                placement_manager::dataset_shard_usage(&table, &topo.datasets, window, at).unwrap_or_default()
+            };
+            (input, after, usage, at)
         })
         .await;
-        let Ok((input, after, at)) = built else { return };
+        let Ok((input, after, usage, at)) = built else { return };
         metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let plan = plan(&input, &cfg.planner, &mut self.state, now);
+        self.placement.observe(at, &usage);
+        let reshards = self.placement.plan(&topology.datasets, &cfg.placement, now);
+        *self.shared.placement_rules.write().expect("placement rules lock is never poisoned") =
+            Some(self.placement.rules(now));
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
-        for proposal in plan.proposals {
+        for proposal in plan.proposals.into_iter().chain(reshards) {
             metrics::counter!("lb_master_proposals_total", "policy" => proposal.policy.as_str(), "mode" => mode_label(proposal.mode))
                 .increment(1);
             match proposal.mode {

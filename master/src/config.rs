@@ -55,6 +55,9 @@ pub struct MasterConfig {
     /// How finished actions are scored (settle time, windows, verdict thresholds, reverts).
     #[serde(default)]
     pub evaluation: EvaluationConfig,
+    /// The placement manager for hash-sharded datasets (reshards, placement rules for routers).
+    #[serde(default)]
+    pub placement: crate::placement_manager::PlacementManagerConfig,
     /// Tokens for the write endpoints (approving dry-run proposals needs `operator`). No tokens:
     /// writes are open (loopback demos); the master warns at start-up.
     #[serde(default)]
@@ -242,6 +245,7 @@ impl ServiceConfig for MasterConfig {
         an.range_u64("approval_ttl_secs", self.analyzer.approval_ttl_secs, 1, 86_400);
         drop(an);
         self.auth.validate(&mut v.at("auth"));
+        self.placement.validate_into(&mut v.at("placement"));
         let mut errors = match v.finish() {
             Ok(()) => Vec::new(),
             Err(e) => e.errors,

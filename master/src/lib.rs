@@ -56,6 +56,8 @@ pub struct Shared {
     pub store: ResultStore,
     /// Dry-run proposals waiting for approval, as of the last pass.
     pub pending: Arc<RwLock<Vec<executor::Pending>>>,
+    /// The placement rules routers read (`GET /api/v1/placement/rules`), as of the last pass.
+    pub placement_rules: Arc<RwLock<Option<lb_common::protocol::PlacementRules>>>,
     /// Approvals to the online loop, which submits them at its next pass.
     pub approvals: tokio::sync::mpsc::Sender<analysis::Approval>,
 }
@@ -97,6 +99,7 @@ pub async fn start(
         collector: Arc::new(RwLock::new(CollectorStatus::default())),
         store,
         pending: Arc::new(RwLock::new(Vec::new())),
+        placement_rules: Arc::new(RwLock::new(None)),
         approvals: approvals_tx,
     };
     if cfg.auth.tokens.is_empty() {

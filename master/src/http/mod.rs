@@ -15,7 +15,7 @@ use lb_common::config::watch::SharedReloadStatus;
 use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::{PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{ActionRecord, Topology};
+use lb_common::protocol::{ActionRecord, PlacementRules, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::Shared;
@@ -48,6 +48,7 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/records/{kind}", get(records))
         .route("/api/v1/records/{kind}/{key}", get(record))
         .route("/api/v1/proposals/pending", get(pending))
+        .route("/api/v1/placement/rules", get(placement_rules))
         .route("/api/v1/proposals/{id}/approve", post(approve))
         .with_state(shared)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
@@ -312,4 +313,16 @@ async fn approve(
             format!("{e} (is the collector stale or the ops server down?)"),
         )),
     }
+}
+
+/// The placement rules routers follow: per hash-sharded dataset its shard limits and strategy,
+/// versioned. 503 until the online loop has run once.
+async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<PlacementRules>, ApiError> {
+    shared
+        .placement_rules
+        .read()
+        .expect("placement rules lock is never poisoned")
+        .clone()
+        .map(ApiJson)
+        .ok_or_else(|| ApiError::unavailable("not_ready", "the online loop has not run yet"))
 }
