@@ -91,7 +91,11 @@ impl Executor {
     /// Offers a dry-run proposal; returns the new entry when it was not pending yet (the caller
     /// records it once). `new_id` names it if it is new.
     pub fn offer(&mut self, proposal: Proposal, now_ms: i64, new_id: impl FnOnce() -> ActionId) -> Option<&Pending> {
-        if let Some(i) = self.pending.iter().position(|p| p.proposal.spec == proposal.spec) {
+        // The same action on the same target is one proposal even if its details (a split
+        // key that follows the load, a destination) move from tick to tick; it keeps its id and
+        // shows the newest details.
+        let key = target_key(&proposal);
+        if let Some(i) = self.pending.iter().position(|p| target_key(&p.proposal) == key) {
             let p = &mut self.pending[i];
             p.last_proposed_at_ms = now_ms;
             p.proposal = proposal;
@@ -237,6 +241,17 @@ fn covering(subject: &Subject, input: &PlannerInput) -> Vec<lb_common::ids::Part
         })
         .map(|p| p.id.clone())
         .collect()
+}
+
+/// What a proposal acts on: its policy, kind and target, without the details.
+fn target_key(proposal: &Proposal) -> String {
+    let target = match &proposal.spec {
+        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => partition.to_string(),
+        ActionSpec::Merge { left, right } => format!("{left}+{right}"),
+        ActionSpec::Group { target, .. } => format!("{target:?}"),
+        ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
+    };
+    format!("{}:{}:{target}", proposal.policy.as_str(), proposal.spec.kind().as_str())
 }
 
 /// Whether the topology shows `spec` applied.
@@ -437,10 +452,13 @@ mod tests {
         };
         assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 1_000, &mut id).is_some());
         assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 2_000, &mut id).is_none(), "same action");
+        let elsewhere = ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "c".parse().unwrap() };
+        assert!(ex.offer(proposal(elsewhere.clone(), PolicyMode::DryRun), 2_500, &mut id).is_none(), "same target");
         assert_eq!(ex.pending.len(), 1);
+        assert_eq!(ex.pending[0].proposal.spec, elsewhere, "the newest details are shown");
         assert_eq!(ex.take_pending("dry-9", 60, 3_000), Err(ApprovalError::NotPending));
         let p = ex.take_pending("dry-1", 60, 3_000).expect("pending");
-        assert_eq!(p.first_proposed_at_ms, 1_000);
+        assert_eq!((p.first_proposed_at_ms, p.last_proposed_at_ms), (1_000, 2_500));
         assert!(ex.take_pending("dry-1", 60, 3_000).is_err(), "approved once");
         ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 4_000, &mut id);
         assert_eq!(ex.take_pending("dry-2", 60, 4_000 + 60_001), Err(ApprovalError::NotPending), "stale");
