@@ -3,6 +3,7 @@
 //! real HTTP, and the report pusher against a real in-process agent.
 
 mod admin_http;
+mod e2e;
 mod engine_ops;
 mod pusher;
 mod scenarios;
