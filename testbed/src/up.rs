@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use lb_common::ids::WorkerId;
 use lb_common::config::watch::{ConfigHandle, WatchOptions};
+use lb_common::ids::WorkerId;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -134,8 +134,7 @@ pub async fn up_with(options: &UpOptions, overrides: &Overrides) -> anyhow::Resu
     );
     let _: lb_master::config::MasterConfig = parse(&master_text, "master.toml")?;
     let master_path = options.data_dir.join("master.toml");
-    std::fs::write(&master_path, &master_text)
-        .with_context(|| format!("cannot write {}", master_path.display()))?;
+    std::fs::write(&master_path, &master_text).with_context(|| format!("cannot write {}", master_path.display()))?;
     let watch_cancel = CancellationToken::new();
     let options_watch = WatchOptions {
         debounce: MASTER_RELOAD_DEBOUNCE,
@@ -143,9 +142,12 @@ pub async fn up_with(options: &UpOptions, overrides: &Overrides) -> anyhow::Resu
         sighup: false,
         watch_directory: true,
     };
-    let (master_config, _watcher) =
-        lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(&master_path, options_watch, watch_cancel.clone())
-            .with_context(|| format!("cannot watch {}", master_path.display()))?;
+    let (master_config, _watcher) = lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(
+        &master_path,
+        options_watch,
+        watch_cancel.clone(),
+    )
+    .with_context(|| format!("cannot watch {}", master_path.display()))?;
     let master =
         lb_master::start(master_config.subscribe(), bind(&options.host).await?, Some(master_config.shared_status()))
             .await?;

@@ -179,7 +179,15 @@ async fn run(case: Case) {
         }
         clean_looks = if seen.ran && share < 0.01 { clean_looks + 1 } else { 0 };
         if std::env::var_os("LB_E2E_TRACE").is_some() {
-            eprintln!("{}: t={:.1} share {:.2} % detected {} ran {} effective {}", case.name, started.elapsed().as_secs_f64(), share * 100.0, seen.detected, seen.ran, seen.effective);
+            eprintln!(
+                "{}: t={:.1} share {:.2} % detected {} ran {} effective {}",
+                case.name,
+                started.elapsed().as_secs_f64(),
+                share * 100.0,
+                seen.detected,
+                seen.ran,
+                seen.effective
+            );
         }
         if seen.detected && seen.effective && clean_looks >= 12 {
             break Ok((started.elapsed(), seen, share));
@@ -341,7 +349,11 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
 
     // Switch the policy to auto in the live config file (an editor's rename-over save).
     let text = std::fs::read_to_string(&running.master_config_path).expect("config");
-    let edited = text.replacen("[planner.partition_overload]\nmode = \"dry_run\"", "[planner.partition_overload]\nmode = \"auto\"", 1);
+    let edited = text.replacen(
+        "[planner.partition_overload]\nmode = \"dry_run\"",
+        "[planner.partition_overload]\nmode = \"auto\"",
+        1,
+    );
     assert_ne!(text, edited);
     let tmp = running.master_config_path.with_extension("toml.swp");
     std::fs::write(&tmp, edited).expect("write");
@@ -351,7 +363,11 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
         let status: Value = master.get("/v1/config/status").await.expect("status");
         if status["version"].as_u64() == Some(2) {
             assert!(
-                status["changed_fields"].as_array().expect("fields").iter().any(|f| f == "planner.partition_overload.mode"),
+                status["changed_fields"]
+                    .as_array()
+                    .expect("fields")
+                    .iter()
+                    .any(|f| f == "planner.partition_overload.mode"),
                 "{status}"
             );
             break;
