@@ -164,6 +164,20 @@ impl Executor {
         outcome
     }
 
+    /// Records the end of a tracked action whose outcome is known without an ops-server record
+    /// (the virtual-time simulator executes against the engine directly): applied ones wait
+    /// for evaluation, the others are dropped.
+    pub fn finish(&mut self, id: &ActionId, applied: bool, at_ms: i64) {
+        if applied {
+            if let Some(t) = self.tracked.iter_mut().find(|t| &t.id == id) {
+                t.state = ActionState::Succeeded;
+                t.finished_at_ms = Some(at_ms);
+            }
+        } else {
+            self.forget(id);
+        }
+    }
+
     /// Forgets an action the ops server does not know (its submission never arrived).
     pub fn forget(&mut self, id: &ActionId) {
         self.tracked.retain(|t| &t.id != id);
