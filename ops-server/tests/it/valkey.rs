@@ -233,7 +233,45 @@ async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
     let op = storage.submit(&request("auth-move", spec)).await.expect("submitted");
     assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
     assert_eq!(owner_of(&storage.topology().await.expect("topology"), hot), &worker(&cluster, target));
+
+    // The least an ACL user needs: the commands the adapter sends, nothing else.
+    for index in 0..3 {
+        let mut client = cluster.connect(index).await.expect("connect");
+        let setuser = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("lb-ops")
+            .arg("on")
+            .arg(">lb-ops-password")
+            .arg("-@all")
+            .arg(OPS_SERVER_ACL.split(' ').collect::<Vec<_>>())
+            .to_owned();
+        client.query("ACL SETUSER", &setuser).await.expect("user created");
+    }
+    let mut limited = adapter_config(&cluster);
+    (limited.username, limited.password) = (Some("lb-ops".to_owned()), Some("lb-ops-password".to_owned()));
+    let storage = ValkeyStorage::new(limited).expect("adapter");
+    let pairs = keys_in_slot(hot, 10, 20);
+    let mut conn = redis::Client::open(format!("redis://:{PASSWORD}@{}/", cluster.addr(target)))
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    for (k, v) in &pairs {
+        redis::cmd("SET").arg(k).arg(v).query_async::<()>(&mut conn).await.expect("SET");
+    }
+    let back = (target + 1) % 3;
+    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, back) };
+    let op = storage.submit(&request("acl-move", spec)).await.expect("submitted by the ACL user");
+    assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
+    let topology = storage.topology().await.expect("topology by the ACL user");
+    assert_eq!(owner_of(&topology, hot), &worker(&cluster, back));
+    let p = topology.partitions.iter().find(|p| p.id == partition_id(hot)).expect("hot slot");
+    assert!(p.stored_bytes >= 10 * 20, "SLOT-STATS and INFO are allowed: {}", p.stored_bytes);
 }
+
+/// The permissions the adapter needs, as documented in configs/ops-server-valkey.toml.
+const OPS_SERVER_ACL: &str =
+    "+info +cluster|nodes +cluster|slot-stats +cluster|getslotmigrations +cluster|migrateslots";
 
 /// A node that speaks just enough RESP to be read (`CLUSTER NODES`: it owns every slot and knows
 /// one other primary, which is not running; `GETSLOTMIGRATIONS`: no jobs) and never answers
