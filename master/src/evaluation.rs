@@ -279,6 +279,14 @@ pub fn judge(
         _ => false,
     };
     let max_rose = after.cluster_max_ratio > before.cluster_max_ratio + margin;
+    // Harm is only charged where the action put load: a move's or group's destination that is
+    // now the hottest worker. The cluster's max also rises when demand surges, whatever any
+    // action did; a split keeps both halves on their worker until a move scatters one, and a
+    // merge adds no load, so neither is charged with the cluster's max.
+    let dest_is_hottest = matches!(kind, ActionKind::Move | ActionKind::Group)
+        && after.dest_ratio.is_some_and(|d| d >= after.cluster_max_ratio - 1e-9);
+    // A merged partition that now rejects (over its limit) was a bad merge.
+    let merged_over_limit = kind == ActionKind::Merge && after.target_ratio > 1.0 && before.target_ratio <= 1.0;
     let (verdict, why) = if moved_hotspot {
         (
             Verdict::Harmful,
@@ -288,13 +296,18 @@ pub fn judge(
                 before.source_ratio.unwrap_or(0.0)
             ),
         )
-    } else if max_rose && score < config.effective_gain_ratio {
+    } else if max_rose && dest_is_hottest && score < config.effective_gain_ratio {
         (
             Verdict::Harmful,
             format!(
-                "the hottest worker went from {:.2} to {:.2} of capacity while {metric} went from {b:.2} to {a:.2}",
+                "the destination became the hottest worker, {:.2} to {:.2} of capacity, while {metric} went from {b:.2} to {a:.2}",
                 before.cluster_max_ratio, after.cluster_max_ratio
             ),
+        )
+    } else if merged_over_limit {
+        (
+            Verdict::Harmful,
+            format!("the merged partition is at {:.2} of its limit and rejects requests", after.target_ratio),
         )
     } else if score >= config.effective_gain_ratio {
         (Verdict::Effective, format!("{metric} went from {b:.2} to {a:.2} ({:.0} % better)", score * 100.0))
@@ -453,6 +466,28 @@ mod tests {
         let flat = Snapshot { cluster_max_ratio: 0.66, ..s };
         let j = judge(Some(Policy::Imbalance), ActionKind::Move, &s, &flat, &cfg);
         assert_eq!((j.verdict, j.metric.as_str()), (Verdict::Effective, "cluster_max_over_mean"));
+    }
+
+    #[test]
+    fn a_surge_elsewhere_is_not_charged_to_a_split_or_a_move_whose_destination_stays_cool() {
+        let cfg = EvaluationConfig::default();
+        let before = Snapshot {
+            target_ratio: 2.2,
+            source_ratio: Some(0.5),
+            dest_ratio: Some(0.2),
+            cluster_max_ratio: 0.5,
+            cluster_mean_ratio: 0.3,
+            ..Default::default()
+        };
+        // Demand kept surging: the hottest worker rose from 0.50 to 0.71 and the target barely moved.
+        let after = Snapshot { target_ratio: 2.12, source_ratio: Some(0.71), cluster_max_ratio: 0.71, ..before };
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, &before, &after, &cfg);
+        assert_eq!(j.verdict, Verdict::NoEffect, "{j:?}");
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &before, &after, &cfg);
+        assert_eq!(j.verdict, Verdict::NoEffect, "the destination (0.2) is not the hottest: {j:?}");
+        let dest_hottest = Snapshot { dest_ratio: Some(0.71), source_ratio: Some(0.48), ..after };
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &before, &dest_hottest, &cfg);
+        assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
     }
 
     #[test]
