@@ -29,10 +29,11 @@ use crate::planner::{
     WorkerWindow, plan,
 };
 use crate::store::RecordKind;
-use crate::table::MetricsTable;
+use crate::table::{MetricsTable, RateBasis};
 
 /// Builds the planner's input: the layout from the topology, the load over the last `window`
-/// from the table (a partition without samples yet counts as idle).
+/// from the table, each partition's averaged over the seconds it reported (a split's new side
+/// shows its real rate from its first report; a partition without samples yet counts as idle).
 pub fn planner_input(
     table: &MetricsTable,
     topology: &Topology,
@@ -40,8 +41,12 @@ pub fn planner_input(
     window: Duration,
     now_ms: i64,
 ) -> PlannerInput {
-    let rows: HashMap<_, _> =
-        table.partitions(window, now_ms).unwrap_or_default().into_iter().map(|r| (r.id.clone(), r)).collect();
+    let rows: HashMap<_, _> = table
+        .partitions_with(window, now_ms, RateBasis::Reported)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
     let partitions = topology
         .partitions
         .iter()

@@ -106,7 +106,9 @@ use lb_common::ids::{PartitionId, TableId, TenantId, WorkerId};
 use serde::{Deserialize, Serialize};
 
 pub use metric::Metric;
-pub use query::{ClusterOverview, GroupBy, GroupKey, PartitionRow, TopEntry, TopN, WindowStats, WorkerLoad, WorkerRow};
+pub use query::{
+    ClusterOverview, GroupBy, GroupKey, PartitionRow, RateBasis, TopEntry, TopN, WindowStats, WorkerLoad, WorkerRow,
+};
 pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable};
 pub use views::{Heatmap, History, HistoryPoint, MAX_HEATMAP_KEY_BUCKETS};
 

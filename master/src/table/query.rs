@@ -205,6 +205,19 @@ pub(crate) fn stats_of<F: Codec, K: Codec>(
 
 /// The one figure top-N and listings rank by: rates per second over the whole window, gauges
 /// averaged over the covered seconds. `None` when the window has no data.
+/// What a windowed rate is an average over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateBasis {
+    /// The whole window; seconds without a sample count as idle (the API's reading: a partition
+    /// that appeared two seconds ago shows two seconds' worth).
+    Window,
+    /// The seconds the partition reported in: a partition created by a split a second ago shows
+    /// its real rate, not a fraction of it (the analyzer's reading). Sources must report every
+    /// partition every interval, idle ones as zeros (the testbed and the Valkey source do), or
+    /// an intermittently reported partition reads high.
+    Reported,
+}
+
 pub(crate) fn scalar_of<F: Codec, K: Codec>(
     store: &SeriesStore<F, K>,
     id: u32,
@@ -430,8 +443,21 @@ impl MetricsTable {
 
     /// Every partition the table knows (live and gone), with its figures over the `last` window.
     pub fn partitions(&self, last: Duration, now_ms: i64) -> Result<Vec<PartitionRow>, TableError> {
+        self.partitions_with(last, now_ms, RateBasis::Window)
+    }
+
+    /// [`MetricsTable::partitions`] with a choice of what a rate is averaged over.
+    pub fn partitions_with(
+        &self,
+        last: Duration,
+        now_ms: i64,
+        basis: RateBasis,
+    ) -> Result<Vec<PartitionRow>, TableError> {
         let win = window_slots(self, last, now_ms)?;
-        let v = |i: u32, m: Metric| metric_view(m).and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate(), win));
+        let per_covered = basis == RateBasis::Reported;
+        let v = |i: u32, m: Metric| {
+            metric_view(m).and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate() && !per_covered, win))
+        };
         let worker = |w: Option<u32>| w.map(|w| self.workers[w as usize].id.clone());
         let mut rows = Vec::with_capacity(self.live_partitions);
         for (i, e) in self.partitions.iter().enumerate() {

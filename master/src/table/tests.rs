@@ -150,6 +150,26 @@ fn windows_ending_at_the_complete_watermark_read_full_rates_while_reports_are_in
 }
 
 #[test]
+fn a_partition_two_seconds_old_reads_its_real_rate_over_the_seconds_it_reported() {
+    let mut t = table();
+    // p1 reported for 30 s; p2 (a split's new side) only for the last 2.
+    t.ingest(&wid("w1"), &steady("p1", 100, 30, 1), T0_MS + 30_000);
+    let young: Vec<Sample> = (28..30)
+        .map(|k| sample(100 + k as u64, T0_MS + (k + 1) * 1000, pstats("p2", "t", range(100, 199), 300)))
+        .collect();
+    t.ingest(&wid("w1"), &young, T0_MS + 30_000);
+    let rate = |basis| {
+        let rows = t.partitions_with(secs(5), T0_MS + 30_000, basis).expect("rows");
+        let r = |id: &str| rows.iter().find(|r| r.id.as_str() == id).expect("row").ops_per_sec;
+        (r("p1"), r("p2"))
+    };
+    let (p1, p2) = rate(RateBasis::Window);
+    assert!((p1 - 100.0).abs() < 0.5 && (p2 - 120.0).abs() < 1.0, "window basis: {p1} {p2}");
+    let (p1, p2) = rate(RateBasis::Reported);
+    assert!((p1 - 100.0).abs() < 0.5 && (p2 - 300.0).abs() < 2.0, "reported basis: {p1} {p2}");
+}
+
+#[test]
 fn long_windows_read_the_coarse_ring_within_its_error_bound() {
     let mut t = table();
     let n = 1800; // 30 minutes
