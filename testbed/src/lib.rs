@@ -12,6 +12,9 @@
 //!   reports; no HTTP, no sleeping, deterministic from the seed.
 //! - [`realtime`] and [`http`]: the same engine stepped by the wall clock behind the storage
 //!   admin API, and the pusher that posts every worker's report to its agent.
+//! - [`sim`]: the scale simulator: the engine in virtual time driven by the master's real
+//!   planner or a baseline (no balancer, a greedy threshold mover), per-second records, the
+//!   comparison's figures, markdown and SVG charts (`lb-testbed sim`).
 //! - [`up`]: the whole system in one process (`lb-testbed up`): this cluster, an agent per
 //!   worker, the ops server and the master, each on its own loopback port.
 
@@ -20,6 +23,7 @@ pub mod model;
 pub mod ops;
 pub mod realtime;
 pub mod scenario;
+pub mod sim;
 pub mod up;
 pub mod virtual_time;
 pub mod workload;

@@ -2,12 +2,13 @@
 //! one agent per worker, the ops server and the master — each on its own loopback port.
 //! `lb-testbed serve --scenario FILE`: the simulated storage system alone, in real time behind
 //! the storage admin API, pushing reports to agents. `lb-testbed sim --scenario FILE`: the same
-//! scenario in virtual time, printing per-minute cluster load.
+//! scenario in virtual time, balanced by the master's real planner and by baselines side by
+//! side, written as a markdown table and SVG charts.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -53,17 +54,45 @@ enum Command {
         #[arg(long, default_value_t = realtime::DEFAULT_REPORT_INTERVAL_MS)]
         report_interval_ms: u64,
     },
-    /// Runs a scenario in virtual time and prints per-minute load.
+    /// Runs a scenario in virtual time under each strategy (the master's planner, no balancer,
+    /// a greedy threshold mover) and writes the comparison: a markdown table and SVG charts.
     Sim {
         #[arg(long)]
         scenario: PathBuf,
-        /// Simulated seconds per step.
-        #[arg(long, default_value_t = 1.0)]
-        step_secs: f64,
-        /// Overrides the scenario's duration.
+        /// Partitions in all, scaling the scenario's tables (load per worker kept).
         #[arg(long)]
-        duration_secs: Option<u64>,
+        partitions: Option<u32>,
+        /// Workers, scaling the scenario's cluster (load per worker kept).
+        #[arg(long)]
+        workers: Option<u32>,
+        /// Simulated time: seconds, or with a unit (`90s`, `30m`, `1h`); default the scenario's.
+        #[arg(long, value_parser = parse_duration_secs)]
+        duration: Option<u64>,
+        /// Where the table (`report.md`) and charts go; default `target/sim/<scenario>`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long, value_delimiter = ',', default_value = "lb,none,greedy")]
+        strategies: Vec<String>,
+        /// Strategies run in parallel, one per thread; default the machine's cores.
+        #[arg(long)]
+        threads: Option<usize>,
     },
+}
+
+/// `3600`, `3600s`, `60m` or `1h` as seconds.
+fn parse_duration_secs(s: &str) -> Result<u64, String> {
+    let (number, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration (3600, 3600s, 60m, 1h)"))?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (s, m or h)")),
+    };
+    n.checked_mul(per).filter(|&d| d > 0).ok_or_else(|| format!("{s:?} must be between 1 s and u64::MAX s"))
 }
 
 fn parse_agent(s: &str) -> Result<(WorkerId, String), String> {
@@ -122,36 +151,38 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Sim { scenario, step_secs, duration_secs } => {
-            let scenario = Scenario::load(&scenario)?;
-            anyhow::ensure!(step_secs > 0.0 && step_secs.is_finite(), "--step-secs must be > 0");
-            run_sim(&scenario, Duration::from_secs_f64(step_secs), duration_secs.unwrap_or(scenario.duration_secs));
-            Ok(())
+        Command::Sim { scenario, partitions, workers, duration, out, strategies, threads } => {
+            let loaded = Scenario::load(&scenario)?;
+            let scaled = lb_testbed::sim::scale::scale(&loaded, partitions, workers)
+                .with_context(|| format!("cannot scale {} to the requested size", scenario.display()))?;
+            let out = out.unwrap_or_else(|| PathBuf::from("target/sim").join(&loaded.name));
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+            run_sim(&scaled, &strategies, duration.unwrap_or(loaded.duration_secs), threads, &out)
         }
     }
 }
 
-fn run_sim(scenario: &Scenario, step: Duration, duration_secs: u64) {
-    let started = Instant::now();
-    let mut engine = Engine::new(scenario);
-    println!("minute  max_ratio  mean_ratio     cv  demand_ops/s  rejected_ops/s");
-    let end = Duration::from_secs(duration_secs);
-    let mut next_minute = Duration::from_secs(60);
-    while engine.elapsed() < end {
-        engine.step(step);
-        if engine.elapsed() >= next_minute {
-            let s = engine.summary();
-            println!(
-                "{:>6}  {:>9.3}  {:>10.3}  {:>5.3}  {:>12.0}  {:>14.0}",
-                next_minute.as_secs() / 60,
-                s.max_demand_ratio,
-                s.mean_demand_ratio,
-                s.cv,
-                s.demand_ops_per_sec,
-                s.rejected_ops_per_sec
-            );
-            next_minute += Duration::from_secs(60);
-        }
+fn run_sim(
+    scenario: &Scenario,
+    strategies: &[String],
+    duration_secs: u64,
+    threads: usize,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let comparison = lb_testbed::sim::report::compare(scenario, strategies, duration_secs, threads)?;
+    let table = comparison.markdown();
+    print!("{table}\n{}", comparison.timings());
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let report = out.join("report.md");
+    std::fs::write(&report, format!("{table}\n```\n{}```\n", comparison.timings()))
+        .with_context(|| format!("cannot write {}", report.display()))?;
+    let json = out.join("figures.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&comparison.figures_json())?)
+        .with_context(|| format!("cannot write {}", json.display()))?;
+    for (name, svg) in comparison.charts() {
+        let path = out.join(name);
+        std::fs::write(&path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    println!("simulated {duration_secs} s in {:.2} s", started.elapsed().as_secs_f64());
+    println!("wrote {} and its charts", report.display());
+    Ok(())
 }

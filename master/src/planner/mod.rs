@@ -47,8 +47,6 @@ mod rebalance;
 pub mod state;
 
 #[cfg(test)]
-mod scenario_tests;
-#[cfg(test)]
 mod tests;
 
 use lb_common::ids::GroupId;
@@ -57,6 +55,8 @@ pub use config::{PlannerConfig, PolicyMode};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{Hysteresis, PendingChild, PlannerState, Strikes};
+
+pub use model::partitions_of;
 
 use model::Model;
 

@@ -33,6 +33,8 @@ pub struct LoadState {
     /// Cached static masses: partition `p`'s entries are `entries[entry_start[p]..entry_start[p+1]]`.
     entry_start: Vec<u32>,
     entries: Vec<(u32, f64)>,
+    /// Per table, its moving (non-static) components, ascending.
+    moving: Vec<Vec<u32>>,
     /// Per component this step: read ops, write ops, read bytes, write bytes per second.
     pub(super) coef: Vec<[f64; 4]>,
     /// Last step, per second.
@@ -118,6 +120,21 @@ impl LoadState {
         self.dirty = true;
     }
 
+    /// The static components with mass in partition `p`, ascending; `None` while the cache is
+    /// stale (after a layout change, until the next step).
+    pub(super) fn static_components_of(&self, p: usize) -> Option<impl Iterator<Item = u32> + '_> {
+        if self.dirty || p + 1 >= self.entry_start.len() {
+            return None;
+        }
+        let (a, b) = (self.entry_start[p] as usize, self.entry_start[p + 1] as usize);
+        Some(self.entries[a..b].iter().map(|e| e.0))
+    }
+
+    /// Table `t`'s moving components (sequential appends), ascending.
+    pub(super) fn moving_of(&self, t: usize) -> &[u32] {
+        self.moving.get(t).map_or(&[], Vec::as_slice)
+    }
+
     pub(super) fn push_partition(&mut self) {
         for_each_partition_vec!(&mut *self, |v| v.push(0.0));
         self.dirty = true;
@@ -149,6 +166,23 @@ impl LoadState {
         a.latency_p99_max_us[to] = a.latency_p99_max_us[to].max(a.latency_p99_max_us[from]);
     }
 
+    /// Zeroes every partition's accumulators (all of them went into reports).
+    pub fn reset_all_acc(&mut self) {
+        let a = &mut self.acc;
+        for v in [
+            &mut a.read_ops,
+            &mut a.write_ops,
+            &mut a.read_bytes,
+            &mut a.write_bytes,
+            &mut a.rejected,
+            &mut a.sequential_writes,
+            &mut a.latency_weighted_us,
+            &mut a.latency_p99_max_us,
+        ] {
+            v.fill(0.0);
+        }
+    }
+
     /// Zeroes partition `p`'s accumulators (after they went into a report).
     pub fn reset_acc(&mut self, p: usize) {
         let a = &mut self.acc;
@@ -169,24 +203,72 @@ impl LoadState {
 
 impl Cluster {
     /// Recomputes the cached static masses of every partition.
+    ///
+    /// Components spread over the key space (uniform, zipf) are asked for every partition of
+    /// their table; localized ones (hot ranges, hot keys) only for the partitions their keys
+    /// overlap, found by binary search in key order — a scaled table with hundreds of hot
+    /// ranges rebuilds in the time of one with a single one. Entries stay in component order.
     fn rebuild_masses(&mut self) {
-        let load = &mut self.load;
-        load.entry_start.clear();
-        load.entries.clear();
         let p = &self.partitions;
-        for i in 0..p.len() {
-            load.entry_start.push(load.entries.len() as u32);
-            for &c in &self.tables[p.table[i] as usize].components {
+        let mut local: Vec<(u32, u32, f64)> = Vec::new();
+        let mut spread: Vec<Vec<usize>> = Vec::with_capacity(self.tables.len());
+        for table in &self.tables {
+            let mut global = Vec::new();
+            for &c in &table.components {
                 let comp = &self.components[c];
-                if comp.is_static() {
-                    let mass = comp.mass(p.start[i], p.end[i]);
+                if !comp.is_static() {
+                    continue;
+                }
+                let Some((a, b)) = comp.key_span() else {
+                    global.push(c);
+                    continue;
+                };
+                let first = table.sorted.partition_point(|&q| p.end[q as usize] < a);
+                for &q in &table.sorted[first..] {
+                    let q = q as usize;
+                    if p.start[q] > b {
+                        break;
+                    }
+                    let mass = comp.mass(p.start[q], p.end[q]);
                     if mass > 0.0 {
-                        load.entries.push((c as u32, mass));
+                        local.push((q as u32, c as u32, mass));
                     }
                 }
             }
+            spread.push(global);
+        }
+        local.sort_unstable_by_key(|&(q, c, _)| (q, c));
+        let load = &mut self.load;
+        load.entry_start.clear();
+        load.entries.clear();
+        let mut l = 0;
+        for i in 0..p.len() {
+            load.entry_start.push(load.entries.len() as u32);
+            let mut end = l;
+            while end < local.len() && local[end].0 as usize == i {
+                end += 1;
+            }
+            for &c in &spread[p.table[i] as usize] {
+                while l < end && (local[l].1 as usize) < c {
+                    load.entries.push((local[l].1, local[l].2));
+                    l += 1;
+                }
+                let mass = self.components[c].mass(p.start[i], p.end[i]);
+                if mass > 0.0 {
+                    load.entries.push((c as u32, mass));
+                }
+            }
+            while l < end {
+                load.entries.push((local[l].1, local[l].2));
+                l += 1;
+            }
         }
         load.entry_start.push(load.entries.len() as u32);
+        load.moving = self
+            .tables
+            .iter()
+            .map(|t| t.components.iter().filter(|&&c| !self.components[c].is_static()).map(|&c| c as u32).collect())
+            .collect();
         load.coef.resize(self.components.len(), [0.0; 4]);
         load.dirty = false;
     }

@@ -120,6 +120,16 @@ impl Component {
         }
     }
 
+    /// The keys a localized shape (hot range, hot key) can load; `None` for shapes spread over
+    /// the whole key space or moving.
+    pub fn key_span(&self) -> Option<(u64, u64)> {
+        match self.shape {
+            Shape::HotRange { start, end } => Some((start, end)),
+            Shape::HotKey(k) => Some((k, k)),
+            _ => None,
+        }
+    }
+
     /// The key every op of a sequential append lands on at `t_secs`; `None` for static shapes.
     pub fn point_at(&self, t_secs: f64) -> Option<u64> {
         match self.shape {

@@ -1,0 +1,321 @@
+//! The scale simulator: the virtual-time [`Engine`] driven by a balancing [`Strategy`] — the
+//! master's real planner or a baseline — one decision per simulated second, with every second
+//! recorded.
+//!
+//! **Loop** ([`Sim::tick`]), one simulated second:
+//! 1. the engine steps 1 s (timeline events, operations advance and apply, load);
+//! 2. operations that ended leave the in-flight list and their [`ActionRecord`] gets its outcome;
+//! 3. if the strategy reads it, the planner's input is refreshed in place ([`InputBuilder`]);
+//! 4. the strategy decides; each action it wants run is submitted with [`Engine::submit`]
+//!    (refusals are kept in [`Sim::submit_errors`]);
+//! 5. the second's figures go into [`Sim::ticks`].
+//!
+//! Everything a later stage needs (an action evaluation, the analysis in [`report`]) is in the
+//! public records: [`Sim::actions`] (what ran, when, on what, with which outcome),
+//! [`Sim::proposals`] (the planner's proposals with their reasons) and [`Sim::ticks`].
+//!
+//! - [`input`]: the engine → `PlannerInput` adapter.
+//! - [`strategy`]: `lb`, `none` and `greedy`.
+//! - [`scale`]: a scenario scaled to N partitions and M workers at the same load per worker.
+//! - [`report`]: per-strategy figures, the comparison runner, the markdown table.
+//! - [`svg`]: line charts of the per-second figures.
+
+pub mod input;
+pub mod report;
+pub mod scale;
+pub mod strategy;
+pub mod svg;
+
+use std::time::{Duration, Instant};
+
+use lb_common::ids::{ActionId, OperationId, PartitionId};
+use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, OperationState};
+use lb_master::planner::{InFlightAction, Proposal};
+
+use crate::Engine;
+use crate::scenario::Scenario;
+pub use input::InputBuilder;
+pub use strategy::{Context, Decision, Greedy, Lb, NoBalancer, Proposed, Strategy};
+
+/// One simulated second, recorded after the strategy acted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tick {
+    pub t_secs: u64,
+    /// Cluster demand and rejected ops per second (partitions and datasets).
+    pub demand: f64,
+    pub rejected: f64,
+    /// Demand over capacity across healthy workers: max, mean, coefficient of variation.
+    pub max_demand_ratio: f64,
+    pub mean_demand_ratio: f64,
+    pub cv: f64,
+    /// Max and mean over healthy *ungrouped* workers (the pool the planner balances).
+    pub pool_max: f64,
+    pub pool_mean: f64,
+    /// Operations in flight after this second's submissions.
+    pub in_flight: usize,
+}
+
+impl Tick {
+    /// Rejected share of demand, 0..1.
+    pub fn rejected_ratio(&self) -> f64 {
+        if self.demand > 0.0 { self.rejected / self.demand } else { 0.0 }
+    }
+
+    /// Max over mean demand ratio of healthy workers (1 when idle).
+    pub fn max_over_mean(&self) -> f64 {
+        if self.mean_demand_ratio > 0.0 { self.max_demand_ratio / self.mean_demand_ratio } else { 1.0 }
+    }
+}
+
+/// How a submitted action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still pending or running at the end of the run.
+    InFlight,
+    Succeeded {
+        at_secs: u64,
+    },
+    Failed {
+        at_secs: u64,
+    },
+}
+
+/// One action the strategy submitted and the engine accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    pub t_secs: u64,
+    pub action_id: ActionId,
+    pub operation: OperationId,
+    pub spec: ActionSpec,
+    pub reason: String,
+    /// Stored bytes the action streams between workers (0 for a split or a local merge).
+    pub bytes_to_move: u64,
+    pub outcome: Outcome,
+}
+
+/// Wall time spent in each phase of the loop, for profiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseTimes {
+    pub engine: Duration,
+    pub input: Duration,
+    pub decide: Duration,
+    pub record: Duration,
+}
+
+/// The engine, a strategy and everything recorded. See the module doc.
+#[derive(Debug)]
+pub struct Sim {
+    pub engine: Engine,
+    pub strategy: Box<dyn Strategy>,
+    pub input: InputBuilder,
+    /// Operations submitted and not finished, with what the planner is told about them.
+    pub in_flight: Vec<(OperationId, InFlightAction, usize)>,
+    pub actions: Vec<ActionRecord>,
+    /// The planner's proposals (auto and dry-run) with the second they were made; `lb` only.
+    pub proposals: Vec<(u64, Proposal)>,
+    pub submit_errors: Vec<String>,
+    /// Broken invariants of a decision (two actions on one partition in one pass).
+    pub violations: Vec<String>,
+    pub ticks: Vec<Tick>,
+    pub times: PhaseTimes,
+    next_id: u64,
+}
+
+impl Sim {
+    pub fn new(scenario: &Scenario, strategy: Box<dyn Strategy>) -> Self {
+        Self {
+            engine: Engine::new(scenario),
+            strategy,
+            input: InputBuilder::new(std::thread::available_parallelism().map_or(1, usize::from)),
+            in_flight: Vec::new(),
+            actions: Vec::new(),
+            proposals: Vec::new(),
+            submit_errors: Vec::new(),
+            violations: Vec::new(),
+            ticks: Vec::new(),
+            times: PhaseTimes::default(),
+            next_id: 0,
+        }
+    }
+
+    /// The master's planner with its default config.
+    pub fn lb(scenario: &Scenario) -> Self {
+        Self::new(scenario, Box::new(Lb::default()))
+    }
+
+    pub fn strategy_name(&self) -> &str {
+        self.strategy.name()
+    }
+
+    /// One simulated second (see the module doc); returns the strategy's decision.
+    pub fn tick(&mut self) -> Decision {
+        let started = Instant::now();
+        self.engine.step(Duration::from_secs(1));
+        let t = self.engine.t_secs() as u64;
+        self.settle_in_flight(t);
+        let stepped = Instant::now();
+
+        let input = if self.strategy.needs_input() {
+            let input = self.input.update(&mut self.engine);
+            input.in_flight = self.in_flight.iter().map(|(_, a, _)| a.clone()).collect();
+            Some(&*input)
+        } else {
+            None
+        };
+        let built = Instant::now();
+        let busy: Vec<PartitionId> =
+            self.in_flight.iter().flat_map(|(_, a, _)| partitions_of(&a.spec)).cloned().collect();
+        let now_ms = self.engine.now_ms();
+        let decision = self.strategy.decide(&Context { engine: &self.engine, input, busy: &busy, now_ms });
+        let decided = Instant::now();
+
+        self.check_one_action_per_partition(t, &decision);
+        if let Some(plan) = &decision.plan {
+            self.proposals.extend(plan.proposals.iter().map(|p| (t, p.clone())));
+        }
+        for action in decision.actions.iter().filter(|a| a.submit) {
+            self.submit(t, now_ms, action);
+        }
+        self.record_tick(t);
+        let recorded = Instant::now();
+
+        self.times.engine += stepped - started;
+        self.times.input += built - stepped;
+        self.times.decide += decided - built;
+        self.times.record += recorded - decided;
+        decision
+    }
+
+    /// Ticks until scenario time `t_secs`.
+    pub fn run_until(&mut self, t_secs: u64) {
+        while (self.engine.t_secs() as u64) < t_secs {
+            self.tick();
+        }
+    }
+
+    /// Submitted actions of `kind` (accepted by the engine).
+    pub fn count(&self, kind: ActionKind) -> usize {
+        self.actions.iter().filter(|a| a.spec.kind() == kind).count()
+    }
+
+    /// Proposals of `kind` (the planner's, auto or not).
+    pub fn proposed(&self, kind: ActionKind) -> usize {
+        self.proposals.iter().filter(|(_, p)| p.spec.kind() == kind).count()
+    }
+
+    /// Stored bytes streamed by actions that succeeded.
+    pub fn bytes_moved(&self) -> u64 {
+        self.actions.iter().filter(|a| matches!(a.outcome, Outcome::Succeeded { .. })).map(|a| a.bytes_to_move).sum()
+    }
+
+    fn settle_in_flight(&mut self, t: u64) {
+        let engine = &self.engine;
+        let actions = &mut self.actions;
+        self.in_flight.retain(|(op, _, record)| {
+            let state = engine.operation(op).map(|o| o.state);
+            match state {
+                Some(OperationState::Pending | OperationState::Running) => true,
+                Some(OperationState::Succeeded) => {
+                    actions[*record].outcome = Outcome::Succeeded { at_secs: t };
+                    false
+                }
+                Some(OperationState::Failed) | None => {
+                    actions[*record].outcome = Outcome::Failed { at_secs: t };
+                    false
+                }
+            }
+        });
+    }
+
+    fn check_one_action_per_partition(&mut self, t: u64, decision: &Decision) {
+        let mut touched: Vec<&PartitionId> = decision.actions.iter().flat_map(|a| partitions_of(&a.spec)).collect();
+        let before = touched.len();
+        touched.sort();
+        touched.dedup();
+        if before != touched.len() {
+            self.violations.push(format!("t={t}: a partition got two actions in one pass"));
+        }
+    }
+
+    fn submit(&mut self, t: u64, now_ms: i64, action: &Proposed) {
+        self.next_id += 1;
+        let action_id = ActionId::new(format!("{}-{}", self.strategy.name(), self.next_id))
+            .expect("strategy names and numbers make valid ids");
+        let bytes_to_move = self.bytes_to_move(&action.spec);
+        match self.engine.submit(action_id.clone(), action.spec.clone()) {
+            Ok(operation) => {
+                self.in_flight.push((
+                    operation.clone(),
+                    InFlightAction { spec: action.spec.clone(), started_at_ms: now_ms },
+                    self.actions.len(),
+                ));
+                self.actions.push(ActionRecord {
+                    t_secs: t,
+                    action_id,
+                    operation,
+                    spec: action.spec.clone(),
+                    reason: action.reason.clone(),
+                    bytes_to_move,
+                    outcome: Outcome::InFlight,
+                });
+            }
+            Err(e) => self.submit_errors.push(format!("t={t} {:?}: {e}", action.spec)),
+        }
+    }
+
+    /// Bytes `spec` would stream: a move's or a grouped partition's stored bytes when it
+    /// changes worker, a cross-worker merge's right side; splits move nothing.
+    fn bytes_to_move(&self, spec: &ActionSpec) -> u64 {
+        let p = &self.engine.cluster.partitions;
+        let stored = |id: &PartitionId| p.find(id).map_or(0, |i| p.stored_bytes[i] as u64);
+        match spec {
+            ActionSpec::Move { partition, .. } => stored(partition),
+            ActionSpec::Merge { left, right } => match (p.find(left), p.find(right)) {
+                (Some(l), Some(r)) if p.owner[l] != p.owner[r] => p.stored_bytes[r] as u64,
+                _ => 0,
+            },
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
+                let w = &self.engine.cluster.workers;
+                let on_group = p.find(partition).is_some_and(|i| w.group[p.owner[i] as usize].as_ref() == Some(group));
+                if on_group { 0 } else { stored(partition) }
+            }
+            _ => 0,
+        }
+    }
+
+    fn record_tick(&mut self, t: u64) {
+        let s = self.engine.summary();
+        let (pool_max, pool_mean) = pool_ratios(&self.engine);
+        self.ticks.push(Tick {
+            t_secs: t,
+            demand: s.demand_ops_per_sec,
+            rejected: s.rejected_ops_per_sec,
+            max_demand_ratio: s.max_demand_ratio,
+            mean_demand_ratio: s.mean_demand_ratio,
+            cv: s.cv,
+            pool_max,
+            pool_mean,
+            in_flight: self.in_flight.len(),
+        });
+    }
+}
+
+/// The partitions an action keeps busy (a group of a whole table or tenant: none listed).
+pub fn partitions_of(spec: &ActionSpec) -> Vec<&PartitionId> {
+    lb_master::planner::partitions_of(spec)
+}
+
+/// Max and mean demand ratio over healthy ungrouped workers (the pool the planner balances).
+pub fn pool_ratios(engine: &Engine) -> (f64, f64) {
+    let c = &engine.cluster;
+    let (mut n, mut sum, mut max) = (0.0, 0.0, 0.0f64);
+    for w in 0..c.workers.len() {
+        if c.workers.health[w] != Health::Down && c.workers.group[w].is_none() {
+            let r = c.load.worker_demand_ratio[w];
+            n += 1.0;
+            sum += r;
+            max = max.max(r);
+        }
+    }
+    (max, if n > 0.0 { sum / n } else { 0.0 })
+}

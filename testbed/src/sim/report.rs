@@ -1,0 +1,413 @@
+//! Strategies side by side: each runs the same scenario (same seed, same workload, its own
+//! engine), and the per-second records become the figures of the comparison.
+//!
+//! - **Onsets**: the scenario's start, every workload component that starts later (a hot range
+//!   ramping up), and every timeline event that changes load or capacity (surge, worker lost or
+//!   added, dataset rate). Each opens a window that ends at the next onset or the end of the run.
+//! - **Time to relief** of an onset: from the onset to the first second from which, until the
+//!   window ends, rejections stay under [`RELIEF_REJECTED_RATIO`] of demand and no worker's demand
+//!   is over its capacity. "never hot" when that held throughout; "not relieved" when it does not
+//!   hold at the window's end.
+//! - **Rejected**: the sum of rejected ops over the run, and its share of the demand.
+//! - **Balance**: max/mean of the healthy workers' demand ratios and their CV, at the end, p50
+//!   and p99 over the run's seconds.
+//! - **Actions** by kind (accepted by the engine) and **bytes moved** by actions that succeeded.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lb_common::protocol::ActionKind;
+use serde::Serialize;
+
+use super::strategy::{self, Strategy};
+use super::{Outcome, PhaseTimes, Sim, Tick};
+use crate::scenario::{Event, Scenario, WorkloadKind};
+
+/// Rejections under 1 % of demand count as relieved: the definition of a fixed hotspot.
+pub const RELIEF_REJECTED_RATIO: f64 = 0.01;
+
+/// Something that changes the load or the capacity at `at_secs`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Onset {
+    pub at_secs: u64,
+    pub what: String,
+}
+
+/// The onsets of `scenario` before `duration_secs`, in time order, one per second.
+pub fn onsets(scenario: &Scenario, duration_secs: u64) -> Vec<Onset> {
+    let mut by_time: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    by_time.entry(0).or_default().push("start".to_owned());
+    for t in &scenario.tables {
+        for w in t.workloads.iter().filter(|w| w.start_secs > 0) {
+            let kind = match w.kind {
+                WorkloadKind::Uniform => "uniform load",
+                WorkloadKind::Zipf => "zipf load",
+                WorkloadKind::HotRange => "hot range",
+                WorkloadKind::HotKey => "hot key",
+                WorkloadKind::SequentialAppend => "sequential append",
+            };
+            let what = format!("{kind} on {}.{} starts", t.tenant, t.table);
+            by_time.entry(w.start_secs).or_default().push(what);
+        }
+    }
+    for e in &scenario.timeline {
+        let what = match &e.event {
+            Event::Surge { tenant, table, multiplier, .. } => format!("surge {tenant}.{table} x{multiplier}"),
+            Event::WorkerLost { worker } => format!("{worker} lost"),
+            Event::WorkerAdded { worker, .. } => format!("{worker} added"),
+            Event::DatasetRate { tenant, dataset, .. } => format!("{tenant}.{dataset} rate changes"),
+            Event::Fault { .. } => continue,
+        };
+        by_time.entry(e.at_secs).or_default().push(what);
+    }
+    by_time
+        .into_iter()
+        .filter(|(t, _)| *t < duration_secs)
+        .map(|(at_secs, mut whats)| {
+            whats.dedup();
+            Onset { at_secs, what: whats.join(", ") }
+        })
+        .collect()
+}
+
+/// How one onset's window went.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Relief {
+    pub onset: Onset,
+    pub window_end_secs: u64,
+    /// Seconds after the onset of the first second that broke the relief condition.
+    pub first_trouble_after_secs: Option<u64>,
+    /// Seconds from the onset until relief held for the rest of the window.
+    pub relieved_after_secs: Option<u64>,
+}
+
+impl Relief {
+    pub fn describe(&self) -> String {
+        match (self.first_trouble_after_secs, self.relieved_after_secs) {
+            (None, _) => "never hot".to_owned(),
+            (Some(first), Some(after)) => format!("{after} s (hot from +{first} s)"),
+            (Some(first), None) => format!("not relieved (hot from +{first} s)"),
+        }
+    }
+}
+
+/// Whether a second meets the relief condition.
+pub fn relieved(t: &Tick) -> bool {
+    t.max_demand_ratio <= 1.0 && t.rejected_ratio() < RELIEF_REJECTED_RATIO
+}
+
+/// Time to relief of every onset over `ticks` (see the module doc).
+pub fn reliefs(ticks: &[Tick], onsets: &[Onset], end_secs: u64) -> Vec<Relief> {
+    onsets
+        .iter()
+        .enumerate()
+        .map(|(i, onset)| {
+            let window_end_secs = onsets.get(i + 1).map_or(end_secs, |o| o.at_secs);
+            let window = ticks.iter().filter(|t| t.t_secs >= onset.at_secs && t.t_secs < window_end_secs);
+            let (mut first_trouble, mut relieved_at) = (None, None);
+            for t in window {
+                if relieved(t) {
+                    relieved_at.get_or_insert(t.t_secs);
+                } else {
+                    first_trouble.get_or_insert(t.t_secs - onset.at_secs);
+                    relieved_at = None;
+                }
+            }
+            Relief {
+                onset: onset.clone(),
+                window_end_secs,
+                first_trouble_after_secs: first_trouble,
+                relieved_after_secs: relieved_at.filter(|_| first_trouble.is_some()).map(|t| t - onset.at_secs),
+            }
+        })
+        .collect()
+}
+
+/// Final, median and 99th percentile of a per-second series.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Spread {
+    pub last: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(values: impl Iterator<Item = f64>) -> Self {
+        let mut v: Vec<f64> = values.collect();
+        let Some(&last) = v.last() else { return Self::default() };
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        Self { last, p50: at(0.5), p99: at(0.99), max: at(1.0) }
+    }
+}
+
+/// One strategy's figures over a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    pub strategy: String,
+    pub seconds: u64,
+    pub reliefs: Vec<Relief>,
+    pub demand_ops: f64,
+    pub rejected_ops: f64,
+    pub max_over_mean: Spread,
+    pub cv: Spread,
+    pub max_demand_ratio: Spread,
+    /// Accepted actions by kind (`split`, `move`, …).
+    pub actions: BTreeMap<&'static str, usize>,
+    pub failed_actions: usize,
+    pub submit_errors: usize,
+    pub bytes_moved: u64,
+}
+
+impl Figures {
+    pub fn of(sim: &Sim, onsets: &[Onset]) -> Self {
+        let ticks = &sim.ticks;
+        let end = ticks.last().map_or(0, |t| t.t_secs + 1);
+        let mut actions = BTreeMap::new();
+        for a in &sim.actions {
+            *actions.entry(a.spec.kind().as_str()).or_insert(0) += 1;
+        }
+        Self {
+            strategy: sim.strategy_name().to_owned(),
+            seconds: ticks.len() as u64,
+            reliefs: reliefs(ticks, onsets, end),
+            // Each tick is one second: ops per second sum to ops.
+            demand_ops: ticks.iter().map(|t| t.demand).sum(),
+            rejected_ops: ticks.iter().map(|t| t.rejected).sum(),
+            max_over_mean: Spread::of(ticks.iter().map(Tick::max_over_mean)),
+            cv: Spread::of(ticks.iter().map(|t| t.cv)),
+            max_demand_ratio: Spread::of(ticks.iter().map(|t| t.max_demand_ratio)),
+            actions,
+            failed_actions: sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Failed { .. })).count(),
+            submit_errors: sim.submit_errors.len(),
+            bytes_moved: sim.bytes_moved(),
+        }
+    }
+
+    pub fn rejected_ratio(&self) -> f64 {
+        if self.demand_ops > 0.0 { self.rejected_ops / self.demand_ops } else { 0.0 }
+    }
+}
+
+/// One strategy's run.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub figures: Figures,
+    pub ticks: Vec<Tick>,
+    pub times: PhaseTimes,
+    /// Layout rebuilds of the planner input (0 for strategies that do not read it).
+    pub input_rebuilds: u64,
+    pub wall: Duration,
+}
+
+/// Every strategy's run over one scenario.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub scenario: String,
+    pub partitions: usize,
+    pub workers: usize,
+    pub duration_secs: u64,
+    pub onsets: Vec<Onset>,
+    pub runs: Vec<Run>,
+    pub wall: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("unknown strategy {0:?} (known: lb, none, greedy)")]
+    UnknownStrategy(String),
+    #[error("no strategy to run")]
+    NoStrategy,
+}
+
+/// Runs `strategies` (names for [`strategy::by_name`]) over `scenario` for `duration_secs`,
+/// on up to `threads` threads (one strategy per thread at a time; each run is deterministic).
+pub fn compare(
+    scenario: &Scenario,
+    strategies: &[String],
+    duration_secs: u64,
+    threads: usize,
+) -> Result<Comparison, CompareError> {
+    let mut built: Vec<Mutex<Option<Box<dyn Strategy>>>> = Vec::new();
+    for name in strategies {
+        let s = strategy::by_name(name).ok_or_else(|| CompareError::UnknownStrategy(name.clone()))?;
+        built.push(Mutex::new(Some(s)));
+    }
+    if built.is_empty() {
+        return Err(CompareError::NoStrategy);
+    }
+    let onsets = onsets(scenario, duration_secs);
+    let started = Instant::now();
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Run>>> = built.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, built.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = built.get(i) else { break };
+                    let Some(strategy) = slot.lock().expect("no panics while held").take() else { continue };
+                    let run_started = Instant::now();
+                    let mut sim = Sim::new(scenario, strategy);
+                    sim.run_until(duration_secs);
+                    let figures = Figures::of(&sim, &onsets);
+                    let run = Run {
+                        figures,
+                        ticks: std::mem::take(&mut sim.ticks),
+                        times: sim.times,
+                        input_rebuilds: sim.input.rebuilds,
+                        wall: run_started.elapsed(),
+                    };
+                    *results[i].lock().expect("no panics while held") = Some(run);
+                }
+            });
+        }
+    });
+    let wall = started.elapsed();
+    let runs = results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).collect();
+    Ok(Comparison {
+        scenario: scenario.name.clone(),
+        partitions: scenario.tables.iter().map(|t| t.partitions as usize).sum(),
+        workers: scenario.cluster.workers as usize,
+        duration_secs,
+        onsets,
+        runs,
+        wall,
+    })
+}
+
+const KINDS: [ActionKind; 4] = [ActionKind::Split, ActionKind::Move, ActionKind::Group, ActionKind::Merge];
+
+impl Comparison {
+    /// The comparison as markdown: a figures table and a time-to-relief table.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "Scenario `{}`: {} partitions (at start), {} workers, {} simulated seconds; wall time {:.1} s for all strategies.\n",
+            self.scenario,
+            self.partitions,
+            self.workers,
+            self.duration_secs,
+            self.wall.as_secs_f64()
+        );
+        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | splits | moves | groups | merges | failed | bytes moved | wall s |\n");
+        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for run in &self.runs {
+            let f = &run.figures;
+            let kinds: Vec<String> =
+                KINDS.iter().map(|k| f.actions.get(k.as_str()).copied().unwrap_or(0).to_string()).collect();
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.3} % | {:.2} / {:.2} / {:.2} | {:.3} / {:.3} / {:.3} | {:.2} / {:.2} | {} | {:.2} GiB | {:.1} |",
+                f.strategy,
+                f.rejected_ops,
+                f.rejected_ratio() * 100.0,
+                f.max_over_mean.last,
+                f.max_over_mean.p50,
+                f.max_over_mean.p99,
+                f.cv.last,
+                f.cv.p50,
+                f.cv.p99,
+                f.max_demand_ratio.p99,
+                f.max_demand_ratio.max,
+                kinds.join(" | ") + &format!(" | {}", f.failed_actions + f.submit_errors),
+                f.bytes_moved as f64 / f64::from(1u32 << 30),
+                run.wall.as_secs_f64()
+            );
+        }
+        s.push_str(
+            "\nTime to relief (rejections < 1 % of demand and no worker over capacity, until the next onset):\n\n",
+        );
+        let names: Vec<&str> = self.runs.iter().map(|r| r.figures.strategy.as_str()).collect();
+        let _ = writeln!(s, "| onset | {} |", names.join(" | "));
+        let _ = writeln!(s, "|---|{}", "---|".repeat(names.len()));
+        for (i, onset) in self.onsets.iter().enumerate() {
+            let cells: Vec<String> = self
+                .runs
+                .iter()
+                .map(|r| r.figures.reliefs.get(i).map_or_else(|| "-".to_owned(), Relief::describe))
+                .collect();
+            let _ = writeln!(s, "| {} s: {} | {} |", onset.at_secs, onset.what, cells.join(" | "));
+        }
+        s
+    }
+
+    /// Per-phase wall time of each run (engine step, planner input, decision, recording).
+    pub fn timings(&self) -> String {
+        let mut s = String::new();
+        for run in &self.runs {
+            let t = &run.times;
+            let _ = writeln!(
+                s,
+                "{}: {:.1} s wall (engine {:.1} s, input {:.1} s in {} rebuilds, decide {:.1} s, record {:.1} s)",
+                run.figures.strategy,
+                run.wall.as_secs_f64(),
+                t.engine.as_secs_f64(),
+                t.input.as_secs_f64(),
+                run.input_rebuilds,
+                t.decide.as_secs_f64(),
+                t.record.as_secs_f64()
+            );
+        }
+        s
+    }
+
+    /// Every run's figures as JSON (for scripts and tests), with the wall times in seconds.
+    pub fn figures_json(&self) -> serde_json::Value {
+        let runs: Vec<serde_json::Value> = self
+            .runs
+            .iter()
+            .map(|r| serde_json::json!({ "figures": r.figures, "rejected_ratio": r.figures.rejected_ratio(), "wall_secs": r.wall.as_secs_f64() }))
+            .collect();
+        serde_json::json!({
+            "scenario": self.scenario,
+            "partitions": self.partitions,
+            "workers": self.workers,
+            "duration_secs": self.duration_secs,
+            "wall_secs": self.wall.as_secs_f64(),
+            "runs": runs,
+        })
+    }
+
+    /// The charts: rejected % of demand, and max/mean worker load, over time; one line per
+    /// strategy. File name → SVG text.
+    pub fn charts(&self) -> Vec<(&'static str, String)> {
+        let series = |f: fn(&Tick) -> f64| -> Vec<super::svg::Series> {
+            self.runs
+                .iter()
+                .map(|r| super::svg::Series {
+                    name: r.figures.strategy.clone(),
+                    points: super::svg::downsample_max(r.ticks.iter().map(|t| (t.t_secs as f64, f(t))), 600),
+                })
+                .collect()
+        };
+        let title = |what: &str| {
+            format!("{what} — {} ({} partitions, {} workers)", self.scenario, self.partitions, self.workers)
+        };
+        vec![
+            (
+                "rejected.svg",
+                super::svg::line_chart(
+                    &title("rejected % of demand"),
+                    "simulated seconds",
+                    "rejected %",
+                    &series(|t| t.rejected_ratio() * 100.0),
+                ),
+            ),
+            (
+                "max-over-mean.svg",
+                super::svg::line_chart(
+                    &title("max / mean worker load"),
+                    "simulated seconds",
+                    "max / mean",
+                    &series(Tick::max_over_mean),
+                ),
+            ),
+        ]
+    }
+}

@@ -1,0 +1,158 @@
+//! A scenario scaled to `N` partitions and `M` workers, with the same load per worker and the
+//! same hotspots per worker.
+//!
+//! Scaling only the counts would dissolve the hotspots: a hot range that covers half of one of
+//! 32 partitions covers 780 of 100,000, each lukewarm. So, with `kw = M / M0` and
+//! `kp = N / N0` (`M0`, `N0` the scenario's own counts):
+//! - each table keeps its share of the partitions (`partitions × kp`, at least 1); partition
+//!   sizes and limits, worker capacities do not change;
+//! - *background* components (uniform, zipf) carry `kw ×` their rate, so the load per worker is
+//!   the scenario's; zipf gets `kp ×` its segments, so a segment spans as many partitions;
+//! - *hot* components (hot range, hot key, sequential append) are replicated `round(kw)` times at
+//!   their own rate: replica `i` starts in a partition drawn (from the scenario's seed) inside the
+//!   `i`-th of `kw` equal slices of the table, at the same place inside that partition as the
+//!   original inside its own, and a hot range keeps its width *in partitions* (an append moves
+//!   through as many partitions per second). Each replica is a hotspot as strong as the
+//!   original, and there are as many per worker. (Evenly spaced replicas would line up with the
+//!   round-robin placement and pile onto a handful of workers.);
+//! - datasets carry `kw ×` their rate (and growth); dedicated groups get `round(g × kw)` workers;
+//! - the timeline is kept, except that a `worker_added` beyond the scenario's workers is renamed
+//!   past the scaled ones and dataset rate changes are scaled like the datasets. A lost worker
+//!   stays one worker (at 1,000 workers that is a small event, which is what it is).
+
+use lb_common::ids::Key;
+
+use lb_common::validate::ValidationError;
+
+use crate::scenario::{DEFAULT_ZIPF_SEGMENTS, Event, Scenario, WorkloadKind, worker_name};
+use crate::workload::rng::SplitMix64;
+
+/// The scenario validator's bound on zipf segments.
+const MAX_ZIPF_SEGMENTS: u32 = 1 << 20;
+/// Mixed into the scenario's seed for replica placement, so it draws its own sequence.
+const HOT_PLACEMENT_SALT: u64 = 0x5ca1_ab1e_0000_0000;
+
+/// A table's partition grid before and after scaling, laid out as
+/// [`Cluster::from_scenario`](crate::model::Cluster::from_scenario) does (equal widths).
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    old: u32,
+    new: u32,
+}
+
+impl Grid {
+    fn width_old(self) -> u64 {
+        u64::MAX / u64::from(self.old)
+    }
+
+    fn width_new(self) -> u64 {
+        u64::MAX / u64::from(self.new)
+    }
+
+    /// Where `key` sits inside its old partition, scaled to a new partition's width, and how
+    /// many new partitions a range of `width` keys starting there spans (1 for a point).
+    fn offset_and_span(self, key: u64, width: Option<u128>) -> (u128, u64) {
+        let (wo, wn) = (u128::from(self.width_old()), u128::from(self.width_new()));
+        let index = (u128::from(key) / wo).min(u128::from(self.old) - 1);
+        let offset = (u128::from(key) - index * wo) * wn / wo;
+        let span = width.map_or(1, |w| (offset + w).div_ceil(wn).max(1));
+        (offset, u64::try_from(span).unwrap_or(u64::MAX))
+    }
+}
+
+/// `scenario` at `partitions` partitions in all and `workers` workers (`None` keeps its own).
+pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>) -> Result<Scenario, ValidationError> {
+    let mut s = scenario.clone();
+    let n0: u64 = scenario.tables.iter().map(|t| u64::from(t.partitions)).sum();
+    let m0 = scenario.cluster.workers;
+    let n = partitions.map_or(n0, u64::from);
+    let m = workers.unwrap_or(m0);
+    if n == n0 && m == m0 {
+        return Ok(s);
+    }
+    let kp = n as f64 / n0.max(1) as f64;
+    let kw = f64::from(m) / f64::from(m0.max(1));
+    let replicas = (kw.round() as u64).max(1);
+    s.cluster.workers = m;
+    for g in &mut s.cluster.groups {
+        g.workers = ((f64::from(g.workers) * kw).round() as u32).max(1);
+    }
+    for (t, table) in s.tables.iter_mut().enumerate() {
+        let p0 = table.partitions;
+        table.partitions = ((f64::from(p0) * kp).round() as u32).max(1);
+        // Width of a hot range in partitions stays: scale by old over new partition count.
+        let narrow = |w: u128| (w * u128::from(p0) / u128::from(table.partitions)).max(1);
+        let mut scaled = Vec::with_capacity(table.workloads.len());
+        for (j, w) in table.workloads.iter().enumerate() {
+            match w.kind {
+                WorkloadKind::Uniform | WorkloadKind::Zipf => {
+                    let mut w = w.clone();
+                    w.ops_per_sec *= kw;
+                    if w.kind == WorkloadKind::Zipf {
+                        let segments = w.segments.unwrap_or(DEFAULT_ZIPF_SEGMENTS);
+                        w.segments = Some(((f64::from(segments) * kp).round() as u32).clamp(1, MAX_ZIPF_SEGMENTS));
+                    }
+                    scaled.push(w);
+                }
+                WorkloadKind::HotRange | WorkloadKind::HotKey | WorkloadKind::SequentialAppend => {
+                    let grid = Grid { old: p0, new: table.partitions };
+                    let copies = replicas.min(u64::from(table.partitions));
+                    let slice = u64::from(table.partitions) / copies;
+                    let salt = HOT_PLACEMENT_SALT ^ ((t as u64) << 32) ^ j as u64;
+                    let mut rng = SplitMix64::new(scenario.seed ^ salt);
+                    for i in 0..copies {
+                        let mut r = w.clone();
+                        let width = match (w.start_key, w.end_key) {
+                            (Some(a), Some(b)) => Some(narrow(u128::from(b.0 - a.0) + 1)),
+                            _ => None,
+                        };
+                        let mut place = |k: Key| {
+                            let (offset, span) = grid.offset_and_span(k.0, width);
+                            let room = slice.saturating_sub(span).saturating_add(1).max(1);
+                            let partition = i * slice + rng.below(room);
+                            Key((u128::from(partition) * u128::from(grid.width_new()) + offset)
+                                .min(u128::from(u64::MAX)) as u64)
+                        };
+                        if let Some(a) = w.start_key {
+                            let start = place(a);
+                            r.start_key = Some(start);
+                            if let Some(width) = width {
+                                r.end_key =
+                                    Some(Key((u128::from(start.0) + width - 1).min(u128::from(u64::MAX)) as u64));
+                            }
+                        }
+                        if let Some(k) = w.key {
+                            r.key = Some(place(k));
+                        }
+                        if let Some(kps) = w.keys_per_sec {
+                            r.keys_per_sec = Some(kps * f64::from(p0) / f64::from(table.partitions));
+                        }
+                        scaled.push(r);
+                    }
+                }
+            }
+        }
+        table.workloads = scaled;
+    }
+    for d in &mut s.datasets {
+        d.ops_per_sec *= kw;
+        d.growth_ops_per_sec_per_hour *= kw;
+    }
+    for e in &mut s.timeline {
+        match &mut e.event {
+            Event::WorkerAdded { worker, .. } => {
+                let index = worker.as_str().strip_prefix("w-").and_then(|n| n.parse::<u32>().ok());
+                if let Some(i) = index.filter(|&i| i >= m0) {
+                    *worker = worker_name(m + (i - m0));
+                }
+            }
+            Event::DatasetRate { ops_per_sec, growth_ops_per_sec_per_hour, .. } => {
+                *ops_per_sec *= kw;
+                *growth_ops_per_sec_per_hour *= kw;
+            }
+            _ => {}
+        }
+    }
+    s.validate()?;
+    Ok(s)
+}
