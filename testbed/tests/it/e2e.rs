@@ -235,7 +235,7 @@ async fn a_hot_range_is_split_evaluated_effective_and_relieved() {
         policy: "partition_overload",
         kind: ActionKind::Split,
         onset: Duration::from_secs(3),
-        budget: Duration::from_secs(120),
+        budget: Duration::from_secs(60),
     })
     .await;
 }
