@@ -86,6 +86,19 @@ pub struct OpBook {
 }
 
 impl OpBook {
+    /// Per worker: partitions that running group operations are moving onto it.
+    fn incoming(&self, cluster: &Cluster) -> Vec<u32> {
+        let mut incoming = vec![0; cluster.workers.len()];
+        for plan in self.running.iter().filter_map(|&r| self.records[r].plan.as_ref()) {
+            for (_, to) in &plan.moves {
+                if let Some(w) = cluster.workers.find(to) {
+                    incoming[w] += 1;
+                }
+            }
+        }
+        incoming
+    }
+
     pub fn add_fault(&mut self, rule: FaultRule) {
         if rule.count > 0 {
             self.faults.push_back(rule);
@@ -143,7 +156,7 @@ impl OpBook {
                 (vec![left.clone(), right.clone()], secs, None, sources)
             }
             ActionSpec::Group { target, group } => {
-                let plan = cluster.plan_group(target, group)?;
+                let plan = cluster.plan_group_with(target, group, &self.incoming(cluster))?;
                 let mut busy = plan.members.clone();
                 busy.extend(plan.moves.iter().map(|(id, _)| id.clone()));
                 let sources = plan.moves.iter().filter_map(|(id, _)| p.find(id)).map(|i| p.owner[i] as usize).collect();

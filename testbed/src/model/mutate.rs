@@ -153,6 +153,19 @@ impl Cluster {
 
     /// Plans a group action; pure.
     pub fn plan_group(&self, target: &GroupTarget, group: &GroupId) -> Result<GroupPlan, LayoutError> {
+        self.plan_group_with(target, group, &[])
+    }
+
+    /// [`Cluster::plan_group`] knowing `incoming[w]`, the partitions already on their way to
+    /// worker `w` (group operations still running). Members go to the group worker with the
+    /// fewest partitions, counting those and the ones this plan sends, so that many isolations
+    /// in a row spread over the group instead of all landing on its first worker.
+    pub fn plan_group_with(
+        &self,
+        target: &GroupTarget,
+        group: &GroupId,
+        incoming: &[u32],
+    ) -> Result<GroupPlan, LayoutError> {
         let p = &self.partitions;
         let members: Vec<usize> = match target {
             GroupTarget::Partition { partition } => vec![self.partition(partition)?],
@@ -184,13 +197,20 @@ impl Cluster {
         }
         let mut plan =
             GroupPlan { members: members.iter().map(|&m| p.ids[m].clone()).collect(), ..GroupPlan::default() };
-        let mut rr_in = 0usize;
+        let mut held: Vec<u32> = (0..self.workers.len()).map(|w| incoming.get(w).copied().unwrap_or(0)).collect();
+        for &owner in &p.owner {
+            held[owner as usize] += 1;
+        }
         let mut rr_out = 0usize;
         for (i, &member) in is_member.iter().enumerate() {
             let owner = p.owner[i] as usize;
             let dest = if member && !in_group(owner) {
-                rr_in += 1;
-                Some(group_workers[(rr_in - 1) % group_workers.len()])
+                let to = group_workers.iter().copied().min_by_key(|&w| (held[w], w));
+                if let Some(to) = to {
+                    held[to] += 1;
+                    held[owner] = held[owner].saturating_sub(1);
+                }
+                to
             } else if !member && in_group(owner) && p.group[i].as_ref() != Some(group) && !others.is_empty() {
                 rr_out += 1;
                 Some(others[(rr_out - 1) % others.len()])
