@@ -17,6 +17,8 @@
 //!   comparison's figures, markdown and SVG charts (`lb-testbed sim`).
 //! - [`up`]: the whole system in one process (`lb-testbed up`): this cluster, an agent per
 //!   worker, the ops server and the master, each on its own loopback port.
+//! - [`valkey_up`] and [`valkey_load`]: the same against a real local Valkey cluster
+//!   (`lb-testbed up --backend valkey`), with a hot-slot load generator that records what it wrote.
 
 pub mod http;
 pub mod model;
@@ -25,6 +27,8 @@ pub mod realtime;
 pub mod scenario;
 pub mod sim;
 pub mod up;
+pub mod valkey_load;
+pub mod valkey_up;
 pub mod virtual_time;
 pub mod workload;
 

@@ -37,6 +37,13 @@ enum Command {
         /// Report and collection interval.
         #[arg(long, default_value_t = 1_000)]
         interval_ms: u64,
+        /// `sim`: the simulated cluster of `--scenario`; `valkey`: a local Valkey cluster of
+        /// `--nodes` real valkey-server processes with a hot-slot workload.
+        #[arg(long, default_value = "sim", value_parser = ["sim", "valkey"])]
+        backend: String,
+        /// Valkey primaries (`--backend valkey`).
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
     },
     /// Runs a scenario in real time with the admin API and report pushing.
     Serve {
@@ -107,7 +114,10 @@ async fn main() -> anyhow::Result<()> {
     let filter = if matches!(args.command, Command::Sim { .. }) { "warn" } else { "info" };
     lb_common::telemetry::init_tracing(&LogConfig { filter: filter.to_owned(), ..LogConfig::default() });
     match args.command {
-        Command::Up { scenario, data_dir, interval_ms } => {
+        Command::Up { backend, nodes, data_dir, interval_ms, .. } if backend == "valkey" => {
+            lb_testbed::valkey_up::launch(nodes, data_dir, Duration::from_millis(interval_ms.max(100))).await
+        }
+        Command::Up { scenario, data_dir, interval_ms, .. } => {
             let options = lb_testbed::up::UpOptions {
                 scenario,
                 data_dir,

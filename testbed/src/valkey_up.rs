@@ -1,0 +1,323 @@
+//! `lb-testbed up --backend valkey`: lb against a real Valkey cluster, all in one process.
+//!
+//! The simulated testbed of [`crate::up`] proves the control loop; this proves it on a storage
+//! system nobody here wrote. It starts a [`LocalCluster`] of `nodes` real `valkey-server`
+//! primaries on loopback (slots split evenly, slot stats on), one agent per node with the
+//! Valkey source (worker id `valkey-<port>`, as the ops server's `worker_ids = "port"` names
+//! it), the ops server with the Valkey adapter (move = atomic slot migration, group = give a
+//! slot its node), and the master with worker overload and imbalance in `auto` (its config is
+//! a real file, `<data dir>/master.toml`, watched and reloaded like in `up`). A
+//! [`LoadGenerator`] then drives a hot-slot workload: uniform background keys, and from
+//! `onset` on most operations on a few slots of node 0 (see [`hot_slots_on`]).
+//!
+//! Start order follows who needs whose address: cluster, ops server (seeds), agents (register
+//! with it), master (collects through it), load. Stop order is the reverse.
+//!
+//! Node capacity is what the planner divides load by: a Valkey node cannot state its own, so
+//! the launcher sets `node_ops_per_sec` from the workload it drives (see
+//! [`ValkeyUpOptions::launcher`]): the hot node well over the high watermark, the others and
+//! the balanced cluster well under it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use lb_common::config::watch::{ConfigHandle, WatchOptions};
+use lb_common::ids::WorkerId;
+use lb_valkey::{LocalCluster, LocalClusterConfig, Slot, SlotRange};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::valkey_load::{LoadGenerator, LoadSpec};
+
+/// Slots between the hot slots picked on one node: spread over its range so they are not one
+/// contiguous run (each is a separate migration, as in a real hotspot).
+const HOT_SLOT_SPACING: u16 = 997;
+/// 200 ms / 2 s: as in `up` (an editor's save settles; the poll is the backstop).
+const MASTER_RELOAD_DEBOUNCE: Duration = Duration::from_millis(200);
+const MASTER_RELOAD_POLL: Duration = Duration::from_secs(2);
+
+/// Options of `up --backend valkey`.
+#[derive(Debug, Clone)]
+pub struct ValkeyUpOptions {
+    /// Primaries (at least 2: balancing needs somewhere to move to).
+    pub nodes: usize,
+    /// Node directories and every component's SQLite file go here.
+    pub data_dir: PathBuf,
+    /// `127.0.0.1`: ports are picked free.
+    pub host: String,
+    /// Agent poll and master collection cadence.
+    pub interval: Duration,
+    /// What one node serves, for the planner (`[storage.valkey] node_ops_per_sec`).
+    pub node_ops_per_sec: f64,
+    /// The workload; `None` starts lb and the cluster without load.
+    pub load: Option<LoadSpec>,
+    /// Worker overload and imbalance in `auto` (true) or `off` (false: lb only watches, the
+    /// baseline runs of the benchmark).
+    pub balance: bool,
+}
+
+impl ValkeyUpOptions {
+    /// The launcher's defaults for `nodes` nodes: 1 s interval, 3 hot slots on node 0 from
+    /// 10 s, 8 clients at 6,000 ops/s in all (70 % hot, 1,400 ops/s per hot slot), and a node
+    /// capacity of 4,500 ops/s: the hot node then runs at ~1.07 of capacity (worker overload
+    /// engages at 0.85); one hot slot per node puts every node near 2,000 (0.44 with 3 nodes),
+    /// and even two hot slots on one node stay under the high watermark (3,400, 0.76).
+    pub fn launcher(nodes: usize, data_dir: PathBuf) -> Self {
+        let hot = hot_slots_on(nodes, 0, 3);
+        let mut load = LoadSpec::hot_slots(hot, Duration::from_secs(10));
+        load.rate_ops_per_sec = Some(6_000.0);
+        Self {
+            nodes,
+            data_dir,
+            host: "127.0.0.1".to_owned(),
+            interval: Duration::from_secs(1),
+            node_ops_per_sec: 4_500.0,
+            load: Some(load),
+            balance: true,
+        }
+    }
+}
+
+/// `count` slots owned by node `index` of a fresh `nodes`-node [`LocalCluster`] (slots split
+/// evenly in node order), spread [`HOT_SLOT_SPACING`] apart from 100 past the range's start.
+pub fn hot_slots_on(nodes: usize, index: usize, count: usize) -> Vec<Slot> {
+    let ranges = SlotRange::even_split(nodes.max(1));
+    let range = ranges[index.min(ranges.len() - 1)];
+    (0..count as u16)
+        .filter_map(|i| {
+            let n = range.start().get().saturating_add(100).saturating_add(i.saturating_mul(HOT_SLOT_SPACING));
+            Slot::new(n).filter(|s| range.contains(*s))
+        })
+        .collect()
+}
+
+/// Everything `up --backend valkey` started.
+#[derive(Debug)]
+pub struct RunningValkey {
+    pub cluster: LocalCluster,
+    pub ops_server: lb_ops_server::RunningOpsServer,
+    pub agents: Vec<(WorkerId, lb_agent::RunningAgent)>,
+    pub master: lb_master::RunningMaster,
+    pub master_config: ConfigHandle<lb_master::config::MasterConfig>,
+    pub master_config_path: PathBuf,
+    /// The workload, when [`ValkeyUpOptions::load`] asked for one.
+    pub load: Option<LoadGenerator>,
+    watch_cancel: CancellationToken,
+}
+
+async fn bind(host: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(format!("{host}:0")).await.with_context(|| format!("cannot bind {host}:0"))
+}
+
+fn parse<C: lb_common::config::ServiceConfig>(text: &str, what: &str) -> anyhow::Result<C> {
+    lb_common::config::parse(text, Path::new(what)).with_context(|| format!("generated {what} is invalid"))
+}
+
+/// The worker id the ops server's `worker_ids = "port"` gives the node on `port`.
+pub fn worker_id(port: u16) -> anyhow::Result<WorkerId> {
+    WorkerId::new(format!("valkey-{port}")).map_err(|e| anyhow::anyhow!("worker id for port {port}: {e}"))
+}
+
+/// Starts the cluster, lb and (optionally) the load. `overrides.master` is appended to the
+/// generated master.toml (keys must not repeat generated ones).
+pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrides) -> anyhow::Result<RunningValkey> {
+    anyhow::ensure!(
+        options.nodes >= 2,
+        "--nodes must be at least 2 (balancing needs a second node), got {}",
+        options.nodes
+    );
+    anyhow::ensure!(
+        options.node_ops_per_sec.is_finite() && options.node_ops_per_sec > 0.0,
+        "node_ops_per_sec must be positive"
+    );
+    std::fs::create_dir_all(&options.data_dir)
+        .with_context(|| format!("cannot create the data directory {}", options.data_dir.display()))?;
+    let data = |name: &str| options.data_dir.join(name).display().to_string();
+    let interval_ms = options.interval.as_millis() as u64;
+
+    let cluster = LocalCluster::start(LocalClusterConfig::new(options.nodes, options.data_dir.join("valkey")))
+        .await
+        .context("cannot start the local valkey cluster")?;
+    let seeds: Vec<String> = cluster.addrs().iter().map(|a| format!("\"{a}\"")).collect();
+
+    let ops_config: lb_ops_server::config::OpsServerConfig = parse(
+        &format!(
+            "[http]\nlisten = \"{host}:0\"\n[audit]\npath = \"{audit}\"\n\
+             [storage]\nkind = \"valkey\"\n\
+             [storage.valkey]\nseeds = [{seeds}]\nworker_ids = \"port\"\nnode_ops_per_sec = {ops}\n\
+             node_bytes_per_sec = 100000000\npoll_interval_ms = 50\n\
+             [registry]\nheartbeat_interval_ms = {hb}\ndown_after_ms = {down}\n\
+             [collect]\nagent_deadline_ms = 3000\nmax_agent_deadline_ms = 8000\nlimit_per_agent = 20000\n\
+             [limits]\nrequests_per_sec = 100000\n",
+            host = options.host,
+            audit = data("ops-server-audit.sqlite"),
+            seeds = seeds.join(", "),
+            ops = options.node_ops_per_sec,
+            hb = interval_ms.max(100),
+            down = (interval_ms * 10).max(1000),
+        ),
+        "ops-server.toml",
+    )?;
+    let (_ops_tx, ops_rx) = watch::channel(Arc::new(ops_config));
+    let ops_server = lb_ops_server::start(ops_rx, bind(&options.host).await?, None).await?;
+    let ops_url = format!("http://{}", ops_server.addr());
+
+    let mut agents = Vec::new();
+    for addr in cluster.addrs() {
+        let worker = worker_id(addr.port)?;
+        let config: lb_agent::config::AgentConfig = parse(
+            &format!(
+                "worker_id = \"{worker}\"\n[http]\nlisten = \"{host}:0\"\n[store]\npath = \"{store}\"\n\
+                 [host]\nenabled = false\n\
+                 [source]\nkind = \"valkey\"\naddress = \"{addr}\"\ninterval_ms = {interval_ms}\n\
+                 [ops_server]\nurl = \"{ops_url}\"\n",
+                host = options.host,
+                store = data(&format!("agent-{worker}.sqlite")),
+            ),
+            "agent.toml",
+        )?;
+        let (_tx, rx) = watch::channel(Arc::new(config));
+        let agent = lb_agent::start(rx, bind(&options.host).await?, None).await?;
+        agents.push((worker, agent));
+    }
+
+    let master_text = format!(
+        "# Generated by lb-testbed up --backend valkey. Policies, thresholds, caps and modes reload\n\
+         # live when this file changes; [http] and [store] need a restart.\n\
+         [http]\nlisten = \"{host}:0\"\n[ops_server]\nurl = \"{ops_url}\"\n[store]\npath = \"{store}\"\n\
+         [collector]\ninterval_ms = {collect}\nagent_deadline_ms = 3000\nlimit_per_agent = 20000\n\
+         stale_after_ms = {stale}\ntopology_interval_ms = {topology}\n\
+         [planner.worker_overload]\nmode = \"{mode}\"\n[planner.imbalance]\nmode = \"{mode}\"\n{extra}\n",
+        host = options.host,
+        store = data("master-results.sqlite"),
+        collect = interval_ms.max(100),
+        stale = (interval_ms * 5).max(1000),
+        topology = (interval_ms * 2).max(100),
+        mode = if options.balance { "auto" } else { "off" },
+        extra = overrides.master,
+    );
+    let _: lb_master::config::MasterConfig = parse(&master_text, "master.toml")?;
+    let master_path = options.data_dir.join("master.toml");
+    std::fs::write(&master_path, &master_text).with_context(|| format!("cannot write {}", master_path.display()))?;
+    let watch_cancel = CancellationToken::new();
+    let watch_options = WatchOptions {
+        debounce: MASTER_RELOAD_DEBOUNCE,
+        poll_interval: MASTER_RELOAD_POLL,
+        sighup: false,
+        watch_directory: true,
+    };
+    let (master_config, _watcher) = lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(
+        &master_path,
+        watch_options,
+        watch_cancel.clone(),
+    )
+    .with_context(|| format!("cannot watch {}", master_path.display()))?;
+    let master =
+        lb_master::start(master_config.subscribe(), bind(&options.host).await?, Some(master_config.shared_status()))
+            .await?;
+
+    let load = match &options.load {
+        Some(spec) => Some(LoadGenerator::start(cluster.addrs(), cluster.connect_options(), spec.clone()).await?),
+        None => None,
+    };
+    Ok(RunningValkey {
+        cluster,
+        ops_server,
+        agents,
+        master,
+        master_config,
+        master_config_path: master_path,
+        load,
+        watch_cancel,
+    })
+}
+
+impl RunningValkey {
+    /// Stops the load, the master, the agents and the ops server (each within `deadline`), then
+    /// the cluster. Returns whether all stopped clean.
+    pub async fn stop(mut self, deadline: Duration) -> bool {
+        if let Some(load) = self.load.take() {
+            load.stop().await;
+        }
+        let mut clean = stopped("master", self.master.stop(deadline).await);
+        self.watch_cancel.cancel();
+        for (worker, agent) in self.agents {
+            clean &= stopped(worker.as_str(), agent.stop(deadline).await);
+        }
+        clean &= stopped("ops server", self.ops_server.stop(deadline).await);
+        self.cluster.shutdown();
+        clean
+    }
+
+    /// The URLs and addresses to print (and the `redis-cli` command that reaches each node).
+    pub fn urls(&self) -> Vec<(String, String)> {
+        let mut urls = vec![
+            ("master (console and /api/v1)".to_owned(), format!("http://{}", self.master.addr())),
+            ("master config (edit to change policies live)".to_owned(), self.master_config_path.display().to_string()),
+            ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
+        ];
+        for (worker, agent) in &self.agents {
+            urls.push((format!("agent {worker}"), format!("http://{}", agent.addr())));
+        }
+        for (i, addr) in self.cluster.addrs().iter().enumerate() {
+            urls.push((format!("valkey node {i} (redis-cli -c -p {})", addr.port), addr.to_string()));
+        }
+        urls
+    }
+}
+
+fn stopped(what: &str, clean: bool) -> bool {
+    if !clean {
+        tracing::warn!(component = what, "did not stop within the deadline");
+    }
+    clean
+}
+
+/// `lb-testbed up --backend valkey`: starts everything with [`ValkeyUpOptions::launcher`],
+/// prints where things are, reports node load from `INFO` every 5 s, and stops on Ctrl-C (or
+/// SIGTERM).
+pub async fn launch(nodes: usize, data_dir: PathBuf, interval: Duration) -> anyhow::Result<()> {
+    let mut options = ValkeyUpOptions::launcher(nodes, data_dir);
+    options.interval = interval;
+    let running = up_valkey(&options, &crate::up::Overrides::default()).await?;
+    let hot = options.load.as_ref().map(|l| l.hot_slots.clone()).unwrap_or_default();
+    println!(
+        "lb is up on a {nodes}-node valkey cluster; hot slots {hot:?} on node 0 from {} s; Ctrl-C stops everything.",
+        options.load.as_ref().map_or(0, |l| l.onset.as_secs())
+    );
+    for (what, url) in running.urls() {
+        println!("  {what:<44} {url}");
+    }
+    let mut counters =
+        crate::valkey_load::NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
+    counters.sample().await;
+    let signal = {
+        let signal = lb_common::shutdown::wait_for_signal();
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                s = &mut signal => break s,
+                () = tokio::time::sleep(LAUNCHER_REPORT_EVERY) => {
+                    let rates: Vec<f64> = counters.sample().await.iter().map(|r| r.as_ref().map_or(0.0, |r| r.ops_per_sec)).collect();
+                    let shown: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+                    println!(
+                        "node ops/s (INFO) [{}], max/mean {:.2}",
+                        shown.join(", "),
+                        crate::valkey_load::max_over_mean(&rates)
+                    );
+                }
+            }
+        }
+    };
+    tracing::info!(signal, "shutting down");
+    if !running.stop(Duration::from_secs(10)).await {
+        anyhow::bail!("shutdown did not finish within 10 s per component");
+    }
+    Ok(())
+}
+
+/// How often the launcher prints node load: often enough to watch relief happen.
+const LAUNCHER_REPORT_EVERY: Duration = Duration::from_secs(5);
