@@ -74,12 +74,24 @@ pub struct Executor {
 impl Executor {
     /// Starts following a submitted action.
     pub fn track(&mut self, id: ActionId, proposal: &Proposal, input: &PlannerInput, now_ms: i64) {
-        let subject = Subject::of(&proposal.spec, input);
+        self.track_spec(id, &proposal.spec, Some(proposal.policy), input, now_ms);
+    }
+
+    /// [`Executor::track`] from the spec and policy alone.
+    pub fn track_spec(
+        &mut self,
+        id: ActionId,
+        spec: &ActionSpec,
+        policy: Option<Policy>,
+        input: &PlannerInput,
+        now_ms: i64,
+    ) {
+        let subject = Subject::of(spec, input);
         let before = evaluation::snapshot(&subject, input);
         self.tracked.push(Tracked {
             id,
-            spec: proposal.spec.clone(),
-            policy: Some(proposal.policy),
+            spec: spec.clone(),
+            policy,
             subject,
             before,
             submitted_at_ms: now_ms,

@@ -65,6 +65,11 @@ impl InputBuilder {
 
     /// Reads the engine's counters since the previous call (and resets them, as a report
     /// does), refreshes the input and returns it. The caller sets `in_flight`.
+    /// The input as of the last [`InputBuilder::update`].
+    pub fn current(&self) -> &PlannerInput {
+        &self.input
+    }
+
     pub fn update(&mut self, engine: &mut Engine) -> &mut PlannerInput {
         let now_ms = engine.now_ms();
         let t_secs = engine.t_secs();

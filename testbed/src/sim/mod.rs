@@ -174,7 +174,10 @@ impl Sim {
             self.proposals.extend(plan.proposals.iter().map(|p| (t, p.clone())));
         }
         for action in decision.actions.iter().filter(|a| a.submit) {
-            self.submit(t, now_ms, action);
+            if let Some(id) = self.submit(t, now_ms, action) {
+                let input = self.strategy.needs_input().then(|| self.input.current());
+                self.strategy.submitted(&id, action, input, now_ms);
+            }
         }
         self.record_tick(t);
         let recorded = Instant::now();
@@ -211,20 +214,43 @@ impl Sim {
     fn settle_in_flight(&mut self, t: u64) {
         let engine = &self.engine;
         let actions = &mut self.actions;
+        let mut ended = Vec::new();
         self.in_flight.retain(|(op, _, record)| {
             let state = engine.operation(op).map(|o| o.state);
             match state {
                 Some(OperationState::Pending | OperationState::Running) => true,
                 Some(OperationState::Succeeded) => {
                     actions[*record].outcome = Outcome::Succeeded { at_secs: t };
+                    ended.push((*record, true));
                     false
                 }
                 Some(OperationState::Failed) | None => {
                     actions[*record].outcome = Outcome::Failed { at_secs: t };
+                    ended.push((*record, false));
                     false
                 }
             }
         });
+        let now_ms = self.engine.now_ms();
+        for (record, applied) in ended {
+            self.strategy.finished(&self.actions[record].action_id, applied, now_ms);
+        }
+    }
+
+    /// Submits `action` now as if the strategy had decided it this second (it is tracked and
+    /// evaluated like the strategy's own): tests use it to put a known-bad action in front of
+    /// the evaluation and its feedback.
+    pub fn inject(&mut self, action: &Proposed) -> Option<ActionId> {
+        let (t, now_ms) = (self.engine.t_secs() as u64, self.engine.now_ms());
+        let id = self.submit(t, now_ms, action)?;
+        let input = self.strategy.needs_input().then(|| self.input.current());
+        self.strategy.submitted(&id, action, input, now_ms);
+        Some(id)
+    }
+
+    /// Evaluations of the strategy's finished actions (`lb` only).
+    pub fn evaluations(&self) -> &[lb_master::evaluation::Evaluation] {
+        self.strategy.evaluations()
     }
 
     fn check_one_action_per_partition(&mut self, t: u64, decision: &Decision) {
@@ -237,7 +263,7 @@ impl Sim {
         }
     }
 
-    fn submit(&mut self, t: u64, now_ms: i64, action: &Proposed) {
+    fn submit(&mut self, t: u64, now_ms: i64, action: &Proposed) -> Option<ActionId> {
         self.next_id += 1;
         let action_id = ActionId::new(format!("{}-{}", self.strategy.name(), self.next_id))
             .expect("strategy names and numbers make valid ids");
@@ -251,15 +277,19 @@ impl Sim {
                 ));
                 self.actions.push(ActionRecord {
                     t_secs: t,
-                    action_id,
+                    action_id: action_id.clone(),
                     operation,
                     spec: action.spec.clone(),
                     reason: action.reason.clone(),
                     bytes_to_move,
                     outcome: Outcome::InFlight,
                 });
+                Some(action_id)
             }
-            Err(e) => self.submit_errors.push(format!("t={t} {:?}: {e}", action.spec)),
+            Err(e) => {
+                self.submit_errors.push(format!("t={t} {:?}: {e}", action.spec));
+                None
+            }
         }
     }
 

@@ -2,7 +2,11 @@
 //!
 //! - [`Lb`]: `lb_master::planner::plan` with its default [`PlannerConfig`] and every policy
 //!   `auto`, fed by [`super::InputBuilder`] exactly as the master feeds it (in-flight actions
-//!   included).
+//!   included). Like the master's loop it follows each action it submitted to its end and
+//!   evaluates it ([`lb_master::executor::Executor`], [`lb_master::evaluation`]) once its settle
+//!   time and window have passed, on the input of that second (virtual time has no collection
+//!   lag or noise, so one second stands for the window); a harmful verdict feeds back into the
+//!   planner's state before it plans, and a harmful move is reverted when the config says so.
 //! - [`NoBalancer`]: never acts; the cost of doing nothing.
 //! - [`Greedy`]: the classic threshold mover. Every second, for each healthy worker whose demand
 //!   is over [`DEFAULT_GREEDY_HIGH_RATIO`] of its capacity, it moves that worker's hottest
@@ -15,9 +19,11 @@
 
 use std::collections::HashMap;
 
-use lb_common::ids::PartitionId;
+use lb_common::ids::{ActionId, PartitionId};
 use lb_common::protocol::ActionSpec;
-use lb_master::planner::{Plan, PlannerConfig, PlannerInput, PlannerState, PolicyMode, plan};
+use lb_master::evaluation::{Evaluation, EvaluationConfig};
+use lb_master::executor::Executor;
+use lb_master::planner::{Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, plan};
 
 use crate::Engine;
 
@@ -45,6 +51,8 @@ pub struct Proposed {
     pub spec: ActionSpec,
     pub submit: bool,
     pub reason: String,
+    /// The planner policy behind it (`lb` only), for its evaluation.
+    pub policy: Option<Policy>,
 }
 
 /// A strategy's answer for one second.
@@ -61,6 +69,18 @@ pub trait Strategy: Send + std::fmt::Debug {
     /// Whether [`Context::input`] is needed (building it reads every partition's counters).
     fn needs_input(&self) -> bool;
     fn decide(&mut self, ctx: &Context<'_>) -> Decision;
+    /// The engine accepted `action` as `id` (after [`Strategy::decide`], same second).
+    fn submitted(&mut self, _id: &ActionId, _action: &Proposed, _input: Option<&PlannerInput>, _now_ms: i64) {}
+    /// A submitted action ended: `applied` when it succeeded.
+    fn finished(&mut self, _id: &ActionId, _applied: bool, _at_ms: i64) {}
+    /// The evaluations of finished actions so far (`lb` only).
+    fn evaluations(&self) -> &[Evaluation] {
+        &[]
+    }
+    /// The planner's state between passes (`lb` only): cooldowns, strikes, hysteresis.
+    fn planner_state(&self) -> Option<&PlannerState> {
+        None
+    }
 }
 
 /// The strategy named `name` (`lb`, `none` or `greedy`).
@@ -78,12 +98,15 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
 pub struct Lb {
     pub config: PlannerConfig,
     pub state: PlannerState,
+    pub evaluation: EvaluationConfig,
+    pub executor: Executor,
+    pub evaluations: Vec<Evaluation>,
 }
 
 impl Lb {
     /// The planner with `config` (tests and experiments change it; the default is what ships).
     pub fn with_config(config: PlannerConfig) -> Self {
-        Self { config, state: PlannerState::default() }
+        Self { config, ..Self::default() }
     }
 }
 
@@ -100,13 +123,52 @@ impl Strategy for Lb {
         let Some(input) = ctx.input else {
             return Decision::default();
         };
+        let mut actions = Vec::new();
+        if self.executor.evaluation_due(&self.evaluation, ctx.now_ms) {
+            let done = self.executor.evaluate_due(input, &self.evaluation, &self.config, &mut self.state, ctx.now_ms);
+            for e in done {
+                if let Some(spec) = e.revert.clone() {
+                    let reason = format!("revert of harmful action {}: {}", e.action_id, e.judgement.why);
+                    actions.push(Proposed { spec, submit: true, reason, policy: e.policy });
+                }
+                self.evaluations.push(e);
+            }
+        }
         let plan = plan(input, &self.config, &mut self.state, ctx.now_ms);
-        let actions = plan
+        // A revert takes precedence over a new proposal on the same partition.
+        let reverted: Vec<&PartitionId> =
+            actions.iter().flat_map(|a| lb_master::planner::partitions_of(&a.spec)).collect();
+        let planned: Vec<Proposed> = plan
             .proposals
             .iter()
-            .map(|p| Proposed { spec: p.spec.clone(), submit: p.mode == PolicyMode::Auto, reason: p.reason.clone() })
+            .filter(|p| !lb_master::planner::partitions_of(&p.spec).iter().any(|id| reverted.contains(id)))
+            .map(|p| Proposed {
+                spec: p.spec.clone(),
+                submit: p.mode == PolicyMode::Auto,
+                reason: p.reason.clone(),
+                policy: Some(p.policy),
+            })
             .collect();
+        actions.extend(planned);
         Decision { actions, plan: Some(plan) }
+    }
+
+    fn submitted(&mut self, id: &ActionId, action: &Proposed, input: Option<&PlannerInput>, now_ms: i64) {
+        if let Some(input) = input {
+            self.executor.track_spec(id.clone(), &action.spec, action.policy, input, now_ms);
+        }
+    }
+
+    fn finished(&mut self, id: &ActionId, applied: bool, at_ms: i64) {
+        self.executor.finish(id, applied, at_ms);
+    }
+
+    fn evaluations(&self) -> &[Evaluation] {
+        &self.evaluations
+    }
+
+    fn planner_state(&self) -> Option<&PlannerState> {
+        Some(&self.state)
     }
 }
 
@@ -211,6 +273,7 @@ impl Strategy for Greedy {
                 spec: ActionSpec::Move { partition: id, to_worker: c.workers.ids[dst].clone() },
                 submit: true,
                 reason,
+                policy: None,
             });
         }
         Decision { actions, plan: None }

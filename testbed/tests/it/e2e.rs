@@ -213,15 +213,17 @@ async fn run(case: Case) {
             peak * 100.0,
             share * 100.0
         ),
-        Err((seen, share)) => panic!(
-            "{}: not done within {:?}: {seen:?}, rejected now {:.2} % (peak {:.1} %); testbed truth: {:?}; collector: {}; evaluations: {verdicts:#?}",
-            case.name,
-            case.budget,
-            share * 100.0,
-            peak * 100.0,
-            running.testbed.engine().lock().expect("engine").summary(),
-            master.get::<Value>("/api/v1/collector").await.expect("collector"),
-        ),
+        Err((seen, share)) => {
+            let truth = running.testbed.engine().lock().expect("engine").summary();
+            let collector = master.get::<Value>("/api/v1/collector").await.expect("collector");
+            panic!(
+                "{}: not done within {:?}: {seen:?}, rejected now {:.2} % (peak {:.1} %); testbed truth: {truth:?}; collector: {collector}; evaluations: {verdicts:#?}",
+                case.name,
+                case.budget,
+                share * 100.0,
+                peak * 100.0,
+            )
+        }
     }
     assert!(peak > 0.02, "{}: the hotspot did reject requests (peak {:.1} %)", case.name, peak * 100.0);
     assert!(running.stop(Duration::from_secs(20)).await, "clean stop");

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use lb_common::ids::PartitionId;
-use lb_common::protocol::ActionKind;
-use lb_master::planner::{Plan, PlannerConfig, PolicyMode};
+use lb_common::protocol::{ActionKind, ActionSpec};
+use lb_master::evaluation::{EvaluationConfig, Verdict};
+use lb_master::planner::{Plan, PlannerConfig, Policy, PolicyMode};
 use lb_testbed::scenario::Scenario;
-use lb_testbed::sim::{Sim, partitions_of};
+use lb_testbed::sim::{Lb, Outcome, Proposed, Sim, partitions_of};
 
 use crate::support::scenarios_dir;
 
@@ -31,10 +32,26 @@ fn tick(sim: &mut Sim) -> Plan {
     sim.tick().plan.expect("the lb strategy returns its plan every tick")
 }
 
-/// No pass gave a partition two actions, and every partition's auto actions are at least the
-/// cooldown apart.
+/// No pass gave a partition two actions, every partition's auto actions are at least the
+/// cooldown apart, and every action that succeeded early enough to be judged has its evaluation.
 fn assert_invariants(sim: &Sim) {
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let eval = EvaluationConfig::default();
+    let end = sim.engine.t_secs() as u64;
+    let evaluated: HashMap<&str, &str> =
+        sim.evaluations().iter().map(|e| (e.action_id.as_str(), e.judgement.verdict.as_str())).collect();
+    let mut verdicts: HashMap<&str, usize> = HashMap::new();
+    for a in &sim.actions {
+        if let Outcome::Succeeded { at_secs } = a.outcome
+            && at_secs + eval.settle_secs + eval.window_secs < end
+        {
+            let verdict = evaluated.get(a.action_id.as_str()).unwrap_or_else(|| {
+                panic!("{} ({:?}, succeeded at {at_secs} s) has no evaluation", a.action_id, a.spec)
+            });
+            *verdicts.entry(verdict).or_default() += 1;
+        }
+    }
+    eprintln!("  evaluations: {verdicts:?}");
     let cooldown = PlannerConfig::default().caps.cooldown_secs;
     let mut last: HashMap<String, u64> = HashMap::new();
     for (t, p) in sim.proposals.iter().filter(|(_, p)| p.mode == PolicyMode::Auto) {
@@ -320,4 +337,68 @@ fn other_scenarios_run_clean() {
         assert!(sim.submit_errors.is_empty());
         assert_invariants(&sim);
     }
+}
+
+/// The harmful-action feedback path in virtual time: a move that makes its destination the
+/// hottest worker (injected as if the imbalance policy had made it) is evaluated harmful, moved
+/// back automatically (`revert_harmful_moves`), and its partition is left alone for the
+/// penalty's four cooldowns.
+#[test]
+fn a_harmful_move_is_judged_harmful_reverted_and_its_partition_rested() {
+    // 32 partitions at 7,500 ops/s (0.75 of their limit) on 4 workers at 0.6 of capacity.
+    let scenario = small_cluster(4, 32, 64 << 20, "[[tables.workloads]]\nkind = \"uniform\"\nops_per_sec = 240000\n");
+    let mut lb = Lb::default();
+    lb.evaluation.revert_harmful_moves = true;
+    // Nothing else may touch the partition before the verdict: the imbalance the bad move
+    // creates would otherwise be fixed by the planner first.
+    lb.config.imbalance.mode = PolicyMode::Off;
+    let cooldown = lb.config.caps.cooldown_secs;
+    let factor = u64::from(lb.config.feedback.harmful_cooldown_factor);
+    let mut sim = Sim::new(&scenario, Box::new(lb));
+    sim.run_until(20);
+    assert!(sim.actions.is_empty(), "a balanced cluster: nothing to do");
+    // Every worker sits at 0.6; moving one of w-0000's partitions onto w-0001 makes w-0001
+    // the hottest (0.675) and the cluster less balanced (max/mean 1.0 -> 1.125).
+    let c = &sim.engine.cluster;
+    let p = (0..c.partitions.len())
+        .find(|&i| c.workers.ids[c.partitions.owner[i] as usize].as_str() == "w-0000")
+        .expect("a partition on w-0000");
+    let victim = c.partitions.ids[p].clone();
+    let bad = Proposed {
+        spec: ActionSpec::Move { partition: victim.clone(), to_worker: "w-0001".parse().expect("id") },
+        submit: true,
+        reason: "test: a move that makes its destination the hottest worker".into(),
+        policy: Some(Policy::Imbalance),
+    };
+    let id = sim.inject(&bad).expect("the engine accepts the move");
+    let mut judged_at = None;
+    while sim.engine.t_secs() < 400.0 {
+        tick(&mut sim);
+        if judged_at.is_none() && sim.evaluations().iter().any(|e| e.action_id == id.as_str()) {
+            let now_ms = sim.engine.now_ms();
+            judged_at = Some(sim.engine.t_secs() as u64);
+            // The feedback, read from the planner's own state right after the verdict.
+            let state = sim.strategy.planner_state().expect("lb keeps planner state");
+            let rest = state.in_cooldown(&victim, now_ms).expect("the partition rests");
+            assert!(rest >= now_ms + ((factor * cooldown - 1) * 1000) as i64, "rests {} ms", rest - now_ms);
+            assert_eq!(state.strikes.get(&Policy::Imbalance).map(|s| s.count), Some(1), "the policy got a strike");
+        }
+    }
+    let e = sim.evaluations().iter().find(|e| e.action_id == id.as_str()).expect("the injected move was evaluated");
+    eprintln!("harmful move: {} ({}), revert {:?}", e.judgement.verdict.as_str(), e.judgement.why, e.revert);
+    assert_eq!(e.judgement.verdict, Verdict::Harmful, "{:?}", e.judgement);
+    let back = ActionSpec::Move { partition: victim.clone(), to_worker: "w-0000".parse().expect("id") };
+    assert_eq!(e.revert.as_ref(), Some(&back));
+    let judged_at = judged_at.expect("judged");
+    let revert = sim.actions.iter().find(|a| a.spec == back).expect("the revert was submitted");
+    assert!(revert.reason.starts_with("revert of harmful action"), "{}", revert.reason);
+    assert!(matches!(revert.outcome, Outcome::Succeeded { .. }), "the revert ran: {:?}", revert.outcome);
+    // Rested: no planner action on the partition for the penalty (4 cooldowns) after the verdict.
+    let rest_until = judged_at + factor * cooldown;
+    for (t, p) in &sim.proposals {
+        if (judged_at..rest_until).contains(t) && partitions_of(&p.spec).contains(&&victim) {
+            panic!("{victim} acted on at {t} s, inside its penalty (judged at {judged_at} s): {}", p.reason);
+        }
+    }
+    assert!(sim.submit_errors.is_empty(), "{:?}", sim.submit_errors);
 }
