@@ -272,3 +272,103 @@ proptest! {
         prop_assert!(max_over_mean <= 1.10 || granule / mean > 0.1, "max/mean {}", max_over_mean);
     }
 }
+
+/// A Valkey cluster as the ops server's Valkey adapter describes it: 3 nodes of 4,500 ops/s,
+/// 10 slots each, slots support move and group only and have no limit (no `slot_limit`),
+/// no key sketch; background 60 ops/s per slot; `hot` = (slot, ops/s) overrides.
+fn valkey_cluster(hot: &[(usize, f64)]) -> PlannerInput {
+    let mut loads = vec![60.0; 30];
+    for &(slot, ops) in hot {
+        loads[slot] = ops;
+    }
+    let owners: Vec<usize> = (0..30).map(|s| s / 10).collect();
+    let mut input = cluster(&loads, &owners, 3, &[]);
+    let mut worker_ops = [0.0; 3];
+    for (p, &ops) in input.partitions.iter_mut().zip(&loads) {
+        p.limit = None;
+        p.supported_actions = vec![ActionKind::Move, ActionKind::Group];
+        p.stats.ops_per_sec = ops;
+        p.stats.rejected_per_sec = 0.0;
+        p.stats.sketch = None;
+        p.stored_bytes = 1 << 20;
+        worker_ops[p.owner.as_str()[2..].parse::<usize>().expect("w-N")] += ops;
+    }
+    for (w, ops) in input.workers.iter_mut().zip(worker_ops) {
+        w.capacity = Capacity { ops_per_sec: 4_500.0, bytes_per_sec: 1e8 };
+        w.load.ops_per_sec = ops;
+    }
+    input
+}
+
+#[test]
+fn valkey_hot_slots_are_moved_off_their_node_never_split_or_merged() {
+    // Slots 1, 4, 7 of w-0 at 1,400 ops/s: w-0 at 4,620 / 4,500 = 1.03, the others at 0.13.
+    let input = valkey_cluster(&[(1, 1_400.0), (4, 1_400.0), (7, 1_400.0)]);
+    let config = PlannerConfig::default();
+    let first = run(&input, &config, &mut PlannerState::default(), 1_000, 2);
+    assert!(!first.proposals.is_empty(), "the overloaded node is relieved: {:?}", first.rejected);
+    let mut dests = Vec::new();
+    for p in &first.proposals {
+        let ActionSpec::Move { partition, to_worker } = &p.spec else {
+            panic!("only moves for slots with no dedicated group: {:?}", p.spec)
+        };
+        assert!(["p1", "p4", "p7"].contains(&partition.as_str()), "a hot slot moves, not {partition}");
+        assert_ne!(to_worker.as_str(), "w-0");
+        dests.push(to_worker.as_str().to_owned());
+    }
+    // One move brings w-0 to 0.72, under the low watermark (0.75): worker overload stops there.
+    assert_eq!(first.proposals.len(), 1, "{:?}", first.proposals);
+    // Once it has landed, imbalance (0.72 against a mean of 0.43) moves a second hot slot to
+    // the other cool node after its windows; worker overload does not act again.
+    let ActionSpec::Move { partition: moved, to_worker: dest } = &first.proposals[0].spec else { unreachable!() };
+    let mut next = input.clone();
+    let p = next.partitions.iter_mut().find(|p| &p.id == moved).expect("moved slot");
+    p.owner = dest.clone();
+    let ops = p.stats.ops_per_sec;
+    next.workers[0].load.ops_per_sec -= ops;
+    next.workers.iter_mut().find(|w| &w.id == dest).expect("dest").load.ops_per_sec += ops;
+    let mut state = PlannerState::default();
+    let later = run(&next, &config, &mut state, 3_000, i64::from(config.imbalance.hot_windows) + 1);
+    let second: Vec<_> = later.proposals.iter().collect();
+    assert_eq!(second.len(), 1, "{:?} / {:?}", later.proposals, later.rejected);
+    assert_eq!(second[0].policy, Policy::Imbalance);
+    let ActionSpec::Move { partition, to_worker } = &second[0].spec else { panic!("a move: {:?}", second[0].spec) };
+    assert!(["p1", "p4", "p7"].contains(&partition.as_str()) && !dests.contains(&partition.as_str().to_owned()));
+    dests.push(to_worker.as_str().to_owned());
+    dests.sort();
+    assert_eq!(dests, ["w-1", "w-2"], "one hot slot per node");
+    assert!(
+        first.rejected.iter().all(|d| !d.why.contains("split") || d.why.contains("cannot split")),
+        "no split was considered possible: {:?}",
+        first.rejected
+    );
+}
+
+#[test]
+fn valkey_a_slot_bigger_than_a_node_is_not_moved_around() {
+    // Slot 3 alone at 5,000 ops/s: 1.11 of any node. Moving it only moves the overload (and the
+    // destination would be over the watermark), and without a dedicated group in the topology
+    // there is nowhere to isolate it: the planner proposes nothing for it and says why.
+    let input = valkey_cluster(&[(3, 5_000.0)]);
+    let mut config = PlannerConfig::default();
+    config.imbalance.mode = PolicyMode::Off;
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 3);
+    assert!(
+        !plan
+            .proposals
+            .iter()
+            .any(|p| matches!(&p.spec, ActionSpec::Move { partition, .. } if partition.as_str() == "p3")),
+        "the oversized slot is not moved to another shared node: {:?}",
+        plan.proposals
+    );
+    assert!(
+        plan.proposals.iter().all(|p| matches!(p.spec, ActionSpec::Move { .. })),
+        "nothing but moves: {:?}",
+        plan.proposals
+    );
+    assert!(
+        plan.rejected.iter().any(|d| d.policy == Policy::WorkerOverload && d.why.contains("move p3")),
+        "the decline names the oversized slot: {:?}",
+        plan.rejected
+    );
+}
