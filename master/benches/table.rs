@@ -1,5 +1,6 @@
 //! MetricsTable benchmarks: ingest throughput, top-100 over 100k partitions, a 10k-partition ×
-//! 360-window heatmap, and bytes per partition (printed).
+//! 360-window heatmap, bytes per partition (printed), and the online loop's whole analysis pass
+//! over 100k partitions on 1k workers (the planner's input read from the table, then planning).
 //!
 //! `CARGO_TARGET_DIR=/work/scratch/target-table cargo bench --bench table`
 
@@ -10,11 +11,18 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{Cursor, PartitionStats, Sample, SampleData};
+use lb_common::protocol::{
+    ActionKind, Capacity, Cursor, Health, PartitionInfo, PartitionStats, Sample, SampleData, Topology, WorkerInfo,
+};
+use lb_master::analysis::{planner_input, refresh_planner_input};
+use lb_master::planner::{PlannerConfig, PlannerState, plan};
 use lb_master::table::{GroupBy, Metric, MetricsTable, TableConfig};
 
 const T0_MS: i64 = 1_700_000_000_000;
 const WORKERS: usize = 100;
+/// The analysis pass's cluster: the 100,000 partitions on 1,000 workers.
+const PASS_PARTITIONS: usize = 100_000;
+const PASS_WORKERS: usize = 1_000;
 
 /// A cluster of `n` partitions over `tables` tables, spread over [`WORKERS`] workers, that
 /// produces one second (or `interval_ms`) of samples at a time.
@@ -26,6 +34,10 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: usize, tables: usize) -> Self {
+        Self::with_workers(n, tables, WORKERS)
+    }
+
+    fn with_workers(n: usize, tables: usize, workers: usize) -> Self {
         let per_table = n.div_ceil(tables) as u64;
         let width = u64::MAX / per_table;
         let templates = (0..n)
@@ -51,15 +63,17 @@ impl Cluster {
                 }
             })
             .collect();
-        let workers = (0..WORKERS).map(|w| WorkerId::new(format!("w{w}")).unwrap()).collect();
-        Self { templates, workers, cursors: vec![0; WORKERS] }
+        let cursors = vec![0; workers];
+        let workers = (0..workers).map(|w| WorkerId::new(format!("w{w}")).unwrap()).collect();
+        Self { templates, workers, cursors }
     }
 
     /// Per worker, the samples of all partitions for the interval ending at `ts_ms`.
     fn batches(&mut self, ts_ms: i64, interval_ms: u64) -> Vec<(WorkerId, Vec<Sample>)> {
         let mut out: Vec<(WorkerId, Vec<Sample>)> = self.workers.iter().map(|w| (w.clone(), Vec::new())).collect();
+        let nw = self.workers.len();
         for (i, t) in self.templates.iter().enumerate() {
-            let w = i % WORKERS;
+            let w = i % nw;
             let mut s = t.clone();
             // A skewed, time-varying load so that top-N and the heatmap have something to rank.
             let ops = ((i * 7919 + ts_ms as usize / 1000) % 1000) as u64 * (interval_ms / 1000);
@@ -179,5 +193,92 @@ fn heatmap(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ingest, top_n, heatmap);
+/// The topology the agents' samples describe: partition `i` on worker `i % workers`.
+fn topology(cluster: &Cluster) -> Topology {
+    let nw = cluster.workers.len();
+    Topology {
+        version: 1,
+        workers: cluster
+            .workers
+            .iter()
+            .map(|id| WorkerInfo {
+                id: id.clone(),
+                capacity: Capacity { ops_per_sec: 150_000.0, bytes_per_sec: 1e9 },
+                group: None,
+                health: Health::Healthy,
+            })
+            .collect(),
+        partitions: cluster
+            .templates
+            .iter()
+            .enumerate()
+            .map(|(i, t)| PartitionInfo {
+                id: t.partition_id.clone(),
+                tenant: t.tenant.clone(),
+                table: t.table.clone(),
+                range: t.key_range,
+                owner: cluster.workers[i % nw].clone(),
+                group: None,
+                stored_bytes: t.stored_bytes,
+                // Ops (reads 0..999/s plus a third as writes) run to 1,332/s: the top 1 % are over
+                // 0.9 of this limit, hot.
+                limit: Some(Capacity { ops_per_sec: 1_480.0, bytes_per_sec: 1e8 }),
+                supported_actions: ActionKind::ALL.to_vec(),
+            })
+            .collect(),
+        datasets: Vec::new(),
+    }
+}
+
+/// The online loop's pass as it runs live: the planner's input built from the MetricsTable
+/// (rates over the 5 s analyzer window, sketches, the topology), then `plan`.
+fn analysis_pass(c: &mut Criterion) {
+    let mut g = c.benchmark_group("analysis_pass");
+    g.sample_size(20);
+    let mut cluster = Cluster::with_workers(PASS_PARTITIONS, 10, PASS_WORKERS);
+    let mut table = MetricsTable::new(TableConfig::default()).unwrap();
+    let topo = topology(&cluster);
+    table.apply_topology(&topo);
+    let now = cluster.fill(&mut table, T0_MS, 10, 1000);
+    let window = Duration::from_secs(5);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    // Warm the hysteresis so the measured pass is one that proposes.
+    for k in 0..3 {
+        let input = planner_input(&table, &topo, Vec::new(), window, now);
+        plan(&input, &config, &mut state, now + k * 1000);
+    }
+    let input = planner_input(&table, &topo, Vec::new(), window, now);
+    let first = plan(&input, &config, &mut state.clone(), now + 3000);
+    eprintln!(
+        "analysis pass: {} partitions, {} workers, {} hot, {} proposals, {} declined",
+        input.partitions.len(),
+        input.workers.len(),
+        first.stats.hot_partitions,
+        first.proposals.len(),
+        first.rejected.len()
+    );
+    g.bench_function("input_from_table_100k_partitions_1k_workers", |b| {
+        b.iter(|| black_box(planner_input(&table, &topo, Vec::new(), window, now)))
+    });
+    // The steady state: the layout did not change since the last pass, so only the load is
+    // re-read into the views the loop keeps (`Online` in analysis.rs), then the planner runs.
+    let mut kept = input.clone();
+    g.bench_function("refresh_input_100k_partitions_1k_workers", |b| {
+        b.iter(|| refresh_planner_input(black_box(&mut kept), Some(topo.version), &table, &topo, window, now))
+    });
+    g.bench_function("refresh_and_plan_100k_partitions_1k_workers", |b| {
+        b.iter_batched(
+            || state.clone(),
+            |mut st| {
+                refresh_planner_input(&mut kept, Some(topo.version), &table, &topo, window, now);
+                black_box(plan(&kept, &config, &mut st, now + 3000))
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, ingest, top_n, heatmap, analysis_pass);
 criterion_main!(benches);

@@ -31,6 +31,9 @@ use crate::planner::{
 use crate::store::RecordKind;
 use crate::table::{MetricsTable, RateBasis};
 
+/// Past 20,000 partitions the input is built on two threads (a single core takes ~10 ms).
+const PARALLEL_INPUT_PARTITIONS: usize = 20_000;
+
 /// Builds the planner's input: the layout from the topology, the load over the last `window`
 /// from the table, each partition's averaged over the seconds it reported (a split's new side
 /// shows its real rate from its first report; a partition without samples yet counts as idle).
@@ -41,38 +44,77 @@ pub fn planner_input(
     window: Duration,
     now_ms: i64,
 ) -> PlannerInput {
-    let rows: HashMap<_, _> = table
-        .partitions_with(window, now_ms, RateBasis::Reported)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| (r.id.clone(), r))
-        .collect();
-    let partitions = topology
-        .partitions
-        .iter()
-        .map(|p| {
-            let stats = rows.get(&p.id).map_or_else(PartitionWindow::default, |r| PartitionWindow {
-                ops_per_sec: r.ops_per_sec,
-                bytes_per_sec: r.bytes_per_sec,
-                cpu_cores: r.cpu_cores,
-                rejected_per_sec: r.rejected_per_sec,
-                latency_p99_us: r.latency_p99_us.unwrap_or(0.0),
-                sketch: table.sketch_for(&p.id, p.range).cloned(),
-            });
-            PartitionView {
-                id: p.id.clone(),
-                tenant: p.tenant.clone(),
-                table: p.table.clone(),
-                range: p.range,
-                owner: p.owner.clone(),
-                group: p.group.clone(),
-                stored_bytes: p.stored_bytes,
-                limit: p.limit,
-                supported_actions: p.supported_actions.clone(),
-                stats,
-            }
+    let mut input = PlannerInput { partitions: Vec::new(), workers: Vec::new(), in_flight };
+    refresh_planner_input(&mut input, None, table, topology, window, now_ms);
+    input
+}
+
+/// [`planner_input`] in place: when `built_from` is the version of `topology` that `input`'s
+/// partitions were built from, only their load is re-read (no ids cloned, nothing allocated
+/// but sketches); otherwise the views are rebuilt. Workers are always rebuilt (a thousand).
+pub fn refresh_planner_input(
+    input: &mut PlannerInput,
+    built_from: Option<u64>,
+    table: &MetricsTable,
+    topology: &Topology,
+    window: Duration,
+    now_ms: i64,
+) {
+    let stats = |p: &lb_common::protocol::PartitionInfo| {
+        let rates = table.partition_rates(&p.id, window, now_ms, RateBasis::Reported).ok().flatten();
+        rates.map_or_else(PartitionWindow::default, |r| PartitionWindow {
+            ops_per_sec: r.ops_per_sec,
+            bytes_per_sec: r.bytes_per_sec,
+            cpu_cores: r.cpu_cores,
+            rejected_per_sec: r.rejected_per_sec,
+            latency_p99_us: r.latency_p99_us.unwrap_or(0.0),
+            sketch: table.sketch_for(&p.id, p.range).cloned(),
         })
-        .collect();
+    };
+    let all = &topology.partitions;
+    let same_layout = built_from == Some(topology.version) && input.partitions.len() == all.len();
+    if same_layout {
+        let refresh = |views: &mut [PartitionView], infos: &[lb_common::protocol::PartitionInfo]| {
+            for (v, p) in views.iter_mut().zip(infos) {
+                v.stats = stats(p);
+            }
+        };
+        if all.len() < PARALLEL_INPUT_PARTITIONS {
+            refresh(&mut input.partitions, all);
+        } else {
+            let mid = all.len() / 2;
+            let (lv, rv) = input.partitions.split_at_mut(mid);
+            let (li, ri) = all.split_at(mid);
+            std::thread::scope(|s| {
+                s.spawn(|| refresh(rv, ri));
+                refresh(lv, li);
+            });
+        }
+    } else {
+        let view = |p: &lb_common::protocol::PartitionInfo| PartitionView {
+            id: p.id.clone(),
+            tenant: p.tenant.clone(),
+            table: p.table.clone(),
+            range: p.range,
+            owner: p.owner.clone(),
+            group: p.group.clone(),
+            stored_bytes: p.stored_bytes,
+            limit: p.limit,
+            supported_actions: p.supported_actions.clone(),
+            stats: stats(p),
+        };
+        input.partitions = if all.len() < PARALLEL_INPUT_PARTITIONS {
+            all.iter().map(view).collect()
+        } else {
+            let (left, right) = all.split_at(all.len() / 2);
+            std::thread::scope(|s| {
+                let other = s.spawn(|| right.iter().map(view).collect::<Vec<_>>());
+                let mut out: Vec<PartitionView> = left.iter().map(view).collect();
+                out.extend(other.join().unwrap_or_else(|_| right.iter().map(view).collect()));
+                out
+            })
+        };
+    }
     let loads: HashMap<_, _> =
         table.workers(window, now_ms).unwrap_or_default().into_iter().map(|w| (w.id.clone(), w)).collect();
     let workers = topology
@@ -96,7 +138,7 @@ pub fn planner_input(
             }
         })
         .collect();
-    PlannerInput { partitions, workers, in_flight }
+    input.workers = workers;
 }
 
 async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError> {
@@ -163,6 +205,9 @@ struct Online {
     executor: Executor,
     placement: PlacementManager,
     ids: Ids,
+    /// The last pass's input and the topology version its partitions were built from: while the
+    /// layout holds, a pass only re-reads the load.
+    input: Option<(u64, PlannerInput)>,
 }
 
 /// The online loop; see the module doc.
@@ -180,6 +225,7 @@ pub async fn run(
         executor: Executor::default(),
         placement,
         ids: Ids { boot_ms, next: 0 },
+        input: None,
     };
     loop {
         let cfg = online.shared.config.borrow().clone();
@@ -221,11 +267,14 @@ impl Online {
             self.executor.evaluation_due(&cfg.evaluation, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
         let (table, topo) = (self.shared.table.clone(), Arc::clone(topology));
         let horizon_ms = cfg.collector.stale_after_ms as i64;
+        let cached = self.input.take();
         let built = tokio::task::spawn_blocking(move || {
             let table = table.read().expect("table lock is never poisoned");
             // Windows end where every live worker's reports are in, not at the wall clock.
             let at = table.complete_until_ms(now, horizon_ms);
-            let input = planner_input(&table, &topo, in_flight, window, at);
+            let (built_from, mut input) = cached.map_or((None, PlannerInput::default()), |(v, i)| (Some(v), i));
+            refresh_planner_input(&mut input, built_from, &table, &topo, window, at);
+            input.in_flight = in_flight;
             let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, at));
             let usage = if topo.datasets.is_empty() {
                 Vec::new()
@@ -276,6 +325,7 @@ impl Online {
                 self.evaluated(client, e, topology, &after, now).await;
             }
         }
+        self.input = Some((topology.version, input));
     }
 
     async fn record<T: serde::Serialize>(&self, kind: RecordKind, key: &str, now: i64, body: &T) {

@@ -205,6 +205,16 @@ pub(crate) fn stats_of<F: Codec, K: Codec>(
 
 /// The one figure top-N and listings rank by: rates per second over the whole window, gauges
 /// averaged over the covered seconds. `None` when the window has no data.
+/// One partition's load over a window (see [`MetricsTable::partition_rates`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PartitionRates {
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub cpu_cores: f64,
+    pub rejected_per_sec: f64,
+    pub latency_p99_us: Option<f64>,
+}
+
 /// What a windowed rate is an average over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateBasis {
@@ -444,6 +454,37 @@ impl MetricsTable {
     /// Every partition the table knows (live and gone), with its figures over the `last` window.
     pub fn partitions(&self, last: Duration, now_ms: i64) -> Result<Vec<PartitionRow>, TableError> {
         self.partitions_with(last, now_ms, RateBasis::Window)
+    }
+
+    /// One partition's rates over the `last` window ending at `now_ms`, read by id without
+    /// building a row: the online analyzer's read, once per topology partition every tick.
+    /// `None` for a partition the table has not heard of.
+    pub fn partition_rates(
+        &self,
+        id: &PartitionId,
+        last: Duration,
+        now_ms: i64,
+        basis: RateBasis,
+    ) -> Result<Option<PartitionRates>, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        Ok(self.partition_index.get(id).map(|&i| self.rates_at(i, win, basis)))
+    }
+
+    fn rates_at(&self, i: u32, win: (i64, i64, f64), basis: RateBasis) -> PartitionRates {
+        let per_covered = basis == RateBasis::Reported;
+        let v = |m: Metric| {
+            metric_view(m)
+                .and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate() && !per_covered, win))
+                .unwrap_or(0.0)
+        };
+        PartitionRates {
+            ops_per_sec: v(Metric::Ops),
+            bytes_per_sec: v(Metric::Bytes),
+            cpu_cores: v(Metric::Cpu),
+            rejected_per_sec: v(Metric::Rejected),
+            latency_p99_us: metric_view(Metric::LatencyP99)
+                .and_then(|view| scalar_of(&self.pseries, i, view, false, win)),
+        }
     }
 
     /// [`MetricsTable::partitions`] with a choice of what a rate is averaged over.

@@ -167,6 +167,11 @@ fn a_partition_two_seconds_old_reads_its_real_rate_over_the_seconds_it_reported(
     assert!((p1 - 100.0).abs() < 0.5 && (p2 - 120.0).abs() < 1.0, "window basis: {p1} {p2}");
     let (p1, p2) = rate(RateBasis::Reported);
     assert!((p1 - 100.0).abs() < 0.5 && (p2 - 300.0).abs() < 2.0, "reported basis: {p1} {p2}");
+    // The analyzer's lookup by id reads the same numbers as the rows.
+    let direct = t.partition_rates(&pid("p2"), secs(5), T0_MS + 30_000, RateBasis::Reported).expect("query");
+    assert!(direct.is_some_and(|r| (r.ops_per_sec - p2).abs() < 1e-9), "{direct:?}");
+    let unknown = t.partition_rates(&pid("nope"), secs(5), T0_MS + 30_000, RateBasis::Reported).expect("query");
+    assert_eq!(unknown, None);
 }
 
 #[test]
