@@ -241,7 +241,13 @@ pub async fn run(
             continue;
         };
         let client = ops();
-        online.pass(&cfg, &client, &topology, &mut approvals).await;
+        // A pass makes several calls to the ops server, each with its own deadline; shutdown
+        // does not wait for them (a pass cut short leaves nothing half-submitted that the ops
+        // server would not also report at the next start).
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = online.pass(&cfg, &client, &topology, &mut approvals) => {}
+        }
     }
 }
 
@@ -284,7 +290,8 @@ impl Online {
             (input, after, usage, at)
         })
         .await;
-        let Ok((input, after, usage, at)) = built else { return };
+        let Ok((mut input, after, usage, at)) = built else { return };
+        self.executor.correct_for_recent_moves(&mut input, window.as_millis() as i64, at);
         metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let plan = plan(&input, &cfg.planner, &mut self.state, now);
         self.placement.observe(at, &usage);

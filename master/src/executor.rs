@@ -195,6 +195,42 @@ impl Executor {
         self.tracked.retain(|t| &t.id != id);
     }
 
+    /// Corrects worker loads in `input` for moves that finished inside its window. A worker's
+    /// load is what it served over the window, so for a while after a move the source still
+    /// counts the partition's load and the destination lacks it: judged on that, the source
+    /// looks overloaded still and another partition leaves it (over-moving), the destination
+    /// looks cooler than it is. For each move (or partition group) that ended at `f` inside
+    /// the window `[at - window, at]`, the share of the window before `f` of the partition's
+    /// current load is taken off its source and put on its current owner.
+    pub fn correct_for_recent_moves(&self, input: &mut PlannerInput, window_ms: i64, at_ms: i64) {
+        let start = at_ms - window_ms;
+        for t in &self.tracked {
+            let Some(finished) = t.finished_at_ms.filter(|&f| f > start && window_ms > 0) else { continue };
+            if !matches!(
+                t.spec,
+                ActionSpec::Move { .. } | ActionSpec::Group { target: GroupTarget::Partition { .. }, .. }
+            ) {
+                continue;
+            }
+            let (Some(source), Some(id)) = (&t.subject.source, t.subject.partitions.first()) else { continue };
+            let Some(p) = input.partitions.iter().find(|p| &p.id == id) else { continue };
+            if &p.owner == source {
+                continue;
+            }
+            let share = ((finished.min(at_ms) - start) as f64 / window_ms as f64).clamp(0.0, 1.0);
+            let (ops, bytes, dest) = (p.stats.ops_per_sec * share, p.stats.bytes_per_sec * share, p.owner.clone());
+            for w in input.workers.iter_mut() {
+                if &w.id == source {
+                    w.load.ops_per_sec = (w.load.ops_per_sec - ops).max(0.0);
+                    w.load.bytes_per_sec = (w.load.bytes_per_sec - bytes).max(0.0);
+                } else if w.id == dest {
+                    w.load.ops_per_sec += ops;
+                    w.load.bytes_per_sec += bytes;
+                }
+            }
+        }
+    }
+
     /// Whether any finished action is due for evaluation.
     pub fn evaluation_due(&self, config: &EvaluationConfig, now_ms: i64) -> bool {
         self.tracked.iter().any(|t| t.finished_at_ms.is_some_and(|f| config.due_at_ms(f) <= now_ms))
@@ -488,6 +524,22 @@ mod tests {
         assert!(ex.take_pending("dry-1", 60, 3_000).is_err(), "approved once");
         ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 4_000, &mut id);
         assert_eq!(ex.take_pending("dry-2", 60, 4_000 + 60_001), Err(ApprovalError::NotPending), "stale");
+    }
+
+    #[test]
+    fn a_move_that_ended_inside_the_window_is_taken_off_its_source_and_put_on_its_destination() {
+        let mut ex = Executor::default();
+        ex.track("m1".parse().unwrap(), &proposal(move_to_b(), PolicyMode::Auto), &view(900.0, 100.0, "a"), 1_000);
+        ex.finish(&"m1".parse().unwrap(), true, 8_000);
+        // The window is [5 s, 10 s]; the move ended at 8 s: a served p1 (400 ops/s) for 3 of 5 s.
+        let mut input = view(900.0, 340.0, "b");
+        ex.correct_for_recent_moves(&mut input, 5_000, 10_000);
+        assert!((input.workers[0].load.ops_per_sec - (900.0 - 240.0)).abs() < 1e-6, "{:?}", input.workers[0].load);
+        assert!((input.workers[1].load.ops_per_sec - (340.0 + 240.0)).abs() < 1e-6, "{:?}", input.workers[1].load);
+        // Once the window no longer holds the move, nothing changes.
+        let mut later = view(500.0, 500.0, "b");
+        ex.correct_for_recent_moves(&mut later, 5_000, 14_000);
+        assert_eq!(later.workers[0].load.ops_per_sec, 500.0);
     }
 
     #[test]

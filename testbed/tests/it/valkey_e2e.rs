@@ -23,7 +23,7 @@ use lb_testbed::valkey_up::{ValkeyUpOptions, up_valkey};
 use serde_json::Value;
 
 /// The whole run must finish within this (start-up, onset, detection, migrations, relief).
-const BUDGET: Duration = Duration::from_secs(75);
+const BUDGET: Duration = Duration::from_secs(120);
 /// Worker overload's default high watermark (master/src/planner/config.rs).
 const HIGH_WATERMARK: f64 = 0.85;
 /// The onset layout is ~2.4 (node 0 serves 80 % of the ops); one hot slot per node is ~1.0.
