@@ -201,11 +201,18 @@ impl Executor {
     /// looks overloaded still and another partition leaves it (over-moving), the destination
     /// looks cooler than it is. For each move (or partition group) that ended at `f` inside
     /// the window `[at - window, at]`, the share of the window before `f` of the partition's
-    /// current load is taken off its source and put on its current owner.
+    /// current load is taken off its source and put on its current owner. A tracked action the
+    /// ops server no longer lists as in flight but that is not settled here yet (it ended since
+    /// the last refresh) counts as ending at `at` once the topology shows its partition moved.
     pub fn correct_for_recent_moves(&self, input: &mut PlannerInput, window_ms: i64, at_ms: i64) {
         let start = at_ms - window_ms;
         for t in &self.tracked {
-            let Some(finished) = t.finished_at_ms.filter(|&f| f > start && window_ms > 0) else { continue };
+            // An action not settled yet whose effect the topology already shows ended between
+            // the last refresh and now: count it as ending at the window's end (the whole window
+            // still has its load on the source).
+            let Some(finished) = t.finished_at_ms.or(Some(at_ms)).filter(|&f| f > start && window_ms > 0) else {
+                continue;
+            };
             if !matches!(
                 t.spec,
                 ActionSpec::Move { .. } | ActionSpec::Group { target: GroupTarget::Partition { .. }, .. }
@@ -536,6 +543,17 @@ mod tests {
         ex.correct_for_recent_moves(&mut input, 5_000, 10_000);
         assert!((input.workers[0].load.ops_per_sec - (900.0 - 240.0)).abs() < 1e-6, "{:?}", input.workers[0].load);
         assert!((input.workers[1].load.ops_per_sec - (340.0 + 240.0)).abs() < 1e-6, "{:?}", input.workers[1].load);
+        // A move not settled yet but visible in the topology counts as ending now: all of it.
+        let mut ex2 = Executor::default();
+        ex2.track("m2".parse().unwrap(), &proposal(move_to_b(), PolicyMode::Auto), &view(900.0, 100.0, "a"), 1_000);
+        let mut unsettled = view(900.0, 100.0, "b");
+        ex2.correct_for_recent_moves(&mut unsettled, 5_000, 10_000);
+        assert!((unsettled.workers[0].load.ops_per_sec - 500.0).abs() < 1e-6, "{:?}", unsettled.workers[0].load);
+        assert!((unsettled.workers[1].load.ops_per_sec - 500.0).abs() < 1e-6, "{:?}", unsettled.workers[1].load);
+        // Still running (the topology shows the old owner): nothing to correct.
+        let mut running = view(900.0, 100.0, "a");
+        ex2.correct_for_recent_moves(&mut running, 5_000, 10_000);
+        assert_eq!(running.workers[0].load.ops_per_sec, 900.0);
         // Once the window no longer holds the move, nothing changes.
         let mut later = view(500.0, 500.0, "b");
         ex.correct_for_recent_moves(&mut later, 5_000, 14_000);
