@@ -268,6 +268,9 @@ impl Online {
             }
         };
         let now = chrono::Utc::now().timestamp_millis();
+        // Settle what ended since the last pass before planning, so a move that just finished
+        // is known as finished (its partition's load is then put where it now is).
+        self.refresh(client, now).await;
         let window = Duration::from_millis(cfg.analyzer.window_ms);
         let eval_window =
             self.executor.evaluation_due(&cfg.evaluation, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
@@ -325,7 +328,6 @@ impl Online {
             let _ = approval.reply.send(result);
         }
         *self.shared.pending.write().expect("pending lock is never poisoned") = self.executor.pending.clone();
-        self.refresh(client, now).await;
         if let Some(after) = after {
             let evaluations = self.executor.evaluate_due(&after, &cfg.evaluation, &cfg.planner, &mut self.state, now);
             for e in evaluations {

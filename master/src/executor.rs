@@ -24,7 +24,7 @@ use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, Grou
 use serde::{Deserialize, Serialize};
 
 use crate::evaluation::{self, Evaluation, EvaluationConfig, Snapshot, Subject, Verdict};
-use crate::planner::{PlannerConfig, PlannerInput, PlannerState, Policy, Proposal};
+use crate::planner::{InFlightAction, PlannerConfig, PlannerInput, PlannerState, Policy, Proposal};
 
 /// 60 s: a dry-run proposal the planner has not repeated for a minute is stale (the hotspot
 /// moved or went away); approving it would act on a situation that no longer exists.
@@ -222,6 +222,11 @@ impl Executor {
             let (Some(source), Some(id)) = (&t.subject.source, t.subject.partitions.first()) else { continue };
             let Some(p) = input.partitions.iter().find(|p| &p.id == id) else { continue };
             if &p.owner == source {
+                // Done, but the topology read is older than the move: plan as if it were still
+                // in flight (the model applies it), or the source looks as hot as before it.
+                if t.finished_at_ms.is_some() && !input.in_flight.iter().any(|a| a.spec == t.spec) {
+                    input.in_flight.push(InFlightAction { spec: t.spec.clone(), started_at_ms: t.submitted_at_ms });
+                }
                 continue;
             }
             let share = ((finished.min(at_ms) - start) as f64 / window_ms as f64).clamp(0.0, 1.0);
@@ -554,6 +559,13 @@ mod tests {
         let mut running = view(900.0, 100.0, "a");
         ex2.correct_for_recent_moves(&mut running, 5_000, 10_000);
         assert_eq!(running.workers[0].load.ops_per_sec, 900.0);
+        assert!(running.in_flight.is_empty());
+        // Done, but the topology read predates it: planned as in flight (the model applies it).
+        ex2.finish(&"m2".parse().unwrap(), true, 9_500);
+        let mut stale = view(900.0, 100.0, "a");
+        ex2.correct_for_recent_moves(&mut stale, 5_000, 10_000);
+        assert_eq!(stale.in_flight.len(), 1);
+        assert_eq!(stale.in_flight[0].spec, move_to_b());
         // Once the window no longer holds the move, nothing changes.
         let mut later = view(500.0, 500.0, "b");
         ex.correct_for_recent_moves(&mut later, 5_000, 14_000);
