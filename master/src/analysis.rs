@@ -155,11 +155,7 @@ async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError>
 
 fn action_request(proposal: &Proposal, id: ActionId, topology: &Topology, reason: String) -> ActionRequest {
     // The fair-queue path is the target's [tenant, table]; cluster-wide actions fall back to "lb".
-    let partition = match &proposal.spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => Some(partition),
-        ActionSpec::Merge { left, .. } => Some(left),
-        _ => None,
-    };
+    let partition = crate::planner::partitions_of(&proposal.spec).into_iter().next();
     let actor_path = match &proposal.spec {
         ActionSpec::Reshard { tenant, dataset, .. } => vec![tenant.to_string(), dataset.to_string()],
         _ => partition

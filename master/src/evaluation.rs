@@ -26,11 +26,11 @@
 //! Pure: no clock, no I/O — the live loop and the virtual-time tests call the same functions.
 
 use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health};
+use lb_common::protocol::{ActionKind, ActionSpec, Health};
 use lb_common::validate::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
-use crate::planner::{PlannerInput, Policy, WorkerView};
+use crate::planner::{PartitionView, PlannerInput, Policy, WorkerView};
 
 /// 10 s: a move's caches warm and routers pick up the new owner within a few seconds; ten is
 /// past the transient without waiting so long that the workload has changed under us.
@@ -114,12 +114,7 @@ pub struct Subject {
 impl Subject {
     /// The subject of `spec` in the layout it was planned on.
     pub fn of(spec: &ActionSpec, input: &PlannerInput) -> Self {
-        let ids: Vec<PartitionId> = match spec {
-            ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => vec![partition.clone()],
-            ActionSpec::Merge { left, right } => vec![left.clone(), right.clone()],
-            ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition.clone()],
-            _ => Vec::new(),
-        };
+        let ids: Vec<PartitionId> = crate::planner::partitions_of(spec).into_iter().cloned().collect();
         let views: Vec<_> = input.partitions.iter().filter(|p| ids.contains(&p.id)).collect();
         let range = views.first().map(|first| {
             let start = views.iter().map(|p| p.range.start).min().unwrap_or(first.range.start);
@@ -131,6 +126,16 @@ impl Subject {
             _ => None,
         };
         Self { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest }
+    }
+
+    /// Whether `p` now covers what the subject covered (a split's pieces included).
+    pub fn covers(&self, p: &PartitionView) -> bool {
+        match &self.range {
+            Some((tenant, table, range)) => {
+                &p.tenant == tenant && &p.table == table && p.range.start <= range.end && p.range.end >= range.start
+            }
+            None => self.partitions.contains(&p.id),
+        }
     }
 }
 
@@ -181,15 +186,9 @@ fn worker_ratio(w: &WorkerView, rejected_per_sec: f64) -> f64 {
 pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
     let ratios = worker_ratios(input);
     let ratio_of = |id: &WorkerId| input.workers.iter().position(|w| &w.id == id).map(|i| ratios[i]);
-    let covers = |p: &crate::planner::PartitionView| match &subject.range {
-        Some((tenant, table, range)) => {
-            &p.tenant == tenant && &p.table == table && p.range.start <= range.end && p.range.end >= range.start
-        }
-        None => subject.partitions.contains(&p.id),
-    };
     let (mut target_ratio, mut demand, mut rejected) = (0.0f64, 0.0, 0.0);
     let mut owner_now = None;
-    for p in input.partitions.iter().filter(|p| covers(p)) {
+    for p in input.partitions.iter().filter(|p| subject.covers(p)) {
         let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
         let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
         target_ratio = target_ratio.max(if limit > 0.0 { d / limit } else { 0.0 });

@@ -279,8 +279,8 @@ fn evaluate_one(
     let mut revert = None;
     if judgement.verdict == Verdict::Harmful {
         let rest_ms = (planner.caps.cooldown_secs * 1000 * u64::from(planner.feedback.harmful_cooldown_factor)) as i64;
-        let targets = covering(&t.subject, after);
-        state.penalize(targets.iter(), t.policy, now_ms + rest_ms, now_ms);
+        let targets = after.partitions.iter().filter(|p| t.subject.covers(p)).map(|p| &p.id);
+        state.penalize(targets, t.policy, now_ms + rest_ms, now_ms);
         if config.revert_harmful_moves {
             revert = evaluation::revert(&t.spec, &t.subject, after);
         }
@@ -300,21 +300,6 @@ fn evaluate_one(
         judgement,
         revert,
     }
-}
-
-/// The partitions that now cover what the subject covered (a split's pieces included).
-fn covering(subject: &Subject, input: &PlannerInput) -> Vec<lb_common::ids::PartitionId> {
-    input
-        .partitions
-        .iter()
-        .filter(|p| match &subject.range {
-            Some((tenant, table, r)) => {
-                &p.tenant == tenant && &p.table == table && p.range.start <= r.end && p.range.end >= r.start
-            }
-            None => subject.partitions.contains(&p.id),
-        })
-        .map(|p| p.id.clone())
-        .collect()
 }
 
 /// What a proposal acts on: its policy, kind and target, without the details.

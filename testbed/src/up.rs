@@ -48,11 +48,11 @@ pub struct UpOptions {
     pub interval: Duration,
 }
 
-async fn bind(host: &str) -> anyhow::Result<TcpListener> {
+pub(crate) async fn bind(host: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(format!("{host}:0")).await.with_context(|| format!("cannot bind {host}:0"))
 }
 
-fn parse<C: lb_common::config::ServiceConfig>(text: &str, what: &str) -> anyhow::Result<C> {
+pub(crate) fn parse<C: lb_common::config::ServiceConfig>(text: &str, what: &str) -> anyhow::Result<C> {
     lb_common::config::parse(text, Path::new(what)).with_context(|| format!("generated {what} is invalid"))
 }
 
@@ -132,26 +132,37 @@ pub async fn up_with(options: &UpOptions, overrides: &Overrides) -> anyhow::Resu
         (interval_ms * 2).max(100),
         overrides.master
     );
-    let _: lb_master::config::MasterConfig = parse(&master_text, "master.toml")?;
-    let master_path = options.data_dir.join("master.toml");
-    std::fs::write(&master_path, &master_text).with_context(|| format!("cannot write {}", master_path.display()))?;
+    let WatchedMaster { master, config: master_config, config_path: master_config_path, watch_cancel } =
+        start_watched_master(&master_text, &options.data_dir, &options.host).await?;
+    Ok(Running { testbed, ops_server, agents, master, master_config, master_config_path, watch_cancel })
+}
+
+/// A master started from a config file it watches, and what stops the watch.
+pub(crate) struct WatchedMaster {
+    pub master: lb_master::RunningMaster,
+    pub config: ConfigHandle<lb_master::config::MasterConfig>,
+    pub config_path: PathBuf,
+    pub watch_cancel: CancellationToken,
+}
+
+/// Validates `text`, writes it to `<data_dir>/master.toml`, watches that file like the binary
+/// does (edits apply on the next tick), and starts the master on a free port of `host`.
+pub(crate) async fn start_watched_master(text: &str, data_dir: &Path, host: &str) -> anyhow::Result<WatchedMaster> {
+    let _: lb_master::config::MasterConfig = parse(text, "master.toml")?;
+    let config_path = data_dir.join("master.toml");
+    std::fs::write(&config_path, text).with_context(|| format!("cannot write {}", config_path.display()))?;
     let watch_cancel = CancellationToken::new();
-    let options_watch = WatchOptions {
+    let options = WatchOptions {
         debounce: MASTER_RELOAD_DEBOUNCE,
         poll_interval: MASTER_RELOAD_POLL,
         sighup: false,
         watch_directory: true,
     };
-    let (master_config, _watcher) = lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(
-        &master_path,
-        options_watch,
-        watch_cancel.clone(),
-    )
-    .with_context(|| format!("cannot watch {}", master_path.display()))?;
-    let master =
-        lb_master::start(master_config.subscribe(), bind(&options.host).await?, Some(master_config.shared_status()))
-            .await?;
-    Ok(Running { testbed, ops_server, agents, master, master_config, master_config_path: master_path, watch_cancel })
+    let (config, _watcher) =
+        lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(&config_path, options, watch_cancel.clone())
+            .with_context(|| format!("cannot watch {}", config_path.display()))?;
+    let master = lb_master::start(config.subscribe(), bind(host).await?, Some(config.shared_status())).await?;
+    Ok(WatchedMaster { master, config, config_path, watch_cancel })
 }
 
 /// 200 ms: an editor's save settles well within it, and a test sees the reload within a tick.

@@ -18,18 +18,18 @@
 //! [`ValkeyUpOptions::launcher`]): the hot node well over the high watermark, the others and
 //! the balanced cluster well under it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use lb_common::config::watch::{ConfigHandle, WatchOptions};
+use lb_common::config::watch::ConfigHandle;
 use lb_common::ids::WorkerId;
 use lb_valkey::{LocalCluster, LocalClusterConfig, Slot, SlotRange};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::up::{WatchedMaster, bind, parse, start_watched_master};
 use crate::valkey_load::{LoadGenerator, LoadSpec};
 
 /// Slots between the hot slots picked on one node: spread over its range so they are not one
@@ -40,9 +40,6 @@ const HOT_SLOT_SPACING: u16 = 997;
 /// 2-core machine that also runs the cluster, the load and a compiler can stall one for
 /// several seconds; 15 s keeps the master from dropping a whole round for it.
 const MASTER_CLIENT_DEADLINE_MS: u64 = 15_000;
-/// 200 ms / 2 s: as in `up` (an editor's save settles; the poll is the backstop).
-const MASTER_RELOAD_DEBOUNCE: Duration = Duration::from_millis(200);
-const MASTER_RELOAD_POLL: Duration = Duration::from_secs(2);
 
 /// Options of `up --backend valkey`.
 #[derive(Debug, Clone)]
@@ -111,14 +108,6 @@ pub struct RunningValkey {
     /// The workload, when [`ValkeyUpOptions::load`] asked for one.
     pub load: Option<LoadGenerator>,
     watch_cancel: CancellationToken,
-}
-
-async fn bind(host: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(format!("{host}:0")).await.with_context(|| format!("cannot bind {host}:0"))
-}
-
-fn parse<C: lb_common::config::ServiceConfig>(text: &str, what: &str) -> anyhow::Result<C> {
-    lb_common::config::parse(text, Path::new(what)).with_context(|| format!("generated {what} is invalid"))
 }
 
 /// The worker id the ops server's `worker_ids = "port"` gives the node on `port`.
@@ -205,25 +194,8 @@ pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrid
         mode = if options.balance { "auto" } else { "off" },
         extra = overrides.master,
     );
-    let _: lb_master::config::MasterConfig = parse(&master_text, "master.toml")?;
-    let master_path = options.data_dir.join("master.toml");
-    std::fs::write(&master_path, &master_text).with_context(|| format!("cannot write {}", master_path.display()))?;
-    let watch_cancel = CancellationToken::new();
-    let watch_options = WatchOptions {
-        debounce: MASTER_RELOAD_DEBOUNCE,
-        poll_interval: MASTER_RELOAD_POLL,
-        sighup: false,
-        watch_directory: true,
-    };
-    let (master_config, _watcher) = lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(
-        &master_path,
-        watch_options,
-        watch_cancel.clone(),
-    )
-    .with_context(|| format!("cannot watch {}", master_path.display()))?;
-    let master =
-        lb_master::start(master_config.subscribe(), bind(&options.host).await?, Some(master_config.shared_status()))
-            .await?;
+    let WatchedMaster { master, config: master_config, config_path: master_path, watch_cancel } =
+        start_watched_master(&master_text, &options.data_dir, &options.host).await?;
 
     let load = match &options.load {
         Some(spec) => Some(LoadGenerator::start(cluster.addrs(), cluster.connect_options(), spec.clone()).await?),
