@@ -73,7 +73,7 @@ fn input() -> PlannerInput {
             },
         })
         .collect();
-    PlannerInput { partitions, workers, in_flight: Vec::new() }
+    PlannerInput { partitions, workers, in_flight: Vec::new(), new_group_dedicates_owner: false }
 }
 
 fn bench(c: &mut Criterion) {

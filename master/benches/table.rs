@@ -227,6 +227,7 @@ fn topology(cluster: &Cluster) -> Topology {
             })
             .collect(),
         datasets: Vec::new(),
+        new_group_dedicates_owner: false,
     }
 }
 

@@ -44,7 +44,8 @@ pub fn planner_input(
     window: Duration,
     now_ms: i64,
 ) -> PlannerInput {
-    let mut input = PlannerInput { partitions: Vec::new(), workers: Vec::new(), in_flight };
+    let mut input =
+        PlannerInput { partitions: Vec::new(), workers: Vec::new(), in_flight, new_group_dedicates_owner: false };
     refresh_planner_input(&mut input, None, table, topology, window, now_ms);
     input
 }
@@ -139,6 +140,7 @@ pub fn refresh_planner_input(
         })
         .collect();
     input.workers = workers;
+    input.new_group_dedicates_owner = topology.new_group_dedicates_owner;
 }
 
 async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError> {

@@ -391,7 +391,7 @@ mod tests {
     }
 
     fn input(workers: Vec<WorkerView>, partitions: Vec<PartitionView>) -> PlannerInput {
-        PlannerInput { partitions, workers, in_flight: Vec::new() }
+        PlannerInput { partitions, workers, in_flight: Vec::new(), new_group_dedicates_owner: false }
     }
 
     #[test]

@@ -221,6 +221,13 @@ impl Executor {
             }
             let (Some(source), Some(id)) = (&t.subject.source, t.subject.partitions.first()) else { continue };
             let Some(p) = input.partitions.iter().find(|p| &p.id == id) else { continue };
+            if let ActionSpec::Group { group, .. } = &t.spec
+                && p.group.as_ref() == Some(group)
+                && &p.owner == source
+            {
+                // A dedication that shows: the partition stayed, its neighbours left.
+                continue;
+            }
             if &p.owner == source {
                 // Done, but the topology read is older than the move: plan as if it were still
                 // in flight (the model applies it), or the source looks as hot as before it.
@@ -390,6 +397,7 @@ mod tests {
                 stats: PartitionWindow { ops_per_sec: 400.0, ..Default::default() },
             }],
             in_flight: Vec::new(),
+            new_group_dedicates_owner: false,
         }
     }
 
@@ -449,6 +457,7 @@ mod tests {
                 supported_actions: ActionKind::ALL.to_vec(),
             }],
             datasets: Vec::new(),
+            new_group_dedicates_owner: false,
         }
     }
 

@@ -81,7 +81,7 @@ mod tests {
     }
 
     fn topo(parts: Vec<PartitionInfo>) -> Topology {
-        Topology { version: 1, workers: vec![], partitions: parts, datasets: vec![] }
+        Topology { version: 1, workers: vec![], partitions: parts, datasets: vec![], new_group_dedicates_owner: false }
     }
 
     fn pid(s: &str) -> PartitionId {

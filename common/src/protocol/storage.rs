@@ -22,6 +22,13 @@ pub struct Topology {
     pub partitions: Vec<PartitionInfo>,
     #[serde(default)]
     pub datasets: Vec<DatasetInfo>,
+    /// What a `group` of one partition does when it names a group no worker is in yet: `true`,
+    /// the storage system dedicates the partition's current worker to it (every other partition
+    /// of that worker moves to the other healthy ungrouped workers, and the worker and the
+    /// partition then show the group), as the Valkey adapter does; `false` (the default), it is
+    /// refused and a group must name workers the topology already shows in it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_group_dedicates_owner: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

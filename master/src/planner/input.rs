@@ -12,6 +12,11 @@ pub struct PlannerInput {
     pub workers: Vec<WorkerView>,
     /// Submitted and not finished: planned around as if already done.
     pub in_flight: Vec<InFlightAction>,
+    /// The storage system dedicates a partition's worker to a group it forms
+    /// ([`lb_common::protocol::Topology::new_group_dedicates_owner`]): isolation then needs no
+    /// dedicated group in the topology.
+    #[serde(default)]
+    pub new_group_dedicates_owner: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -39,6 +39,7 @@
 //! a balanced cluster gets no proposals.
 
 pub mod config;
+mod dedicate;
 pub mod input;
 mod model;
 mod partition;
@@ -56,6 +57,7 @@ pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, Wo
 pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{Hysteresis, PendingChild, PlannerState, Strikes};
 
+pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
 pub use model::partitions_of;
 
 use model::Model;
@@ -69,7 +71,16 @@ pub const MAX_ALTERNATIVES: usize = 6;
 pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, now_ms: i64) -> Plan {
     let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
     let model = Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms);
-    let groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
+    let mut groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
+    // A worker being dedicated has left the shared pool already.
+    for a in &input.in_flight {
+        if let Some((p, g)) = model::dedication_target(&a.spec, input)
+            && let Some(i) = input.partitions.iter().position(|v| &v.id == p)
+            && let Some(slot) = groups.get_mut(model.owner[i] as usize)
+        {
+            *slot = Some(g.clone());
+        }
+    }
     let mut pass = Pass { input, config, now_ms, model, groups, plan: Plan::default(), proposed_this_pass: 0 };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use lb_common::ids::{GroupId, Key, KeyRange, WorkerId};
+use lb_common::ids::{GroupId, Key, KeyRange, PartitionId, WorkerId};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch};
 
 use super::input::PlannerInput;
@@ -151,6 +151,19 @@ impl Model {
                 fill[w as usize] += 1;
             }
         }
+        // A dedication in flight (a group the topology does not show yet) moves every other
+        // partition off the target's worker: none of them is free for another action.
+        for a in &input.in_flight {
+            if let Some((p, _)) = dedication_target(&a.spec, input)
+                && let Some(&i) = partition_index.get(p)
+                && (owner[i] as usize) < nw
+            {
+                let w = owner[i] as usize;
+                for &q in &by_worker[by_worker_start[w] as usize..by_worker_start[w + 1] as usize] {
+                    busy[q as usize] = true;
+                }
+            }
+        }
         let cluster_actions = input.in_flight.len() as u32;
         Self {
             owner,
@@ -226,6 +239,80 @@ impl Model {
         self.cluster_actions += 1;
     }
 
+    /// Where a dedication of `p`'s worker sends its other partitions, as a storage system that
+    /// forms the group does it (the Valkey adapter): in key order, filling the receivers with
+    /// the fewest partitions first until their counts are as even as the moved partitions
+    /// allow. `(partition, receiver)` pairs.
+    pub fn dedication_moves(&self, p: usize, receivers: &[usize]) -> Vec<(usize, usize)> {
+        let w = self.owner[p] as usize;
+        let mut moved: Vec<usize> = self
+            .partitions_on(w)
+            .iter()
+            .map(|&q| q as usize)
+            .filter(|&q| q != p && self.owner[q] as usize == w)
+            .collect();
+        moved.sort_unstable();
+        if receivers.is_empty() {
+            return Vec::new();
+        }
+        let mut levels: Vec<usize> = receivers.iter().map(|&r| self.partitions_on(r).len()).collect();
+        let mut take = vec![0usize; receivers.len()];
+        for _ in &moved {
+            let (k, _) = levels.iter().enumerate().min_by_key(|&(k, l)| (*l, k)).expect("receivers is not empty");
+            levels[k] += 1;
+            take[k] += 1;
+        }
+        let mut out = Vec::with_capacity(moved.len());
+        let mut next = moved.iter();
+        for (k, n) in take.into_iter().enumerate() {
+            out.extend(next.by_ref().take(n).map(|&q| (q, receivers[k])));
+        }
+        out
+    }
+
+    /// Worker ratios after `moves`: `(worker, before, after)` for every worker they touch.
+    pub fn ratios_after(&self, moves: &[(usize, usize)]) -> Vec<(usize, f64, f64)> {
+        let mut delta: HashMap<usize, Load> = HashMap::new();
+        for &(q, to) in moves {
+            delta.entry(self.owner[q] as usize).or_default().add(self.load[q], -1.0);
+            delta.entry(to).or_default().add(self.load[q], 1.0);
+        }
+        let mut out: Vec<(usize, f64, f64)> = delta
+            .into_iter()
+            .map(|(w, d)| {
+                let mut l = self.worker_load[w];
+                l.add(d, 1.0);
+                (w, self.worker_ratio(w), self.ratio_of(w, l))
+            })
+            .collect();
+        out.sort_unstable_by_key(|&(w, _, _)| w);
+        out
+    }
+
+    /// Applies a dedication of `p`'s worker: `moves` leave it, as one action.
+    pub fn apply_dedication(&mut self, p: usize, moves: &[(usize, usize)]) {
+        let from = self.owner[p] as usize;
+        let mut receivers = Vec::new();
+        for &(q, to) in moves {
+            let l = self.load[q];
+            self.worker_load[from].add(l, -1.0);
+            self.worker_load[to].add(l, 1.0);
+            self.outgoing[from].add(l, 1.0);
+            self.owner[q] = to as u32;
+            self.busy[q] = true;
+            if !receivers.contains(&to) {
+                receivers.push(to);
+            }
+        }
+        for to in receivers {
+            self.worker_actions[to] += 1;
+        }
+        self.drain[from] = (self.drain[from] - self.drain_ratio).max(0.5);
+        self.busy[p] = true;
+        self.worker_actions[from] += 1;
+        self.cluster_actions += 1;
+    }
+
     /// A metadata action (split): busy partition, counted cluster-wide, not per worker.
     pub fn mark_action(&mut self, p: usize) {
         self.busy[p] = true;
@@ -260,6 +347,20 @@ pub fn partitions_of(spec: &ActionSpec) -> Vec<&lb_common::ids::PartitionId> {
         ActionSpec::Merge { left, right } => vec![left, right],
         ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition],
         _ => vec![],
+    }
+}
+
+/// The partition and group of `spec` when it is a dedication: a group of one partition naming
+/// a group no worker of `input` is in, on a storage system that forms such groups from the
+/// partition's own worker.
+pub fn dedication_target<'a>(spec: &'a ActionSpec, input: &PlannerInput) -> Option<(&'a PartitionId, &'a GroupId)> {
+    match spec {
+        ActionSpec::Group { target: GroupTarget::Partition { partition }, group }
+            if input.new_group_dedicates_owner && !input.workers.iter().any(|w| w.group.as_ref() == Some(group)) =>
+        {
+            Some((partition, group))
+        }
+        _ => None,
     }
 }
 

@@ -265,6 +265,15 @@ fn isolate(
             return;
         }
     }
+    match pass.dedication(state, p) {
+        Ok(d) => {
+            let why_hot =
+                format!("partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}", h.demand_ops);
+            pass.propose_dedication(state, d, Policy::PartitionOverload, why_hot, trigger, alts);
+            return;
+        }
+        Err(why) => alts.push(alt(format!("dedicate its worker to {id}"), why)),
+    }
     let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
     pass.decline(
         Policy::PartitionOverload,

@@ -279,6 +279,21 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 }
             }
             if !done {
+                // No move relieves it: the hottest partition may be too hot to share any worker.
+                if let Some(&(_, p, share)) = cands.iter().max_by(|a, b| a.2.total_cmp(&b.2)) {
+                    match pass.dedication(state, p) {
+                        Ok(d) => {
+                            let why_hot = format!(
+                                "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows; partition {} carries {share:.2} of it",
+                                pass.input.partitions[p].id
+                            );
+                            let trigger = Trigger { hot_windows, worker_load_ratio: Some(ratio), ..Trigger::default() };
+                            pass.propose_dedication(state, d, Policy::WorkerOverload, why_hot, trigger, alts);
+                            break;
+                        }
+                        Err(why) => alts.push(alt(format!("dedicate {wid} to {}", pass.input.partitions[p].id), why)),
+                    }
+                }
                 let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
                 pass.decline(
                     Policy::WorkerOverload,

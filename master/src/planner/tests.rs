@@ -61,7 +61,7 @@ fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &[(usize, &s
             load: WorkerWindow { ops_per_sec: worker_ops[w], ..WorkerWindow::default() },
         })
         .collect();
-    PlannerInput { partitions, workers, in_flight: vec![] }
+    PlannerInput { partitions, workers, in_flight: vec![], new_group_dedicates_owner: false }
 }
 
 /// Runs `passes` passes one second apart starting at `t0_ms`; returns the last plan.
@@ -371,4 +371,77 @@ fn valkey_a_slot_bigger_than_a_node_is_not_moved_around() {
         "the decline names the oversized slot: {:?}",
         plan.rejected
     );
+}
+
+#[test]
+fn valkey_a_slot_bigger_than_a_node_gets_its_node_alone_when_the_storage_forms_groups() {
+    // Slot 3 at 5,000 ops/s, as above, but the adapter dedicates a slot's node to a new group:
+    // w-0's nine other slots go to w-1 and w-2 (five and four, fewest slots first), and slot 3
+    // stays where it is. The dedication is proposed once and nothing else touches w-0.
+    let mut input = valkey_cluster(&[(3, 5_000.0)]);
+    input.new_group_dedicates_owner = true;
+    let mut config = PlannerConfig::default();
+    config.imbalance.mode = PolicyMode::Off;
+    let mut state = PlannerState::default();
+    let plan = run(&input, &config, &mut state, 1_000, i64::from(config.worker_overload.hot_windows));
+    assert_eq!(plan.proposals.len(), 1, "{:?} / {:?}", plan.proposals, plan.rejected);
+    let proposal = &plan.proposals[0];
+    assert_eq!(proposal.policy, Policy::WorkerOverload);
+    let ActionSpec::Group { target: GroupTarget::Partition { partition }, group } = &proposal.spec else {
+        panic!("a group of the slot: {:?}", proposal.spec)
+    };
+    assert_eq!(partition.as_str(), "p3");
+    assert_eq!(group, &dedicated_group(partition));
+    assert_eq!(group.as_str(), "dedicated-p3");
+    let p = &proposal.predicted;
+    // w-0: (5,000 + 9 x 60) / 4,500 = 1.23 before, 5,000 / 4,500 = 1.11 after; the receivers go
+    // from 600 / 4,500 = 0.13 to (600 + 5 x 60) / 4,500 = 0.20.
+    assert!((p.source_before_ratio - 5_540.0 / 4_500.0).abs() < 1e-9, "{p:?}");
+    assert!((p.source_after_ratio - 5_000.0 / 4_500.0).abs() < 1e-9, "{p:?}");
+    assert!((p.dest_after_ratio.expect("receivers") - 900.0 / 4_500.0).abs() < 1e-9, "{p:?}");
+    assert!((p.cluster_max_after_ratio - 900.0 / 4_500.0).abs() < 1e-9, "w-0 left the pool: {p:?}");
+    assert!(proposal.reason.contains("dedicate worker w-0"), "{}", proposal.reason);
+    assert!(
+        proposal.rejected_alternatives.iter().any(|a| a.candidate == "move p3"),
+        "{:?}",
+        proposal.rejected_alternatives
+    );
+
+    // While it runs, w-0 and its slots are off limits for every policy, imbalance included.
+    let mut running = input.clone();
+    running.in_flight.push(InFlightAction { spec: proposal.spec.clone(), started_at_ms: 3_000 });
+    config.imbalance.mode = PolicyMode::Auto;
+    let during = run(&running, &config, &mut state, 4_000, 20);
+    assert!(during.proposals.is_empty(), "nothing else while it runs: {:?}", during.proposals);
+}
+
+#[test]
+fn a_dedication_needs_the_storage_to_form_groups_and_room_for_the_rest() {
+    let mut config = PlannerConfig::default();
+    config.imbalance.mode = PolicyMode::Off;
+    // Without the storage's support, the decline says why no dedication.
+    let input = valkey_cluster(&[(3, 5_000.0)]);
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 3);
+    assert!(plan.proposals.is_empty(), "{:?}", plan.proposals);
+    assert!(
+        plan.rejected.iter().any(|d| d.why.contains("dedicate w-0 to p3: the storage system does not dedicate")),
+        "{:?}",
+        plan.rejected
+    );
+    // The other nodes are too full to take w-0's other slots under the high watermark.
+    let mut input = valkey_cluster(&[(3, 5_000.0), (12, 3_000.0), (24, 3_000.0), (5, 2_000.0)]);
+    input.new_group_dedicates_owner = true;
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 3);
+    assert!(!plan.proposals.iter().any(|p| matches!(p.spec, ActionSpec::Group { .. })), "{:?}", plan.proposals);
+    assert!(
+        plan.rejected.iter().any(|d| d.why.contains("would put a receiver at")),
+        "the decline names the full receivers: {:?}",
+        plan.rejected
+    );
+    // A hot slot another node can take under the high watermark is moved, not given a node.
+    let mut input = valkey_cluster(&[(1, 1_400.0), (4, 1_400.0), (7, 1_400.0)]);
+    input.new_group_dedicates_owner = true;
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 2);
+    assert!(!plan.proposals.is_empty());
+    assert!(plan.proposals.iter().all(|p| matches!(p.spec, ActionSpec::Move { .. })), "{:?}", plan.proposals);
 }

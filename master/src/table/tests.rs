@@ -305,6 +305,7 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
             })
             .collect(),
         datasets: vec![],
+        new_group_dedicates_owner: false,
     }
 }
 

@@ -83,6 +83,7 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
         workers: vec![worker("w-1", None), worker("w-2", None), worker("w-3", Some("iso"))],
         partitions: vec![partition("p1", "w-1", 0), partition("p2", "w-1", 100), partition("p3", "w-2", 200)],
         datasets: vec![],
+        new_group_dedicates_owner: false,
     })
 }
 

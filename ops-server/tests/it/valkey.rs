@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{OperationId, WorkerId};
+use lb_common::ids::{OperationId, PartitionId, WorkerId};
 use lb_common::protocol::*;
 use lb_ops_server::config::ValkeyStorageConfig;
 use lb_ops_server::storage::valkey::{ValkeyStorage, partition_id};
@@ -401,6 +401,27 @@ async fn group_leaves_the_hot_slot_alone_on_its_node() {
     assert_eq!(read_back(&cluster.addr(owner), &hot_keys).await, hot_keys.len());
     let new_owner = owner_of(&topology, neighbour).clone();
     let new_index = (0..3).find(|i| worker(&cluster, *i) == new_owner).expect("a node");
+    assert_eq!(read_back(&cluster.addr(new_index), &neighbour_keys).await, neighbour_keys.len());
+    assert!(topology.new_group_dedicates_owner, "the planner may form groups here");
+
+    // A second group never sends slots to the node dedicated to the first: everything else
+    // of the neighbour's node goes to the third.
+    let spec = ActionSpec::Group {
+        target: GroupTarget::Partition { partition: partition_id(neighbour) },
+        group: "hot-3001".parse().expect("id"),
+    };
+    let op = storage.submit(&request("group-2", spec)).await.expect("submitted");
+    let done = wait_operation(&storage, &op).await;
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    let topology = storage.topology().await.expect("topology");
+    let mine: Vec<&PartitionId> = topology.partitions.iter().filter(|p| p.owner == me).map(|p| &p.id).collect();
+    assert_eq!(mine, [&partition_id(hot)], "the first dedicated node kept its slot alone");
+    let theirs: Vec<&PartitionId> =
+        topology.partitions.iter().filter(|p| p.owner == new_owner).map(|p| &p.id).collect();
+    assert_eq!(theirs, [&partition_id(neighbour)], "the second node holds the neighbour alone");
+    let groups: Vec<Option<&str>> = topology.workers.iter().map(|w| w.group.as_ref().map(|g| g.as_str())).collect();
+    assert_eq!(groups.iter().filter(|g| g.is_some()).count(), 2, "two dedicated nodes: {groups:?}");
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT), "no slot lost");
     assert_eq!(read_back(&cluster.addr(new_index), &neighbour_keys).await, neighbour_keys.len());
 }
 

@@ -472,7 +472,7 @@ impl Inner {
         }
         partitions.sort_by_key(|p| p.range.start);
         metrics::gauge!("lb_ops_valkey_keys").set(keys.iter().sum::<u64>() as f64);
-        Ok(Topology { version, workers, partitions, datasets: Vec::new() })
+        Ok(Topology { version, workers, partitions, datasets: Vec::new(), new_group_dedicates_owner: true })
     }
 
     /// Bumps the version when owners, workers or health changed since the last read. The new
@@ -537,11 +537,16 @@ impl Inner {
                 if moved.is_empty() {
                     return Ok(Plan::AlreadyDone(format!("slot {slot} is already alone on {}", owner.worker)));
                 }
-                let receivers: Vec<&Primary> =
-                    view.primaries.iter().filter(|p| p.id != owner.id && p.health == Health::Healthy).collect();
+                // A node already dedicated to another slot keeps it alone.
+                let dedicated = self.current_groups(view);
+                let receivers: Vec<&Primary> = view
+                    .primaries
+                    .iter()
+                    .filter(|p| p.id != owner.id && p.health == Health::Healthy && !dedicated.contains_key(&p.worker))
+                    .collect();
                 if receivers.is_empty() {
                     return Err(rejected(format!(
-                        "no other healthy primary can take the other slots of {}",
+                        "no other healthy primary outside a group can take the other slots of {}",
                         owner.worker
                     )));
                 }
