@@ -12,6 +12,10 @@
 //! - **harmful**: the action made things worse — a move whose destination ends up hotter than
 //!   its source was before (the hotspot moved, it was not relieved), or the cluster's hottest
 //!   worker got hotter by `harmful_margin_ratio` while the target did not improve;
+//! - a **dedication** (a group that gives a partition its own worker) cannot cool its partition,
+//!   only the partition's former neighbours: it is judged on them, the source worker's ratio
+//!   before against the hottest shared worker after (where they went), and is harmful when that
+//!   worker ends hotter than the source was;
 //! - **no effect**: neither.
 //!
 //! **What is watched.** A [`Subject`] is fixed at submission: the target partitions, and — so a
@@ -109,6 +113,9 @@ pub struct Subject {
     /// A move's destination; for a group, resolved afterwards as the target's new owner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dest: Option<WorkerId>,
+    /// A group that dedicates the partition's own worker to it (its neighbours leave).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dedication: bool,
 }
 
 impl Subject {
@@ -125,7 +132,8 @@ impl Subject {
             ActionSpec::Move { to_worker, .. } => Some(to_worker.clone()),
             _ => None,
         };
-        Self { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest }
+        let dedication = crate::planner::is_dedication(spec, input);
+        Self { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest, dedication }
     }
 
     /// Whether `p` now covers what the subject covered (a split's pieces included).
@@ -264,14 +272,26 @@ fn primary(policy: Option<Policy>, kind: ActionKind, s: &Snapshot) -> (&'static 
 pub fn judge(
     policy: Option<Policy>,
     kind: ActionKind,
+    dedication: bool,
     before: &Snapshot,
     after: &Snapshot,
     config: &EvaluationConfig,
 ) -> Judgement {
-    let (metric, b) = primary(policy, kind, before);
-    let (_, a) = primary(policy, kind, after);
+    let (metric, b, a) = if dedication {
+        // Where the neighbours were against the hottest shared worker now (where they went).
+        ("neighbours_ratio", before.source_ratio.unwrap_or(before.cluster_max_ratio), after.cluster_max_ratio)
+    } else {
+        let (metric, b) = primary(policy, kind, before);
+        (metric, b, primary(policy, kind, after).1)
+    };
     let score = if b > 0.0 { (b - a) / b } else { 0.0 };
     let margin = config.harmful_margin_ratio;
+    if dedication && a > b + margin && a > 1.0 - margin {
+        let why = format!(
+            "the worker's former neighbours went from {b:.2} of capacity to a shared worker at {a:.2}: the hotspot moved"
+        );
+        return Judgement { score, verdict: Verdict::Harmful, metric: metric.to_owned(), why };
+    }
     // The hotspot moved instead of going away: the destination ends hotter than the source was.
     let moved_hotspot = match (kind, before.source_ratio, after.dest_ratio) {
         (ActionKind::Move | ActionKind::Group, Some(src), Some(dst)) => dst > src + margin && dst > 1.0 - margin,
@@ -416,7 +436,7 @@ mod tests {
         );
         let a = snapshot(&subject, &after);
         assert!((a.target_ratio - 0.8).abs() < 1e-9);
-        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, &b, &a, &EvaluationConfig::default());
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, false, &b, &a, &EvaluationConfig::default());
         assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
         assert!((j.score - 0.5).abs() < 1e-9);
     }
@@ -436,7 +456,7 @@ mod tests {
         );
         let a = snapshot(&subject, &after);
         assert_eq!(a.dest_ratio, Some(1.1));
-        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &b, &a, &EvaluationConfig::default());
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &b, &a, &EvaluationConfig::default());
         assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
         assert!(j.why.contains("the hotspot moved"), "{}", j.why);
         assert_eq!(
@@ -456,15 +476,53 @@ mod tests {
             cluster_mean_ratio: 0.6,
             ..Default::default()
         };
-        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &s, &s, &cfg);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &s, &s, &cfg);
         assert_eq!(j.verdict, Verdict::NoEffect, "{j:?}");
         let better = Snapshot { source_ratio: Some(0.8), dest_ratio: Some(0.7), cluster_max_ratio: 0.8, ..s };
-        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &s, &better, &cfg);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &s, &better, &cfg);
         assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
         // Imbalance moves are judged on max/mean.
         let flat = Snapshot { cluster_max_ratio: 0.66, ..s };
-        let j = judge(Some(Policy::Imbalance), ActionKind::Move, &s, &flat, &cfg);
+        let j = judge(Some(Policy::Imbalance), ActionKind::Move, false, &s, &flat, &cfg);
         assert_eq!((j.verdict, j.metric.as_str()), (Verdict::Effective, "cluster_max_over_mean"));
+    }
+
+    #[test]
+    fn a_dedication_is_judged_on_where_the_neighbours_went() {
+        // Worker a at 0.93 with a slot of 0.75 and neighbours; after the dedication a holds the
+        // slot alone (0.75, out of the pool) and the neighbours sit on b and c at 0.39.
+        let cfg = EvaluationConfig::default();
+        let mut before_input = input(
+            vec![worker("a", 930.0), worker("b", 250.0), worker("c", 250.0)],
+            vec![partition("hot", "a", (0, 99), 750.0, 0.0), partition("n", "a", (100, 199), 180.0, 0.0)],
+        );
+        before_input.new_group_dedicates_owner = true;
+        let spec = ActionSpec::Group {
+            target: lb_common::protocol::GroupTarget::Partition { partition: "hot".parse().unwrap() },
+            group: "dedicated-hot".parse().unwrap(),
+        };
+        let subject = Subject::of(&spec, &before_input);
+        assert!(subject.dedication, "{subject:?}");
+        let b = snapshot(&subject, &before_input);
+        let mut after_input = input(
+            vec![worker("a", 750.0), worker("b", 390.0), worker("c", 380.0)],
+            vec![partition("hot", "a", (0, 99), 750.0, 0.0), partition("n", "b", (100, 199), 180.0, 0.0)],
+        );
+        after_input.workers[0].group = Some("dedicated-hot".parse().unwrap());
+        after_input.partitions[0].group = Some("dedicated-hot".parse().unwrap());
+        let a = snapshot(&subject, &after_input);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Group, true, &b, &a, &cfg);
+        assert_eq!((j.verdict, j.metric.as_str()), (Verdict::Effective, "neighbours_ratio"), "{j:?}");
+        assert!((j.score - (0.93 - 0.39) / 0.93).abs() < 1e-9, "{j:?}");
+        // Judged as a plain group, the slot's own worker (0.93 -> 0.75) would be all it saw.
+        let plain = judge(Some(Policy::WorkerOverload), ActionKind::Group, false, &b, &a, &cfg);
+        assert!((plain.score - (0.93 - 0.75) / 0.93).abs() < 1e-9, "{plain:?}");
+        // Neighbours landing on a worker hotter than the source was: the hotspot moved.
+        after_input.workers[1].load.ops_per_sec = 990.0;
+        let a = snapshot(&subject, &after_input);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Group, true, &b, &a, &cfg);
+        assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
+        assert!(j.why.contains("former neighbours"), "{}", j.why);
     }
 
     #[test]
@@ -480,12 +538,12 @@ mod tests {
         };
         // Demand kept surging: the hottest worker rose from 0.50 to 0.71 and the target barely moved.
         let after = Snapshot { target_ratio: 2.12, source_ratio: Some(0.71), cluster_max_ratio: 0.71, ..before };
-        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, &before, &after, &cfg);
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, false, &before, &after, &cfg);
         assert_eq!(j.verdict, Verdict::NoEffect, "{j:?}");
-        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &before, &after, &cfg);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &before, &after, &cfg);
         assert_eq!(j.verdict, Verdict::NoEffect, "the destination (0.2) is not the hottest: {j:?}");
         let dest_hottest = Snapshot { dest_ratio: Some(0.71), source_ratio: Some(0.48), ..after };
-        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, &before, &dest_hottest, &cfg);
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &before, &dest_hottest, &cfg);
         assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
     }
 

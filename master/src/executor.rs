@@ -282,7 +282,8 @@ fn evaluate_one(
     now_ms: i64,
 ) -> Evaluation {
     let after_snapshot = evaluation::snapshot(&t.subject, after);
-    let judgement = evaluation::judge(t.policy, t.spec.kind(), &t.before, &after_snapshot, config);
+    let judgement =
+        evaluation::judge(t.policy, t.spec.kind(), t.subject.dedication, &t.before, &after_snapshot, config);
     let mut revert = None;
     if judgement.verdict == Verdict::Harmful {
         let rest_ms = (planner.caps.cooldown_secs * 1000 * u64::from(planner.feedback.harmful_cooldown_factor)) as i64;

@@ -12,6 +12,9 @@
 //!
 //! It is proposed only when all of these hold (each failure is the reason given):
 //! - the storage forms groups and the partition supports `group`;
+//! - it carries at least half of its worker's load (a dedication moves everything else, so the
+//!   rest must be the smaller part; a worker that looks hot for another reason, such as the
+//!   import traffic of a migration, is not handed to one of its ordinary partitions);
 //! - no shared worker could take the partition and stay at or under the high watermark;
 //! - its worker is shared, has no action in flight, and holds other partitions, none of them
 //!   in cooldown;
@@ -28,6 +31,9 @@ use super::Pass;
 use super::model::supports;
 use super::proposal::{Alternative, Policy, Prediction, Proposal, Trigger};
 use super::state::PlannerState;
+
+/// Share of its worker's load a partition must carry to get the worker alone.
+const MIN_DEDICATED_SHARE: f64 = 0.5;
 
 /// Prefix of the groups the planner forms.
 pub const DEDICATED_GROUP_PREFIX: &str = "dedicated-";
@@ -86,6 +92,13 @@ impl Pass<'_> {
         }
         if self.model.worker_actions[w] > 0 {
             return Err(format!("its worker {} has {} actions in flight", worker.id, self.model.worker_actions[w]));
+        }
+        let (share, worker_ratio) = (self.model.ratio_of(w, self.model.load[p]), self.model.worker_ratio(w));
+        if share < MIN_DEDICATED_SHARE * worker_ratio {
+            return Err(format!(
+                "it carries {share:.2} of worker {}'s {worker_ratio:.2}: under half, moving the rest away would cost more than it relieves",
+                worker.id
+            ));
         }
         let high = self.config.worker_overload.high_watermark_ratio;
         let receivers: Vec<usize> = (0..self.input.workers.len())

@@ -60,6 +60,12 @@ pub use state::{Hysteresis, PendingChild, PlannerState, Strikes};
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
 pub use model::partitions_of;
 
+/// Whether `spec` dedicates its partition's own worker to it in the layout of `input` (a group
+/// naming a group no worker is in, where the storage forms such groups).
+pub fn is_dedication(spec: &lb_common::protocol::ActionSpec, input: &PlannerInput) -> bool {
+    model::dedication_target(spec, input).is_some()
+}
+
 use model::Model;
 
 /// Declined items kept per pass: enough for the console, bounded for a 100k-partition pass.

@@ -438,6 +438,24 @@ fn a_dedication_needs_the_storage_to_form_groups_and_room_for_the_rest() {
         "the decline names the full receivers: {:?}",
         plan.rejected
     );
+    // A worker that is hot without one dominant slot (here: 30 slots of 150, all on w-0 while
+    // the others are nearly as full) never gets handed to one of its ordinary slots.
+    let mut input = valkey_cluster(&[]);
+    for p in input.partitions.iter_mut().filter(|p| p.owner.as_str() == "w-0") {
+        p.stats.ops_per_sec = 410.0;
+    }
+    input.workers[0].load.ops_per_sec = 4_100.0;
+    for w in &mut input.workers[1..] {
+        w.load.ops_per_sec += 3_300.0; // background the planner cannot move
+    }
+    input.new_group_dedicates_owner = true;
+    let plan = run(&input, &config, &mut PlannerState::default(), 1_000, 3);
+    assert!(!plan.proposals.iter().any(|p| matches!(p.spec, ActionSpec::Group { .. })), "{:?}", plan.proposals);
+    assert!(
+        plan.rejected.iter().any(|d| d.why.contains("under half, moving the rest away")),
+        "the decline says why not: {:?}",
+        plan.rejected
+    );
     // A hot slot another node can take under the high watermark is moved, not given a node.
     let mut input = valkey_cluster(&[(1, 1_400.0), (4, 1_400.0), (7, 1_400.0)]);
     input.new_group_dedicates_owner = true;
