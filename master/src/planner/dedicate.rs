@@ -17,7 +17,8 @@
 //!   import traffic of a migration, is not handed to one of its ordinary partitions);
 //! - no shared worker could take the partition and stay at or under the high watermark;
 //! - its worker is shared, has no action in flight, and holds other partitions, none of them
-//!   in cooldown;
+//!   in cooldown (its own cooldown does not count: it stays where it is, and the usual case is
+//!   a partition that just landed there, or was just moved in vain);
 //! - no receiver ends over the high watermark, and the hottest of the touched workers gains
 //!   `min_gain_ratio` after the cost of every byte that moves.
 //!

@@ -280,7 +280,21 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
             }
             if !done {
                 // No move relieves it: the hottest partition may be too hot to share any worker.
-                if let Some(&(_, p, share)) = cands.iter().max_by(|a, b| a.2.total_cmp(&b.2)) {
+                // Its own cooldown does not count (a dedication leaves it where it is): the
+                // usual case is a hot partition that just landed here, or was just moved in vain.
+                let top = pass
+                    .model
+                    .partitions_on(w)
+                    .iter()
+                    .map(|&p| p as usize)
+                    .filter(|&p| {
+                        pass.model.owner[p] as usize == w
+                            && !pass.model.busy[p]
+                            && pass.input.partitions[p].group.is_none()
+                    })
+                    .map(|p| (p, pass.model.ratio_of(w, pass.model.load[p])))
+                    .max_by(|a, b| a.1.total_cmp(&b.1));
+                if let Some((p, share)) = top {
                     match pass.dedication(state, p) {
                         Ok(d) => {
                             let why_hot = format!(

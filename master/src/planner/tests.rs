@@ -407,6 +407,18 @@ fn valkey_a_slot_bigger_than_a_node_gets_its_node_alone_when_the_storage_forms_g
         proposal.rejected_alternatives
     );
 
+    // A slot that just landed on w-0 (its cooldown running, say after a move judged harmful)
+    // still gets the node: a dedication leaves it where it is.
+    let mut resting = PlannerState::default();
+    resting.cooldown_until_ms.insert(partition.clone(), 1_000_000);
+    let plan = run(&input, &config, &mut resting, 1_000, i64::from(config.worker_overload.hot_windows));
+    assert!(
+        plan.proposals.iter().any(|p| matches!(&p.spec, ActionSpec::Group { .. })),
+        "{:?} / {:?}",
+        plan.proposals,
+        plan.rejected
+    );
+
     // While it runs, w-0 and its slots are off limits for every policy, imbalance included.
     let mut running = input.clone();
     running.in_flight.push(InFlightAction { spec: proposal.spec.clone(), started_at_ms: 3_000 });

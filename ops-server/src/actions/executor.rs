@@ -11,7 +11,8 @@
 //!   → succeeded | failed | timed_out | cancelled, with execution not_executed | maybe_executed
 //! ```
 //!
-//! A "maybe executed" outcome drops the cached topology, so nothing is planned on a stale view.
+//! A success or a "maybe executed" outcome drops the cached topology, so nothing is planned on
+//! a stale view.
 //! On shutdown, running actions stop being polled and are noted as interrupted; after a restart
 //! those with an operation id resume polling, those without one fail as maybe executed.
 
@@ -267,6 +268,7 @@ impl Executor {
         let Some(record) = self.book.get(id) else { return };
         let kind = record.request.spec.kind();
         let storage = self.storage();
+        let request = AdminRequest { action_id: id.clone(), spec: record.request.spec.clone() };
         let op = match resume {
             Some(op) => op,
             None => {
@@ -278,7 +280,6 @@ impl Executor {
                     warn!(action = %id, %error, "cannot start action");
                     return;
                 }
-                let request = AdminRequest { action_id: id.clone(), spec: record.request.spec.clone() };
                 match storage.submit(&request).await {
                     Ok(op) => {
                         let detail = format!("storage operation {op} accepted");
@@ -327,7 +328,7 @@ impl Executor {
                 self.finish(id, ActionState::TimedOut, Some(failure)).await;
                 return;
             }
-            match storage.operation(&op).await {
+            match storage.poll(&op, &request).await {
                 Ok(operation) => match operation.state {
                     OperationState::Succeeded => {
                         self.finish(id, ActionState::Succeeded, None).await;
@@ -364,8 +365,9 @@ impl Executor {
     }
 
     async fn finish(&self, id: &ActionId, state: ActionState, failure: Option<ActionFailure>) {
-        if failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted) {
-            // Whatever happened, the layout may have changed: plan only on a fresh read.
+        if state == ActionState::Succeeded || failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted)
+        {
+            // The layout changed (or may have): the next reader gets a fresh read.
             *self.topology.lock().expect("topology lock is never poisoned") = None;
         }
         let detail = failure.as_ref().map_or_else(|| "done".to_owned(), |f| f.message.clone());
@@ -385,6 +387,9 @@ impl Executor {
                 // still answers every call, with the reason, instead of panicking the executor.
                 let adapter = storage::from_config(&cfg.storage, &cfg.client)
                     .unwrap_or_else(|error| Arc::new(storage::Broken(error.to_string())));
+                let mut succeeded = self.book.list(Some(ActionState::Succeeded));
+                succeeded.sort_by_key(|r| r.finished_at_ms);
+                adapter.remember(&succeeded);
                 *cached = Some((cfg.storage.clone(), adapter.clone()));
                 adapter
             }

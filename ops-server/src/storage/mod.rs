@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lb_common::ids::OperationId;
-use lb_common::protocol::{AdminRequest, Execution, Operation, Topology};
+use lb_common::protocol::{ActionRecord, AdminRequest, Execution, Operation, Topology};
 
 pub use http::HttpStorage;
 pub use valkey::ValkeyStorage;
@@ -42,6 +42,22 @@ pub trait StorageAdapter: Send + Sync + std::fmt::Debug {
     /// Starts the operation for an action. Idempotent by `request.action_id`.
     fn submit<'a>(&'a self, request: &'a AdminRequest) -> StorageFuture<'a, OperationId>;
     fn operation<'a>(&'a self, id: &'a OperationId) -> StorageFuture<'a, Operation>;
+
+    /// Polls the operation `id` that `request` started. An adapter that keeps its operations in
+    /// memory (Valkey) takes over one it does not know — the ops server restarted, or a config
+    /// change rebuilt the adapter — from the storage system's own state instead of answering
+    /// "unknown". By default the storage system keeps its operations: plain [`Self::operation`].
+    fn poll<'a>(&'a self, id: &'a OperationId, request: &'a AdminRequest) -> StorageFuture<'a, Operation> {
+        let _ = request;
+        self.operation(id)
+    }
+
+    /// Called once on a newly built adapter with the actions that succeeded before (oldest
+    /// first), for what the adapter itself remembers of them and the storage system does not
+    /// (the Valkey adapter: which node is dedicated to which slot). Nothing by default.
+    fn remember(&self, succeeded: &[ActionRecord]) {
+        let _ = succeeded;
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

