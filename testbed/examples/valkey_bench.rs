@@ -1,10 +1,12 @@
 //! Hot slots on a real Valkey cluster: no balancing vs `redis-cli --cluster rebalance` vs lb,
 //! in one go, on the same workload and cluster size.
 //!
-//! `cargo run -p lb-testbed --example valkey_bench [-- --secs-after-onset 60]`
+//! `cargo run -p lb-testbed --example valkey_bench [-- --secs-after-onset 60] [--workload too-hot]`
 //!
 //! Each run starts a fresh 3-node cluster with lb beside it ([`up_valkey`] with the launcher's
-//! workload: 6,000 ops/s, 70 % on 3 slots of node 0 from 10 s). lb's agents, ops server and
+//! workload: 6,000 ops/s, 70 % on 3 slots of node 0 from 10 s; with `--workload too-hot`, 50 %
+//! on one slot of node 0 and nodes of 4,000 ops/s, so that slot alone (3,000) would overload
+//! any node it shares). lb's agents, ops server and
 //! master run in all three so they cost the same CPU everywhere; only the lb run has its
 //! policies in `auto` (the others `off`). The `redis-cli` run calls
 //! `redis-cli --cluster rebalance` once, 5 s after onset (the stock tool, balancing slot
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use lb_testbed::up::Overrides;
 use lb_testbed::valkey_load::{NodeCounters, max_over_mean};
-use lb_testbed::valkey_up::{ValkeyUpOptions, up_valkey};
+use lb_testbed::valkey_up::{ValkeyUpOptions, hot_slots_on, up_valkey};
 
 /// Worker overload's default high watermark (master/src/planner/config.rs).
 const HIGH_WATERMARK: f64 = 0.85;
@@ -35,6 +37,8 @@ struct Figures {
     ops_max_over_mean: f64,
     cpu_max_over_mean: f64,
     max_node_ops: f64,
+    /// The busiest node's ops over the configured node capacity.
+    max_node_load: f64,
     p99_ms: f64,
     /// Slots whose owner differs between the start and the end of the run.
     slots_moved: usize,
@@ -58,9 +62,15 @@ async fn owners(running: &lb_testbed::valkey_up::RunningValkey) -> anyhow::Resul
     Ok(map)
 }
 
-async fn run(strategy: &str, after_onset: Duration) -> anyhow::Result<Figures> {
+async fn run(strategy: &str, after_onset: Duration, too_hot: bool) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let mut options = ValkeyUpOptions::launcher(3, dir.path().join("data"));
+    if too_hot {
+        options.node_ops_per_sec = 4_000.0;
+        let load = options.load.as_mut().context("load")?;
+        load.hot_slots = hot_slots_on(3, 0, 1);
+        load.hot_share = 0.5;
+    }
     options.balance = strategy == "lb";
     let capacity = options.node_ops_per_sec;
     let mut running = up_valkey(&options, &Overrides::default()).await?;
@@ -126,6 +136,7 @@ async fn run(strategy: &str, after_onset: Duration) -> anyhow::Result<Figures> {
     figures.ops_max_over_mean = max_over_mean(&ops);
     figures.cpu_max_over_mean = max_over_mean(&cpu);
     figures.max_node_ops = ops.iter().copied().fold(0.0, f64::max);
+    figures.max_node_load = figures.max_node_ops / capacity;
     let load = running.load.take().context("load")?;
     figures.p99_ms = load.take_histogram().quantile(0.99).as_secs_f64() * 1e3;
     let report = load.stop().await;
@@ -161,21 +172,27 @@ async fn main() -> anyhow::Result<()> {
         .transpose()?
         .unwrap_or(60);
     anyhow::ensure!(after_onset > STEADY_SECS, "--secs-after-onset must exceed the {STEADY_SECS} s steady window");
+    let too_hot = match args.iter().position(|a| a == "--workload").and_then(|i| args.get(i + 1)).map(String::as_str) {
+        None | Some("hot-slots") => false,
+        Some("too-hot") => true,
+        Some(other) => anyhow::bail!("--workload is hot-slots or too-hot, not {other}"),
+    };
     let mut rows = Vec::new();
     for strategy in ["none", "redis-cli", "lb"] {
-        let f = run(strategy, Duration::from_secs(after_onset)).await?;
+        let f = run(strategy, Duration::from_secs(after_onset), too_hot).await?;
         rows.push((strategy, f));
     }
     println!(
-        "\n| strategy | node ops max/mean | node CPU max/mean | busiest node ops/s | client p99 (ms) | slots moved (net) | lb migrations | onset → relief | client ops | errors |"
+        "\n| strategy | node ops max/mean | node CPU max/mean | busiest node ops/s (of capacity) | client p99 (ms) | slots moved (net) | lb migrations | onset → relief | client ops | errors |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (s, f) in &rows {
         println!(
-            "| {s} | {:.2} | {:.2} | {:.0} | {:.2} | {} | {} | {} | {} | {} |",
+            "| {s} | {:.2} | {:.2} | {:.0} ({:.2}) | {:.2} | {} | {} | {} | {} | {} |",
             f.ops_max_over_mean,
             f.cpu_max_over_mean,
             f.max_node_ops,
+            f.max_node_load,
             f.p99_ms,
             f.slots_moved,
             f.migrations,

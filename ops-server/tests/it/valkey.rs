@@ -747,3 +747,46 @@ async fn the_ops_server_keeps_dedicated_nodes_and_finishes_a_group_across_restar
     }
     assert!(s.server.stop(STOP).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_snapshot_shows_progress_while_its_target_acknowledges() {
+    // Three million keys in one slot take seconds to snapshot; Valkey reports the same phase all
+    // along, but the source's last_ack_time moves every second. Progress must rise inside the
+    // snapshotting phase (the 7th of the 11 export phases: between 7/12 and 8/12 of a move), or
+    // the executor's stall detector would fail a healthy migration of a large slot.
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = LocalClusterConfig::new(2, dir.path().join("cluster"));
+    config.extra_args = vec!["--enable-debug-command".into(), "yes".into()];
+    let cluster = LocalCluster::start(config).await.expect("cluster starts");
+    let big = key_slot(b"t0");
+    let owner = usize::from(!SlotRange::even_split(2)[0].contains(big));
+    let mut client = cluster.connect(owner).await.expect("connect");
+    client
+        .query("DEBUG", redis::cmd("DEBUG").arg("POPULATE").arg(3_000_000).arg("{t0}:k").arg(100))
+        .await
+        .expect("populate");
+    let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
+    let target = worker(&cluster, 1 - owner);
+    let op = storage
+        .submit(&request("big-move", ActionSpec::Move { partition: partition_id(big), to_worker: target }))
+        .await
+        .expect("submitted");
+    let (snapshot_start, snapshot_end) = (7.0 / 12.0, 8.0 / 12.0);
+    let mut inside = Vec::new();
+    let started = Instant::now();
+    let done = loop {
+        let operation = storage.operation(&op).await.expect("known");
+        if operation.progress_ratio > snapshot_start + 1e-9 && operation.progress_ratio < snapshot_end {
+            inside.push(operation.progress_ratio);
+        }
+        if matches!(operation.state, OperationState::Succeeded | OperationState::Failed) {
+            break operation;
+        }
+        assert!(started.elapsed() < WAIT, "never finished: {operation:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    inside.dedup();
+    eprintln!("3,000,000-key slot moved in {:?}; progress inside the snapshot: {inside:.3?}", started.elapsed());
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    assert!(inside.len() >= 2, "progress rose while the snapshot ran: {inside:?}");
+}

@@ -74,6 +74,12 @@ pub struct SlotMigration {
     pub target_node: NodeId,
     pub create_time_unix_secs: u64,
     pub last_update_time_unix_secs: u64,
+    /// When the peer last acknowledged (the source's entry moves it about every second while
+    /// the target receives the snapshot, the one phase that can last long and changes nothing
+    /// else); `None` when the server does not report it.
+    pub last_ack_time_unix_secs: Option<u64>,
+    /// Replication bytes still to send (`remaining_repl_size`); `None` when not reported.
+    pub remaining_repl_bytes: Option<u64>,
     pub state: MigrationState,
     /// Why the job failed; empty otherwise.
     pub message: String,
@@ -118,6 +124,8 @@ fn parse_entry(index: usize, entry: &Value) -> Result<SlotMigration, ParseError>
     let mut target_node = None;
     let mut create_time = None;
     let mut last_update_time = None;
+    let mut last_ack_time = None;
+    let mut remaining_repl_size = None;
     let mut state = None;
     let mut message = String::new();
     for (key, value) in pairs(COMMAND, &at("fields"), entry)? {
@@ -141,6 +149,8 @@ fn parse_entry(index: usize, entry: &Value) -> Result<SlotMigration, ParseError>
             "target_node" => target_node = Some(as_text(value).and_then(NodeId::parse).ok_or_else(bad)?),
             "create_time" => create_time = Some(as_u64(value).ok_or_else(bad)?),
             "last_update_time" => last_update_time = Some(as_u64(value).ok_or_else(bad)?),
+            "last_ack_time" => last_ack_time = Some(as_u64(value).ok_or_else(bad)?),
+            "remaining_repl_size" => remaining_repl_size = Some(as_u64(value).ok_or_else(bad)?),
             "state" => {
                 state = Some(match as_text(value).ok_or_else(bad)? {
                     "success" => MigrationState::Success,
@@ -162,6 +172,8 @@ fn parse_entry(index: usize, entry: &Value) -> Result<SlotMigration, ParseError>
         target_node: target_node.ok_or_else(|| missing("target_node"))?,
         create_time_unix_secs: create_time.ok_or_else(|| missing("create_time"))?,
         last_update_time_unix_secs: last_update_time.ok_or_else(|| missing("last_update_time"))?,
+        last_ack_time_unix_secs: last_ack_time,
+        remaining_repl_bytes: remaining_repl_size,
         state: state.ok_or_else(|| missing("state"))?,
         message,
     })
@@ -185,6 +197,7 @@ mod tests {
         assert_eq!(failed.target_node.as_str(), "1888b4ca40d7e66ad86db1de65bd28b880945e1b");
         assert_eq!(failed.source_node.as_str(), "80052a6df7ef006688adbcc45e6347e9176598d8");
         assert_eq!((failed.create_time_unix_secs, failed.last_update_time_unix_secs), (1_796_020_142, 1_796_020_144));
+        assert_eq!((failed.last_ack_time_unix_secs, failed.remaining_repl_bytes), (Some(1_796_020_142), Some(0)));
         assert_eq!(jobs[1].state, MigrationState::Cancelled);
         assert!(jobs[1].message.is_empty());
         let multi = &jobs[2];

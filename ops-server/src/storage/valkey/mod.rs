@@ -21,6 +21,11 @@
 //!     source does not answer) for the new job → next migration | succeeded | failed
 //! ```
 //!
+//! Progress is the job's phase, plus a little for every *beat* inside a phase: a change of the
+//! job's last update, its peer's last acknowledgement (about once a second while the target
+//! receives a snapshot) or the replication bytes left. A large slot's snapshot can last minutes
+//! in one phase; the beats keep the executor's stall detector for jobs that really stopped.
+//!
 //! `MIGRATESLOTS` answers `+OK` without naming its job, so the driver finds it as the newest job
 //! with the same ranges and peer that was not listed before the command was sent (names are
 //! unique), which needs no clock agreement between the ops server and the nodes.
@@ -234,10 +239,15 @@ enum Plan {
     Steps(Vec<Step>),
 }
 
+/// What shows a running job is alive: its phase, its last update and the last time its peer
+/// acknowledged, and the replication bytes left. A change between two polls is a beat.
+type Beat = (u64, Option<u64>, Option<u64>);
+
 /// What a poll found out about one migration.
 #[derive(Debug)]
 enum Seen {
-    Job(MigrationState, String),
+    /// The job's state, its message, and what shows it is alive ([`Beat`]).
+    Job(MigrationState, String, Beat),
     /// The nodes that answered do not list the job.
     Missing,
     /// Neither node answered.
@@ -303,8 +313,16 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Progress of a running job from its phase: each phase is a step towards the handover.
-fn phase_ratio(phase: &str) -> f64 {
+/// Progress of a running job: its phase's share, plus part of the way to the next phase for
+/// every beat seen in this phase (half the way after one, two thirds after two, ...), so it
+/// rises while the job is alive and never reaches the next phase's share.
+fn running_ratio(phase: &str, beats: u32) -> f64 {
+    let (ratio, band) = phase_ratio(phase);
+    ratio + band * (1.0 - 1.0 / (f64::from(beats) + 1.0))
+}
+
+/// A running job's phase as a share of the way to the handover, and the width of one phase.
+fn phase_ratio(phase: &str) -> (f64, f64) {
     const EXPORT: [&str; 11] = [
         "connecting",
         "sending-auth-command",
@@ -328,10 +346,11 @@ fn phase_ratio(phase: &str) -> f64 {
     ];
     for phases in [&EXPORT[..], &IMPORT[..]] {
         if let Some(i) = phases.iter().position(|p| *p == phase) {
-            return (i + 1) as f64 / (phases.len() + 1) as f64;
+            let band = 1.0 / (phases.len() + 1) as f64;
+            return ((i + 1) as f64 * band, band);
         }
     }
-    0.0
+    (0.0, 1.0 / (EXPORT.len() + 1) as f64)
 }
 
 impl Inner {
@@ -643,7 +662,9 @@ impl Inner {
                     let job =
                         jobs.into_iter().find(|j| j.operation == side && step.matches(j) && !before.contains(&j.name));
                     if let Some(job) = job {
-                        return Seen::Job(job.state, job.message);
+                        let beat =
+                            (job.last_update_time_unix_secs, job.last_ack_time_unix_secs, job.remaining_repl_bytes);
+                        return Seen::Job(job.state, job.message, beat);
                     }
                 }
                 Err(error) => warn!(%addr, %error, "cannot read slot migrations"),
@@ -674,6 +695,10 @@ impl Inner {
         let give_up = Duration::from_millis(self.config.unreachable_after_ms);
         let mut missing = 0;
         let mut unreachable_since: Option<Instant> = None;
+        // Beats seen in the current phase: a phase that lasts (the snapshot of a large slot)
+        // still shows progress while its peer acknowledges, so the stall detector only fires
+        // on a job that really stopped.
+        let (mut last, mut beats) = (None::<(String, Beat)>, 0u32);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return Err("the valkey adapter was replaced (config change) while the migration ran; re-read topology".to_owned()),
@@ -685,8 +710,8 @@ impl Inner {
                 None => None,
             };
             match self.seen(step, before).await {
-                Seen::Job(MigrationState::Success, _) => return Ok(()),
-                Seen::Job(MigrationState::Failed | MigrationState::Cancelled, message) => {
+                Seen::Job(MigrationState::Success, ..) => return Ok(()),
+                Seen::Job(MigrationState::Failed | MigrationState::Cancelled, message, _) => {
                     // The job's verdict, unless the cluster says the handover happened after all
                     // (a side that died after granting it reports the loss as a failure).
                     if self.landed(step).await == Some(true) {
@@ -696,9 +721,15 @@ impl Inner {
                     let message = if message.is_empty() { "the migration job failed".to_owned() } else { message };
                     return Err(message);
                 }
-                Seen::Job(MigrationState::Running(phase), _) => {
+                Seen::Job(MigrationState::Running(phase), _, beat) => {
                     unreachable_since = None;
-                    self.set_progress(op, base + share * phase_ratio(&phase));
+                    match &last {
+                        Some((p, _)) if *p != phase => beats = 0,
+                        Some((_, b)) if *b != beat => beats += 1,
+                        _ => {}
+                    }
+                    self.set_progress(op, base + share * running_ratio(&phase, beats));
+                    last = Some((phase, beat));
                 }
                 Seen::Missing => {
                     unreachable_since = None;
@@ -1047,9 +1078,17 @@ mod tests {
     }
 
     #[test]
-    fn phases_advance_progress() {
-        assert!(phase_ratio("snapshotting") < phase_ratio("failover-granted"));
-        assert!(phase_ratio("receiving-snapshot") > 0.0);
-        assert_eq!(phase_ratio("something-new"), 0.0);
+    fn phases_and_beats_advance_progress_without_reaching_the_next_phase() {
+        assert!(phase_ratio("snapshotting").0 < phase_ratio("failover-granted").0);
+        assert!(phase_ratio("receiving-snapshot").0 > 0.0);
+        assert_eq!(phase_ratio("something-new").0, 0.0);
+        let mut last = running_ratio("snapshotting", 0);
+        assert_eq!(last, phase_ratio("snapshotting").0);
+        for beats in 1..1_000 {
+            let now = running_ratio("snapshotting", beats);
+            assert!(now > last, "a beat is progress ({beats})");
+            assert!(now < phase_ratio("replicating").0, "never the next phase's share ({beats})");
+            last = now;
+        }
     }
 }
