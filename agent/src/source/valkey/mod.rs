@@ -29,7 +29,9 @@
 //!
 //! Metrics: `lb_agent_valkey_polls_total{outcome}` (outcomes in [`PollOutcome::label`]),
 //! `lb_agent_valkey_poll_seconds` (connect if needed, `CLUSTER SLOT-STATS`, `INFO`, parsing),
-//! `lb_agent_valkey_slot_resets_total`, `lb_agent_valkey_node_ops_per_sec`, `lb_agent_valkey_slot_stats_available` (1 or 0).
+//! `lb_agent_valkey_slot_resets_total`, `lb_agent_valkey_node_ops_per_sec`,
+//! `lb_agent_valkey_import_discounted_ops_total` (commands of slot imports not counted as load,
+//! [`rates`]), `lb_agent_valkey_slot_stats_available` (1 or 0).
 
 pub mod rates;
 
@@ -371,6 +373,15 @@ impl Poller {
                 departed = interval.departed_slots,
                 "owned slots changed; arrived slots are reported from the next interval"
             );
+        }
+        if interval.import_discounted_ops > 0 {
+            debug!(
+                address = %source.address,
+                dropped = interval.import_discounted_ops,
+                kept = interval.node_ops,
+                "slots were imported this interval: their keys' commands are not counted as client load"
+            );
+            metrics::counter!("lb_agent_valkey_import_discounted_ops_total").increment(interval.import_discounted_ops);
         }
         let secs = (interval.interval_ms as f64 / 1000.0).max(1e-3);
         metrics::gauge!("lb_agent_valkey_node_ops_per_sec").set(interval.node_ops as f64 / secs);

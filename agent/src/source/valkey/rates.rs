@@ -23,6 +23,16 @@
 //! to the slots too, in the same proportion; on a node serving real traffic they are a small
 //! share. A slot's CPU is the signal to balance on; its ops follow it by construction.
 //!
+//! **Slot imports.** A node receiving slots by atomic migration counts one command per
+//! imported key in `total_commands_processed` (a 200,000-key slot added 200,000 `SET`s on
+//! 9.1.2) while its owned slots' CPU does not show them: split as above, a migration would
+//! read as a burst of client load on the slots the receiver already had (it once made lb move
+//! a slot off a receiver that was not busy at all). An interval in which
+//! `total_net_cluster_slot_import_bytes` rose therefore takes the node's ops from its slots'
+//! CPU at the commands per CPU-µs of recent clean intervals ([`SlotRates`] keeps an average),
+//! or the raw count when that is lower ([`Interval::import_discounted_ops`] says how many
+//! were dropped).
+//!
 //! # Node (host) stats
 //!
 //! `cpu_cores` is 1 and `cpu_ratio` is the `used_cpu_user + used_cpu_sys` delta over the interval
@@ -155,6 +165,8 @@ pub struct Interval {
     pub new_slots: usize,
     /// Slots owned before and not now.
     pub departed_slots: usize,
+    /// Commands dropped from `node_ops` because slots were being imported (see the module doc).
+    pub import_discounted_ops: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -164,10 +176,15 @@ struct Previous {
     slots: BTreeMap<Slot, SlotStats>,
 }
 
+/// Weight of the newest clean interval in the commands-per-CPU-µs average.
+const OPS_PER_CPU_SMOOTHING: f64 = 0.3;
+
 /// The counter state between readings.
 #[derive(Debug, Clone, Default)]
 pub struct SlotRates {
     previous: Option<Previous>,
+    /// Client commands per µs of slot CPU over recent intervals without slot imports.
+    ops_per_cpu_usec: Option<f64>,
 }
 
 impl SlotRates {
@@ -178,6 +195,7 @@ impl SlotRates {
     /// Forgets the baseline (another node is watched now).
     pub fn clear(&mut self) {
         self.previous = None;
+        self.ops_per_cpu_usec = None;
     }
 
     /// Turns `now` into the interval since the previous reading and keeps `now` as the baseline.
@@ -201,7 +219,7 @@ impl SlotRates {
             return Step::Reset { reason: ResetReason::TooLong { elapsed } };
         }
 
-        let node_ops = now
+        let raw_ops = now
             .info
             .total_commands_processed
             .saturating_sub(previous.info.total_commands_processed)
@@ -221,6 +239,24 @@ impl SlotRates {
         }
         let departed_slots = previous.slots.keys().filter(|slot| !current.slots.contains_key(slot)).count();
 
+        let slot_cpu: u64 = deltas.iter().map(|(_, d)| d.cpu_usec).sum();
+        let importing =
+            match (previous.info.total_net_cluster_slot_import_bytes, now.info.total_net_cluster_slot_import_bytes) {
+                (Some(before), Some(after)) => after > before,
+                _ => false,
+            };
+        let node_ops = if importing {
+            // Commands the owned slots' CPU explains; unknown before a clean interval was seen.
+            let explained = self.ops_per_cpu_usec.map(|k| (k * slot_cpu as f64).round() as u64);
+            explained.map_or(raw_ops, |e| e.min(raw_ops))
+        } else {
+            if slot_cpu > 0 && !deltas.is_empty() {
+                let k = raw_ops as f64 / slot_cpu as f64;
+                self.ops_per_cpu_usec =
+                    Some(self.ops_per_cpu_usec.map_or(k, |old| old + OPS_PER_CPU_SMOOTHING * (k - old)));
+            }
+            raw_ops
+        };
         let ops = split_ops(node_ops, &deltas);
         let total_keys = now.info.total_keys();
         let partitions = deltas
@@ -254,6 +290,7 @@ impl SlotRates {
             reset_slots,
             new_slots,
             departed_slots,
+            import_discounted_ops: raw_ops - node_ops,
         })
     }
 }
@@ -371,6 +408,7 @@ mod tests {
             maxmemory_bytes: 0,
             total_net_input_bytes: commands * 30,
             total_net_output_bytes: commands * 10,
+            total_net_cluster_slot_import_bytes: Some(0),
             keyspace: vec![KeyspaceDb { db: 0, keys, expires: 0, avg_ttl_ms: 0 }],
         }
     }
@@ -432,6 +470,31 @@ mod tests {
         assert!((i.host.cpu_ratio - 0.25).abs() < 1e-9, "{}", i.host.cpu_ratio);
         assert_eq!((i.host.cpu_cores, i.host.memory_total_bytes), (1, 8_000_000));
         assert_eq!(i.host.net_rx_bytes_per_sec, 1002.0 * 30.0 / 2.0);
+    }
+
+    #[test]
+    fn an_import_does_not_read_as_client_load_on_the_receiver() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        let with_import = |mut i: Info, bytes: u64| {
+            i.total_net_cluster_slot_import_bytes = Some(bytes);
+            i
+        };
+        let slots = |cpu: u64| Some(vec![slot(1, 10, cpu, cpu * 10), slot(2, 10, cpu, cpu * 10)]);
+        assert_eq!(rates.step(reading(at(0), info("a", 0, 1.0, 20), slots(0)), &naming()), Step::Baseline);
+        // Clean: 1,000 client commands for 2,000 µs of slot CPU (0.5 per µs).
+        let clean = interval(rates.step(reading(at(1), info("a", 1_002, 1.1, 20), slots(1_000)), &naming()));
+        assert_eq!((clean.node_ops, clean.import_discounted_ops), (1_000, 0));
+        // The same client load while 5,000 keys arrive: 6,002 commands, the slots' CPU unchanged.
+        let during = reading(at(2), with_import(info("a", 7_004, 1.3, 20), 640_000), slots(2_000));
+        let during = interval(rates.step(during, &naming()));
+        assert_eq!((during.node_ops, during.import_discounted_ops), (1_000, 5_000));
+        assert_eq!(during.partitions.iter().map(|p| p.read_ops).sum::<u64>(), 1_000);
+        // Quiet again: the raw count is the load, and a real surge is never discounted.
+        let after = reading(at(3), with_import(info("a", 10_006, 1.5, 20), 640_000), slots(3_000));
+        let after = interval(rates.step(after, &naming()));
+        assert_eq!((after.node_ops, after.import_discounted_ops), (3_000, 0));
     }
 
     #[test]
