@@ -80,6 +80,9 @@ const MISSING_JOB_POLLS: u32 = 10;
 /// until it ends and retries only while an action runs, so the last 10,000 are plenty, and the
 /// memory stays bounded (~200 bytes each).
 const MAX_OPERATIONS: usize = 10_000;
+/// Progress a taken-over operation shows at most while it waits for the migration that was
+/// running: below the first phase of any resumed step.
+const RESUME_WAIT_PROGRESS: f64 = 0.01;
 /// Status for refusals, as the HTTP adapter would get from a storage admin API.
 const UNPROCESSABLE: u16 = 422;
 
@@ -851,18 +854,31 @@ impl Inner {
             return self.finish(&op, Err(format!("cannot take over {op}: it names no slot")));
         };
         let mut unreachable_since: Option<Instant> = None;
+        // While it waits, the running migration's beats are its progress (capped far below
+        // what the resumed steps report), so the stall detector does not end a healthy wait.
+        let (mut last_beats, mut beats) = (Vec::<Beat>::new(), 0u32);
         loop {
-            let busy = match self.read_view().await.ok().and_then(|v| v.owner(slot).map(|p| p.addr.clone())) {
-                Some(addr) => self
-                    .read(&addr, async |c: &mut NodeClient| c.slot_migrations().await)
-                    .await
-                    .ok()
-                    .map(|jobs| jobs.iter().any(|j| !j.state.is_terminal())),
+            let running = match self.read_view().await.ok().and_then(|v| v.owner(slot).map(|p| p.addr.clone())) {
+                Some(addr) => {
+                    self.read(&addr, async |c: &mut NodeClient| c.slot_migrations().await).await.ok().map(|jobs| {
+                        jobs.iter()
+                            .filter(|j| !j.state.is_terminal())
+                            .map(|j| (j.last_update_time_unix_secs, j.last_ack_time_unix_secs, j.remaining_repl_bytes))
+                            .collect::<Vec<Beat>>()
+                    })
+                }
                 None => None,
             };
-            match busy {
-                Some(false) => break,
-                Some(true) => unreachable_since = None,
+            match running {
+                Some(now) if now.is_empty() => break,
+                Some(now) => {
+                    unreachable_since = None;
+                    if now != last_beats {
+                        beats += 1;
+                        self.set_progress(&op, RESUME_WAIT_PROGRESS * (1.0 - 1.0 / (f64::from(beats) + 1.0)));
+                        last_beats = now;
+                    }
+                }
                 None => {
                     let since = *unreachable_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= give_up {
