@@ -87,11 +87,14 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
             *slot = Some(g.clone());
         }
     }
-    let mut pass = Pass { input, config, now_ms, model, groups, plan: Plan::default(), proposed_this_pass: 0 };
+    let splitting = vec![false; input.partitions.len()];
+    let mut pass =
+        Pass { input, config, now_ms, model, groups, splitting, plan: Plan::default(), proposed_this_pass: 0 };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
 
     let children = partition::adopt_children(&pass, state);
+    partition::expect_children(&mut pass, state);
     let hot = pass.observe_partitions(state);
     let overloaded = pass.observe_workers(state);
     let (max, mean, cv) = pass.model.pool_stats(&pass.groups);
@@ -156,6 +159,10 @@ pub(crate) struct Pass<'a> {
     pub groups: Vec<Option<GroupId>>,
     pub plan: Plan,
     proposed_this_pass: u32,
+    /// Per partition: warm against its own limit and splittable, so partition overload splits
+    /// it rather than anything moving it (a move cannot lower its demand against its limit, and
+    /// its cooldown would hold the split back).
+    pub splitting: Vec<bool>,
 }
 
 impl Pass<'_> {
@@ -243,6 +250,9 @@ impl Pass<'_> {
             if !warm {
                 continue;
             }
+            self.splitting[i] = cfg.mode != PolicyMode::Off
+                && over
+                && model::supports(&p.supported_actions, lb_common::protocol::ActionKind::Split);
             seen += 1;
             let h = state.partitions.entry(p.id.clone()).or_default();
             if h.last_ms > 0 && self.now_ms > h.last_ms {

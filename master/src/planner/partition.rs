@@ -10,6 +10,27 @@ use super::rebalance::alt;
 use super::state::{PendingChild, PlannerState};
 use super::{Hot, Pass};
 
+/// How long after a split a child's measured load may still lag what it carries: the master's
+/// analysis window (5 s by default) plus collection and topology lag. Until then a child is
+/// taken to carry at least what the split left on it ([`expect_children`]), so a hot new side
+/// is split again, not scattered or moved (a move would rest it for a cooldown while it
+/// rejects).
+const CHILD_MEASUREMENT_LAG_MS: i64 = 10_000;
+
+/// Young split children read at least the demand their split left on them (see
+/// [`CHILD_MEASUREMENT_LAG_MS`]); expired expectations are dropped.
+pub fn expect_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
+    let now = pass.now_ms;
+    state.expected_demand.retain(|_, (_, until)| *until > now);
+    if state.expected_demand.is_empty() {
+        return;
+    }
+    for (i, p) in pass.input.partitions.iter().enumerate() {
+        if let Some(&(expected, _)) = state.expected_demand.get(&p.id) {
+            pass.model.demand_ops[i] = pass.model.demand_ops[i].max(expected);
+        }
+    }
+}
 /// A split whose busier side keeps this share of the load divides nothing worth a cooldown.
 const MAX_USEFUL_SPLIT_SIDE_RATIO: f64 = 0.9;
 
@@ -37,6 +58,17 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         // A split moves no data: only the pass and cluster caps apply, not the per-worker one.
         if let Err(why) = pass.caps_allow(&[]) {
             pass.decline(Policy::PartitionOverload, id.as_str(), format!("hot at {ratio:.2} of its limit: {why}"));
+            continue;
+        }
+        if info.stats.sketch.is_none()
+            && state.expected_demand.contains_key(&id)
+            && supports(&info.supported_actions, ActionKind::Split)
+        {
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                format!("new split child hot at {ratio:.2} of its limit: waiting for its first key sketch to split it"),
+            );
             continue;
         }
         let shape = sketch_shape(info.stats.sketch.as_ref());
@@ -103,6 +135,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         from_worker: pass.input.workers[owner].id.clone(),
                         parent_hot: h.hysteresis,
                         split_at_ms: pass.now_ms,
+                        expected_demand_ops: h.demand_ops * (1.0 - left_share),
                     });
                 }
                 pass.propose(state, p, mode, proposal);
@@ -299,6 +332,10 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) -> Vec<(Pending
             .position(|c| c.start == p.range.start && c.table == p.table && c.tenant == p.tenant && c.parent != p.id)
         {
             let child = state.pending_children.swap_remove(k);
+            if child.expected_demand_ops > 0.0 {
+                let until = child.split_at_ms + CHILD_MEASUREMENT_LAG_MS;
+                state.expected_demand.insert(p.id.clone(), (child.expected_demand_ops, until));
+            }
             let h = state.partitions.entry(p.id.clone()).or_default();
             h.windows = h.windows.max(child.parent_hot.windows);
             h.engaged |= child.parent_hot.engaged;

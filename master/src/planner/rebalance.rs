@@ -11,6 +11,8 @@ use super::{MAX_ALTERNATIVES, Pass};
 
 /// Bytes in a GiB, for the move cost.
 const GIB: f64 = (1u64 << 30) as f64;
+/// Why a partition over its own limit is not moved by the worker policies.
+const SPLIT_FIRST: &str = "over its own limit: partition overload splits it first (a move cannot lower its demand against its limit, and the move's cooldown would hold the split back)";
 /// Candidates tried per overloaded worker before giving up: the best few explain the choice.
 const MAX_CANDIDATES_PER_WORKER: usize = 8;
 
@@ -187,6 +189,12 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     continue;
                 }
                 if !supports(&info.supported_actions, ActionKind::Move) {
+                    continue;
+                }
+                if pass.splitting[p] {
+                    if alts.len() < MAX_ALTERNATIVES {
+                        alts.push(alt(format!("move {}", info.id), SPLIT_FIRST.into()));
+                    }
                     continue;
                 }
                 let share = pass.model.ratio_of(w, pass.model.load[p]);
@@ -382,6 +390,12 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             if let Some(why) = pass.blocked(state, p) {
                 if alts.len() < 2 {
                     alts.push(alt(format!("move {}", info.id), why));
+                }
+                continue;
+            }
+            if pass.splitting[p] {
+                if alts.len() < 2 {
+                    alts.push(alt(format!("move {}", info.id), SPLIT_FIRST.into()));
                 }
                 continue;
             }

@@ -52,10 +52,18 @@ pub struct PendingChild {
     pub from_worker: WorkerId,
     pub parent_hot: Hysteresis,
     pub split_at_ms: i64,
+    /// The demand the split left on this side (the parent's, times the share right of the key):
+    /// what the child carries before the master has measured it.
+    #[serde(default)]
+    pub expected_demand_ops: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannerState {
+    /// Split children too young to be measured: the demand their split left on them, and until
+    /// when (epoch millis) that is trusted over the measurement.
+    #[serde(default)]
+    pub expected_demand: HashMap<PartitionId, (f64, i64)>,
     /// Only partitions at or over the release threshold have an entry.
     pub partitions: HashMap<PartitionId, Hysteresis>,
     pub workers: HashMap<WorkerId, Hysteresis>,

@@ -11,8 +11,7 @@
 //!   → succeeded | failed | timed_out | cancelled, with execution not_executed | maybe_executed
 //! ```
 //!
-//! A success or a "maybe executed" outcome drops the cached topology, so nothing is planned on
-//! a stale view.
+//! A "maybe executed" outcome drops the cached topology, so nothing is planned on a stale view.
 //! On shutdown, running actions stop being polled and are noted as interrupted; after a restart
 //! those with an operation id resume polling, those without one fail as maybe executed.
 
@@ -365,9 +364,8 @@ impl Executor {
     }
 
     async fn finish(&self, id: &ActionId, state: ActionState, failure: Option<ActionFailure>) {
-        if state == ActionState::Succeeded || failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted)
-        {
-            // The layout changed (or may have): the next reader gets a fresh read.
+        if failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted) {
+            // Whatever happened, the layout may have changed: plan only on a fresh read.
             *self.topology.lock().expect("topology lock is never poisoned") = None;
         }
         let detail = failure.as_ref().map_or_else(|| "done".to_owned(), |f| f.message.clone());

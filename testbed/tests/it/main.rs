@@ -13,5 +13,4 @@ mod scenarios;
 mod sim_cli;
 mod support;
 mod up;
-mod valkey_e2e;
 mod workloads;

@@ -50,16 +50,8 @@ static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {
-    let _alone = ONE_CLUSTER_AT_A_TIME.lock().await;
-    lb_common::telemetry::metrics_handle();
-    if std::env::var_os("LB_E2E_TRACE").is_some() {
-        lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
-    }
-    let dir = tempfile::tempdir().expect("dir");
-    let mut options = ValkeyUpOptions::launcher(3, dir.path().join("data"));
-    let load = options.load.as_mut().expect("the launcher drives load");
-    load.onset = Duration::from_secs(3);
-    let hot = load.hot_slots.clone();
+    let (_alone, _dir, options) = prepare().await;
+    let hot = options.load.as_ref().expect("the launcher drives load").hot_slots.clone();
     let capacity = options.node_ops_per_sec;
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
@@ -121,16 +113,9 @@ const EVALUATION_BUDGET: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_survives() {
-    let _alone = ONE_CLUSTER_AT_A_TIME.lock().await;
-    lb_common::telemetry::metrics_handle();
-    if std::env::var_os("LB_E2E_TRACE").is_some() {
-        lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
-    }
-    let dir = tempfile::tempdir().expect("dir");
-    let mut options = ValkeyUpOptions::launcher(3, dir.path().join("data"));
+    let (_alone, _dir, mut options) = prepare().await;
     options.node_ops_per_sec = TOO_HOT_NODE_OPS_PER_SEC;
     let load = options.load.as_mut().expect("the launcher drives load");
-    load.onset = Duration::from_secs(3);
     load.hot_slots = hot_slots_on(3, 0, 1);
     load.hot_share = TOO_HOT_SHARE;
     let hot = load.hot_slots[0];
@@ -222,6 +207,20 @@ async fn slot_counts(running: &RunningValkey) -> Option<Vec<(Vec<lb_valkey::Slot
         out.push((node.slots.iter().flat_map(|r| r.slots()).collect(), addr.port));
     }
     Some(out)
+}
+
+/// This file's turn ([`ONE_CLUSTER_AT_A_TIME`]), telemetry, and the launcher's options for 3
+/// nodes in a fresh directory (kept alive by the caller) with the onset at 3 s.
+async fn prepare() -> (tokio::sync::MutexGuard<'static, ()>, tempfile::TempDir, ValkeyUpOptions) {
+    let turn = ONE_CLUSTER_AT_A_TIME.lock().await;
+    lb_common::telemetry::metrics_handle();
+    if std::env::var_os("LB_E2E_TRACE").is_some() {
+        lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let mut options = ValkeyUpOptions::launcher(3, dir.path().join("data"));
+    options.load.as_mut().expect("the launcher drives load").onset = Duration::from_secs(3);
+    (turn, dir, options)
 }
 
 /// Stops the load and checks, through a fresh slot map, that every acknowledged write reads back
