@@ -25,8 +25,8 @@ use crate::evaluation::{Evaluation, Verdict};
 use crate::executor::{ApprovalError, Executor, Pending, Settled};
 use crate::placement_manager::{self, PlacementManager};
 use crate::planner::{
-    InFlightAction, PartitionView, PartitionWindow, PlannerInput, PlannerState, PolicyMode, Proposal, WorkerView,
-    WorkerWindow, plan,
+    Declined, InFlightAction, PartitionView, PartitionWindow, Plan, PlanStats, PlannerInput, PlannerState, Policy,
+    PolicyMode, Proposal, WorkerView, WorkerWindow, plan,
 };
 use crate::store::RecordKind;
 use crate::table::{MetricsTable, RateBasis};
@@ -206,6 +206,44 @@ struct Online {
     /// The last pass's input and the topology version its partitions were built from: while the
     /// layout holds, a pass only re-reads the load.
     input: Option<(u64, PlannerInput)>,
+    /// What the last stored analysis record said (its fingerprint) and when it was written.
+    last_analysis: Option<(u64, i64)>,
+}
+
+/// Declined items an analysis record keeps (the plan keeps up to 256).
+const MAX_DECLINED_RECORDED: usize = 64;
+/// While anything is declined, an analysis record is written at least this often.
+const ANALYSIS_HEARTBEAT_MS: i64 = 60_000;
+
+/// What a pass saw and decided, stored as an `analysis` record keyed by the pass's time: the
+/// plan's counters, what it proposed and the first [`MAX_DECLINED_RECORDED`] of what it declined,
+/// each with why. Written when the pass submitted something, when what it proposes in dry run
+/// or declines changed, and every [`ANALYSIS_HEARTBEAT_MS`] while that stays; a quiet cluster
+/// writes nothing. The why of an action not taken is what an SRE asks first.
+#[derive(Debug, serde::Serialize)]
+struct AnalysisRecord<'a> {
+    /// Where the load windows ended (the newest second every live worker has delivered).
+    window_end_ms: i64,
+    stats: &'a PlanStats,
+    proposed: Vec<(Policy, PolicyMode, &'a ActionSpec)>,
+    declined: &'a [Declined],
+    declined_total: usize,
+}
+
+impl AnalysisRecord<'_> {
+    /// Proposals and declined `(policy, subject)` pairs, ignoring the numbers in the whys (they
+    /// move every pass). A dry-run proposal repeated every pass is the same fingerprint.
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (policy, _, spec) in &self.proposed {
+            crate::executor::target_key(*policy, spec).hash(&mut h);
+        }
+        for d in self.declined {
+            (d.policy.as_str(), d.subject.as_str()).hash(&mut h);
+        }
+        h.finish()
+    }
 }
 
 /// The online loop; see the module doc.
@@ -224,6 +262,7 @@ pub async fn run(
         placement,
         ids: Ids { boot_ms, next: 0 },
         input: None,
+        last_analysis: None,
     };
     loop {
         let cfg = online.shared.config.borrow().clone();
@@ -295,6 +334,7 @@ impl Online {
         self.executor.correct_for_recent_moves(&mut input, window.as_millis() as i64, at);
         metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let plan = plan(&input, &cfg.planner, &mut self.state, now);
+        self.record_analysis(&plan, at, now).await;
         self.placement.observe(at, &usage);
         let reshards = self.placement.plan(&topology.datasets, &cfg.placement, now);
         *self.shared.placement_rules.write().expect("placement rules lock is never poisoned") =
@@ -333,6 +373,35 @@ impl Online {
             }
         }
         self.input = Some((topology.version, input));
+    }
+
+    /// Stores what this pass decided and declined, when it says something new (see
+    /// [`AnalysisRecord`]).
+    async fn record_analysis(&mut self, plan: &Plan, window_end_ms: i64, now: i64) {
+        if plan.proposals.is_empty() && plan.rejected.is_empty() {
+            self.last_analysis = None;
+            return;
+        }
+        let record = AnalysisRecord {
+            window_end_ms,
+            stats: &plan.stats,
+            proposed: plan.proposals.iter().map(|p| (p.policy, p.mode, &p.spec)).collect(),
+            declined: &plan.rejected[..plan.rejected.len().min(MAX_DECLINED_RECORDED)],
+            declined_total: plan.rejected.len() + plan.stats.declined_dropped,
+        };
+        let fingerprint = record.fingerprint();
+        let due = match self.last_analysis {
+            None => true,
+            Some((last, at)) => {
+                record.proposed.iter().any(|(_, mode, _)| *mode == PolicyMode::Auto)
+                    || last != fingerprint
+                    || now - at >= ANALYSIS_HEARTBEAT_MS
+            }
+        };
+        if due {
+            self.record(RecordKind::Analysis, &now.to_string(), now, &record).await;
+            self.last_analysis = Some((fingerprint, now));
+        }
     }
 
     async fn record<T: serde::Serialize>(&self, kind: RecordKind, key: &str, now: i64, body: &T) {

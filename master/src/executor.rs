@@ -106,8 +106,8 @@ impl Executor {
         // The same action on the same target is one proposal even if its details (a split
         // key that follows the load, a destination) move from tick to tick; it keeps its id and
         // shows the newest details.
-        let key = target_key(&proposal);
-        if let Some(i) = self.pending.iter().position(|p| target_key(&p.proposal) == key) {
+        let key = target_key(proposal.policy, &proposal.spec);
+        if let Some(i) = self.pending.iter().position(|p| target_key(p.proposal.policy, &p.proposal.spec) == key) {
             let p = &mut self.pending[i];
             p.last_proposed_at_ms = now_ms;
             p.proposal = proposal;
@@ -311,14 +311,14 @@ fn evaluate_one(
 }
 
 /// What a proposal acts on: its policy, kind and target, without the details.
-fn target_key(proposal: &Proposal) -> String {
-    let target = match &proposal.spec {
+pub(crate) fn target_key(policy: Policy, spec: &ActionSpec) -> String {
+    let target = match spec {
         ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => partition.to_string(),
         ActionSpec::Merge { left, right } => format!("{left}+{right}"),
         ActionSpec::Group { target, .. } => format!("{target:?}"),
         ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
     };
-    format!("{}:{}:{target}", proposal.policy.as_str(), proposal.spec.kind().as_str())
+    format!("{}:{}:{target}", policy.as_str(), spec.kind().as_str())
 }
 
 /// Whether the topology shows `spec` applied.

@@ -330,6 +330,15 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
     let after = records(master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals"));
     assert!(after <= before + 2, "dry-run proposals are kept once, not recorded every tick ({before} -> {after})");
     assert_eq!(online_actions().await, 0, "dry run acts on nothing by itself");
+    // Each pass's decisions are on record: what it proposed (in dry run) and the counters.
+    let analyses: Value = master.get("/api/v1/records/analysis?limit=1000").await.expect("analysis records");
+    let analyses = analyses["records"].as_array().expect("records");
+    assert!(
+        analyses.iter().any(|r| r["body"]["proposed"].as_array().is_some_and(|p| p.iter().any(|x| x[1] == "dry_run"))
+            && r["body"]["stats"]["partitions"].as_u64().is_some_and(|n| n > 0)),
+        "an analysis record holds the dry-run proposal: {analyses:?}"
+    );
+    assert!(analyses.len() < 40, "analysis records are written on change, not every tick: {}", analyses.len());
 
     let id = pending["proposals"][0]["id"].as_str().expect("id").to_owned();
     let path = format!("/api/v1/proposals/{id}/approve");
