@@ -322,7 +322,9 @@ async fn valkey_source_reports_owned_slots_survives_a_restart_and_falls_back_wit
     //     it; back, it starts from its first reading (no delta across its absence) and shows the
     //     new load.
     migrate(&cluster, 0, 1, hot).await;
-    let away_at_ms = chrono::Utc::now().timestamp_millis();
+    // A poll that read the slot stats just before the handover is stamped when it ends, after
+    // it: only polls stamped a whole interval later certainly started with the slot gone.
+    let away_at_ms = chrono::Utc::now().timestamp_millis() + INTERVAL_MS as i64;
     pull_until(&http, &mut samples, &mut cursor, "two polls after the slot left", |s| {
         hosts(s).len() >= 2 && s.iter().filter(|x| x.timestamp_ms > away_at_ms).count() > 2 * usize::from(owned.len())
     })
