@@ -12,6 +12,28 @@ use serde::{Deserialize, Serialize};
 /// Long enough for a UUID-prefixed name or a hostname:port, short enough to keep labels and rows small.
 pub const MAX_ID_BYTES: usize = 128;
 
+/// FNV-1a, 64 bit: a hash that is the same in every process and version (std's hasher is
+/// randomly keyed), for seeds and derived names.
+pub fn fnv1a_64(bytes: &[u8]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET_BASIS, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
+/// An id derived from another: `prefix` + `id`, or, when that would be over [`MAX_ID_BYTES`],
+/// `prefix` + the head of `id` + `-` + [`fnv1a_64`] of all of `id` in hex. Valid whenever
+/// `prefix` + `id` would be but for its length, and the same in every process, so a derived id
+/// can be recomputed after a restart.
+pub fn derived_id(prefix: &str, id: &str) -> String {
+    let plain = format!("{prefix}{id}");
+    if plain.len() <= MAX_ID_BYTES {
+        return plain;
+    }
+    // The id is ASCII (validated), so bytes are characters.
+    let keep = MAX_ID_BYTES.saturating_sub(prefix.len() + 17);
+    format!("{prefix}{}-{:016x}", &id[..keep.min(id.len())], fnv1a_64(id.as_bytes()))
+}
+
 /// Why a string was refused as an id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
@@ -229,6 +251,18 @@ impl KeyRange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_ids_stay_within_the_limit_and_are_stable() {
+        assert_eq!(derived_id("valkey-", "a-1"), "valkey-a-1");
+        let long = "a".repeat(MAX_ID_BYTES);
+        let derived = derived_id("dedicated-", &long);
+        assert_eq!(derived.len(), MAX_ID_BYTES);
+        assert!(validate_id(&derived).is_ok(), "{derived}");
+        assert_eq!(derived, derived_id("dedicated-", &long), "the same every time");
+        assert_ne!(derived, derived_id("dedicated-", &format!("{}b", &long[1..])), "the hash tells ids apart");
+        assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
+    }
 
     #[test]
     fn ids_reject_empty_long_and_reserved_characters() {

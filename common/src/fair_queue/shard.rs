@@ -6,6 +6,7 @@
 //! occupies at most `k` consumers. Bit-exact agreement with Loki's Go PRNG is not a goal (the
 //! reference says so); any deterministic per-tenant PRNG keeps the properties.
 
+use crate::ids::fnv1a_64;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -96,13 +97,6 @@ pub(crate) fn shard_for(tenant: &str, k: usize, sorted_all: &[ConsumerId]) -> Op
     }
     picked.sort_unstable();
     Some(picked)
-}
-
-/// FNV-1a, 64 bit: a stable seed from the tenant name (std's hasher is randomly keyed).
-fn fnv1a_64(bytes: &[u8]) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET_BASIS, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
 }
 
 /// SplitMix64: tiny, well-mixed, deterministic.

@@ -25,7 +25,7 @@
 //! The receivers are predicted as the storage fills them: fewest partitions first, in key order
 //! ([`Model::dedication_moves`](super::model::Model::dedication_moves)).
 
-use lb_common::ids::{GroupId, MAX_ID_BYTES, PartitionId};
+use lb_common::ids::{GroupId, PartitionId, derived_id};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use super::Pass;
@@ -59,19 +59,10 @@ pub struct Dedication {
     pub cost: f64,
 }
 
-/// The group a dedication of `partition` forms: `dedicated-<partition>`, or a hashed form when
-/// that would be over the id limit.
+/// The group a dedication of `partition` forms: `dedicated-<partition>` ([`derived_id`] when
+/// that would be over the id limit).
 pub fn dedicated_group(partition: &PartitionId) -> GroupId {
-    let plain = format!("{DEDICATED_GROUP_PREFIX}{partition}");
-    GroupId::new(plain).unwrap_or_else(|_| {
-        let hash = partition.as_str().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3) // FNV-1a
-        });
-        let keep = MAX_ID_BYTES - DEDICATED_GROUP_PREFIX.len() - 17;
-        let head: String = partition.as_str().chars().take(keep).collect();
-        GroupId::new(format!("{DEDICATED_GROUP_PREFIX}{head}-{hash:016x}"))
-            .expect("a prefix of a valid id plus a hex hash is a valid id")
-    })
+    GroupId::new(derived_id(DEDICATED_GROUP_PREFIX, partition.as_str())).expect("derived from a valid id")
 }
 
 impl Pass<'_> {

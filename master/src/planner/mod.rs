@@ -55,7 +55,7 @@ use lb_common::ids::GroupId;
 pub use config::{PlannerConfig, PolicyMode};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
-pub use state::{Hysteresis, PendingChild, PlannerState, Strikes};
+pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
 pub use model::partitions_of;
@@ -79,13 +79,8 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     let model = Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms);
     let mut groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
     // A worker being dedicated has left the shared pool already.
-    for a in &input.in_flight {
-        if let Some((p, g)) = model::dedication_target(&a.spec, input)
-            && let Some(i) = input.partitions.iter().position(|v| &v.id == p)
-            && let Some(slot) = groups.get_mut(model.owner[i] as usize)
-        {
-            *slot = Some(g.clone());
-        }
+    for (w, group) in &model.dedicating {
+        groups[*w] = Some(group.clone());
     }
     let splitting = vec![false; input.partitions.len()];
     let mut pass =

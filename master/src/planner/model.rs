@@ -49,6 +49,8 @@ pub struct Model {
     /// Partitions per worker (indices), built once.
     pub by_worker_start: Vec<u32>,
     pub by_worker: Vec<u32>,
+    /// Workers an in-flight dedication is giving to one partition, with the group it forms.
+    pub dedicating: Vec<(usize, GroupId)>,
 }
 
 impl Model {
@@ -152,9 +154,11 @@ impl Model {
             }
         }
         // A dedication in flight (a group the topology does not show yet) moves every other
-        // partition off the target's worker: none of them is free for another action.
+        // partition off the target's worker: none of them is free for another action, and the
+        // worker has left the shared pool.
+        let mut dedicating = Vec::new();
         for a in &input.in_flight {
-            if let Some((p, _)) = dedication_target(&a.spec, input)
+            if let Some((p, group)) = dedication_target(&a.spec, input)
                 && let Some(&i) = partition_index.get(p)
                 && (owner[i] as usize) < nw
             {
@@ -162,6 +166,7 @@ impl Model {
                 for &q in &by_worker[by_worker_start[w] as usize..by_worker_start[w + 1] as usize] {
                     busy[q as usize] = true;
                 }
+                dedicating.push((w, group.clone()));
             }
         }
         let cluster_actions = input.in_flight.len() as u32;
@@ -180,6 +185,7 @@ impl Model {
             cluster_actions,
             by_worker_start,
             by_worker,
+            dedicating,
         }
     }
 

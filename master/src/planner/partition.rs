@@ -7,7 +7,7 @@ use super::config::PolicyMode;
 use super::model::{SketchShape, sketch_shape, split_key, supports};
 use super::proposal::{Alternative, Policy, Prediction, Proposal, Trigger};
 use super::rebalance::alt;
-use super::state::{PendingChild, PlannerState};
+use super::state::{ExpectedDemand, PendingChild, PlannerState};
 use super::{Hot, Pass};
 
 /// How long after a split a child's measured load may still lag what it carries: the master's
@@ -21,15 +21,21 @@ const CHILD_MEASUREMENT_LAG_MS: i64 = 10_000;
 /// [`CHILD_MEASUREMENT_LAG_MS`]); expired expectations are dropped.
 pub fn expect_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
     let now = pass.now_ms;
-    state.expected_demand.retain(|_, (_, until)| *until > now);
-    if state.expected_demand.is_empty() {
-        return;
-    }
-    for (i, p) in pass.input.partitions.iter().enumerate() {
-        if let Some(&(expected, _)) = state.expected_demand.get(&p.id) {
-            pass.model.demand_ops[i] = pass.model.demand_ops[i].max(expected);
+    let partitions = &pass.input.partitions;
+    state.expected_demand.retain_mut(|e| {
+        if e.until_ms <= now {
+            return false;
         }
-    }
+        if partitions.get(e.index).is_none_or(|p| p.id != e.partition) {
+            // The layout changed since: find it again (rare, and only for young children).
+            match partitions.iter().position(|p| p.id == e.partition) {
+                Some(i) => e.index = i,
+                None => return false,
+            }
+        }
+        pass.model.demand_ops[e.index] = pass.model.demand_ops[e.index].max(e.demand_ops);
+        true
+    });
 }
 /// A split whose busier side keeps this share of the load divides nothing worth a cooldown.
 const MAX_USEFUL_SPLIT_SIDE_RATIO: f64 = 0.9;
@@ -61,7 +67,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
             continue;
         }
         if info.stats.sketch.is_none()
-            && state.expected_demand.contains_key(&id)
+            && state.expected_demand.iter().any(|e| e.partition == id)
             && supports(&info.supported_actions, ActionKind::Split)
         {
             pass.decline(
@@ -333,8 +339,12 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) -> Vec<(Pending
         {
             let child = state.pending_children.swap_remove(k);
             if child.expected_demand_ops > 0.0 {
-                let until = child.split_at_ms + CHILD_MEASUREMENT_LAG_MS;
-                state.expected_demand.insert(p.id.clone(), (child.expected_demand_ops, until));
+                state.expected_demand.push(ExpectedDemand {
+                    partition: p.id.clone(),
+                    demand_ops: child.expected_demand_ops,
+                    until_ms: child.split_at_ms + CHILD_MEASUREMENT_LAG_MS,
+                    index: i,
+                });
             }
             let h = state.partitions.entry(p.id.clone()).or_default();
             h.windows = h.windows.max(child.parent_hot.windows);

@@ -58,12 +58,23 @@ pub struct PendingChild {
     pub expected_demand_ops: f64,
 }
 
+/// A split child's demand before the master has measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedDemand {
+    pub partition: PartitionId,
+    pub demand_ops: f64,
+    /// Epoch millis until which it is trusted over the measurement.
+    pub until_ms: i64,
+    /// Where the partition was in the last input: checked first, so a pass finds it without
+    /// a scan of every partition while the layout holds.
+    pub index: usize,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannerState {
-    /// Split children too young to be measured: the demand their split left on them, and until
-    /// when (epoch millis) that is trusted over the measurement.
+    /// Split children too young to be measured, and the demand their split left on them.
     #[serde(default)]
-    pub expected_demand: HashMap<PartitionId, (f64, i64)>,
+    pub expected_demand: Vec<ExpectedDemand>,
     /// Only partitions at or over the release threshold have an entry.
     pub partitions: HashMap<PartitionId, Hysteresis>,
     pub workers: HashMap<WorkerId, Hysteresis>,

@@ -538,7 +538,8 @@ fn a_new_split_child_carries_its_expected_load_until_measured() {
         "{:?}",
         next.rejected
     );
-    let (expected, _) = state.expected_demand.get(&"p9".parse().expect("id")).copied().expect("expected load kept");
+    let expected =
+        state.expected_demand.iter().find(|e| e.partition.as_str() == "p9").expect("expected load kept").demand_ops;
     assert!(expected > 10_000.0, "the new side carries most of 25,000 ops/s: {expected}");
     // Once the expectation has expired the measurement rules again: a cool child is scattered.
     let later = plan(&input, &config, &mut state, 20_000);

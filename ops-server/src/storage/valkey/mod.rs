@@ -54,7 +54,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{ActionId, GroupId, Key, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::ids::{
+    ActionId, GroupId, Key, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId, derived_id,
+};
 use lb_common::protocol::{
     ActionKind, ActionRecord, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState,
     PartitionInfo, Topology, WorkerInfo,
@@ -129,16 +131,10 @@ fn slot_group(spec: &ActionSpec) -> Option<(GroupId, Slot)> {
     }
 }
 
-/// The operation id of an action: `valkey-<action id>`, hashed when that would be too long.
+/// The operation id of an action: `valkey-<action id>`, hashed when that would be too long
+/// ([`derived_id`]: the same in every process, which taking an operation over relies on).
 pub fn operation_id(action: &ActionId) -> OperationId {
-    let plain = format!("{OPERATION_PREFIX}{action}");
-    OperationId::new(plain.clone()).unwrap_or_else(|_| {
-        let mut hasher = DefaultHasher::new();
-        action.as_str().hash(&mut hasher);
-        let head: String = action.as_str().chars().take(96).collect();
-        OperationId::new(format!("{OPERATION_PREFIX}{head}-{:016x}", hasher.finish()))
-            .expect("a 96-character prefix of an id plus a hash is a valid id")
-    })
+    OperationId::new(derived_id(OPERATION_PREFIX, action.as_str())).expect("derived from a valid id")
 }
 
 /// The adapter; see the module docs. Driver tasks stop when it is dropped.
@@ -245,6 +241,10 @@ enum Plan {
 /// What shows a running job is alive: its phase, its last update and the last time its peer
 /// acknowledged, and the replication bytes left. A change between two polls is a beat.
 type Beat = (u64, Option<u64>, Option<u64>);
+
+fn beat(job: &SlotMigration) -> Beat {
+    (job.last_update_time_unix_secs, job.last_ack_time_unix_secs, job.remaining_repl_bytes)
+}
 
 /// What a poll found out about one migration.
 #[derive(Debug)]
@@ -665,8 +665,7 @@ impl Inner {
                     let job =
                         jobs.into_iter().find(|j| j.operation == side && step.matches(j) && !before.contains(&j.name));
                     if let Some(job) = job {
-                        let beat =
-                            (job.last_update_time_unix_secs, job.last_ack_time_unix_secs, job.remaining_repl_bytes);
+                        let beat = beat(&job);
                         return Seen::Job(job.state, job.message, beat);
                     }
                 }
@@ -859,14 +858,11 @@ impl Inner {
         let (mut last_beats, mut beats) = (Vec::<Beat>::new(), 0u32);
         loop {
             let running = match self.read_view().await.ok().and_then(|v| v.owner(slot).map(|p| p.addr.clone())) {
-                Some(addr) => {
-                    self.read(&addr, async |c: &mut NodeClient| c.slot_migrations().await).await.ok().map(|jobs| {
-                        jobs.iter()
-                            .filter(|j| !j.state.is_terminal())
-                            .map(|j| (j.last_update_time_unix_secs, j.last_ack_time_unix_secs, j.remaining_repl_bytes))
-                            .collect::<Vec<Beat>>()
-                    })
-                }
+                Some(addr) => self
+                    .read(&addr, async |c: &mut NodeClient| c.slot_migrations().await)
+                    .await
+                    .ok()
+                    .map(|jobs| jobs.iter().filter(|j| !j.state.is_terminal()).map(beat).collect::<Vec<Beat>>()),
                 None => None,
             };
             match running {
