@@ -16,10 +16,14 @@
 //!    **scattered** to the coolest eligible worker. If one top key holds `single_key_share_ratio`
 //!    of the ops or `sequential_write_ratio` of the writes are appends, a split cannot help: the
 //!    partition is **isolated** — `Group` onto a dedicated group when the topology has one, else
-//!    a `Move` to the coolest worker if that gains. Never a split without `split` support.
+//!    a `Move` to the coolest worker if that gains, else a **dedication** of its own worker
+//!    ([`dedicate`]). Never a split without `split` support. A new split side counts as carrying
+//!    what the split left on it until the master has measured it.
 //! 2. *Worker overload* (load ratio over `high_watermark_ratio`, in the tightest of ops, bytes,
 //!    CPU): **moves** the partitions that best bring the worker under `low_watermark_ratio` to the
-//!    coolest workers with headroom (single-key partitions are isolated instead).
+//!    coolest workers with headroom (single-key partitions are isolated instead; a splittable
+//!    partition over its own limit is left to the split; when no move helps, a partition too hot
+//!    to share any worker gets its worker alone).
 //! 3. *Imbalance* (max/mean or CV of the shared pool over threshold): bounded greedy **moves**
 //!    from the hottest worker toward the coolest.
 //!
