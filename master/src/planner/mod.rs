@@ -17,7 +17,7 @@
 //!    of the ops or `sequential_write_ratio` of the writes are appends, a split cannot help: the
 //!    partition is **isolated** — `Group` onto a dedicated group when the topology has one, else
 //!    a `Move` to the coolest worker if that gains, else a **dedication** of its own worker
-//!    ([`dedicate`]). Never a split without `split` support. A new split side counts as carrying
+//!    (`dedicate.rs`). Never a split without `split` support. A new split side counts as carrying
 //!    what the split left on it until the master has measured it.
 //! 2. *Worker overload* (load ratio over `high_watermark_ratio`, in the tightest of ops, bytes,
 //!    CPU): **moves** the partitions that best bring the worker under `low_watermark_ratio` to the
