@@ -158,8 +158,8 @@ pub(crate) struct Pass<'a> {
     pub groups: Vec<Option<GroupId>>,
     pub plan: Plan,
     proposed_this_pass: u32,
-    /// Per partition: warm against its own limit and splittable, so partition overload splits
-    /// it rather than anything moving it (a move cannot lower its demand against its limit, and
+    /// Per partition: over its own limit and splittable (supported, load not on one key or an
+    /// append tail), so partition overload splits it rather than anything moving it (a move cannot lower its demand against its limit, and
     /// its cooldown would hold the split back).
     pub splitting: Vec<bool>,
 }
@@ -249,9 +249,14 @@ impl Pass<'_> {
             if !warm {
                 continue;
             }
+            // Splittable: supported, and not one hot key or an append tail (those are isolated,
+            // and the worker policies may do that too).
+            let shape = model::sketch_shape(p.stats.sketch.as_ref());
             self.splitting[i] = cfg.mode != PolicyMode::Off
                 && over
-                && model::supports(&p.supported_actions, lb_common::protocol::ActionKind::Split);
+                && model::supports(&p.supported_actions, lb_common::protocol::ActionKind::Split)
+                && shape.top_key_share_ratio < cfg.single_key_share_ratio
+                && shape.sequential_write_ratio < cfg.sequential_write_ratio;
             seen += 1;
             let h = state.partitions.entry(p.id.clone()).or_default();
             if h.last_ms > 0 && self.now_ms > h.last_ms {
