@@ -35,8 +35,10 @@ use crate::table::{MetricsTable, RateBasis};
 const PARALLEL_INPUT_PARTITIONS: usize = 20_000;
 
 /// Builds the planner's input: the layout from the topology, the load over the last `window`
-/// from the table, each partition's averaged over the seconds it reported (a split's new side
-/// shows its real rate from its first report; a partition without samples yet counts as idle).
+/// from the table, each partition's averaged over the seconds its worker reported since the
+/// partition's first sample ([`RateBasis::Reported`]: a split's new side shows its real rate
+/// from its first report, a partition left out of a report counts as idle for that second, a
+/// partition without samples yet counts as idle).
 pub fn planner_input(
     table: &MetricsTable,
     topology: &Topology,
@@ -61,8 +63,9 @@ pub fn refresh_planner_input(
     window: Duration,
     now_ms: i64,
 ) {
+    let reader = table.rate_reader(window, now_ms, RateBasis::Reported).ok();
     let stats = |p: &lb_common::protocol::PartitionInfo| {
-        let rates = table.partition_rates(&p.id, window, now_ms, RateBasis::Reported).ok().flatten();
+        let rates = reader.as_ref().and_then(|r| r.rates(&p.id));
         rates.map_or_else(PartitionWindow::default, |r| PartitionWindow {
             ops_per_sec: r.ops_per_sec,
             bytes_per_sec: r.bytes_per_sec,

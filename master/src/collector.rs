@@ -6,6 +6,14 @@
 //! round. An ops server outage is retried with exponential backoff; after `stale_after_ms`
 //! without a successful round the data is marked stale (the analyzers see it and hold off), but
 //! nothing waits on the collector.
+//!
+//! Falling behind is bounded and told. An agent that misses its deadline gets half the page
+//! next time (down to [`MIN_PAGE`]), and one that answers well inside it gets its page back
+//! step by step up to `limit_per_agent`: an agent that cannot serve a full page in time (a slow
+//! machine, a debug build, a backlog) still delivers every round instead of timing out on the
+//! same page forever. Each agent's **lag** — the wall clock less the newest sample delivered
+//! from it — is in [`AgentCollectStatus::lag_ms`], `/api/v1/collector` and
+//! `lb_master_collection_lag_seconds` (the largest over agents that are not down).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +27,11 @@ use crate::config::CollectorConfig;
 
 /// Longest wait between retries while the ops server is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The smallest page an agent is asked for: a few reports' worth, so even an agent that is
+/// very slow to serve moves forward every round.
+pub const MIN_PAGE: u32 = 100;
+/// A page served within this share of the deadline is taken as room to grow the next one.
+const GROW_BELOW_DEADLINE_RATIO: f64 = 0.25;
 
 /// What the console and `/api/v1/collector` show.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +43,9 @@ pub struct CollectorStatus {
     pub stale: bool,
     pub last_error: Option<String>,
     pub samples_total: u64,
+    /// The largest [`AgentCollectStatus::lag_ms`] over agents that are not down, as of the
+    /// last round; `None` before any sample arrived.
+    pub max_lag_ms: Option<i64>,
     /// Per agent: the last round's status, and how many gaps (expired data) it reported.
     pub agents: BTreeMap<WorkerId, AgentCollectStatus>,
 }
@@ -40,18 +56,38 @@ pub struct AgentCollectStatus {
     pub cursor: Cursor,
     pub gaps: u64,
     pub last_error: Option<String>,
+    /// Report time of the newest sample delivered from this agent.
+    #[serde(default)]
+    pub newest_sample_ms: Option<i64>,
+    /// The last round's time less `newest_sample_ms`: how far behind this agent's data is.
+    #[serde(default)]
+    pub lag_ms: Option<i64>,
+    /// The page this agent is asked for now (smaller than `limit_per_agent` after a missed
+    /// deadline).
+    #[serde(default)]
+    pub page_limit: u32,
+    /// How long the agent took to serve its last page.
+    #[serde(default)]
+    pub last_elapsed_ms: u64,
 }
 
 #[derive(Debug)]
 pub struct Collector {
     client: HttpClient,
     cursors: BTreeMap<WorkerId, Cursor>,
+    /// Per-agent pages below the configured limit (an agent not listed gets the full page).
+    limits: BTreeMap<WorkerId, u32>,
     pub status: CollectorStatus,
 }
 
 impl Collector {
     pub fn new(ops_server: HttpClient) -> Self {
-        Self { client: ops_server, cursors: BTreeMap::new(), status: CollectorStatus::default() }
+        Self {
+            client: ops_server,
+            cursors: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            status: CollectorStatus::default(),
+        }
     }
 
     /// One round: collect until no agent has more (bounded by `max_pages_per_round`), handing
@@ -70,6 +106,7 @@ impl Collector {
                 cursors: self.cursors.clone(),
                 limit_per_agent: Some(config.limit_per_agent),
                 agent_deadline_ms: Some(config.agent_deadline_ms),
+                limits: self.limits.clone(),
             };
             let reply: CollectResponse = match self.client.post("/v1/collect", &request).await {
                 Ok(reply) => reply,
@@ -83,11 +120,17 @@ impl Collector {
             };
             let mut more = false;
             for agent in reply.agents {
+                let limit = self.next_page(config, &agent);
                 let entry = self.status.agents.entry(agent.worker_id.clone()).or_default();
                 entry.status = Some(agent.status);
                 entry.last_error = agent.error.clone();
+                entry.page_limit = limit;
+                entry.last_elapsed_ms = agent.elapsed_ms;
                 if agent.status != CollectStatus::Ok {
                     continue;
+                }
+                if let Some(newest) = agent.samples.iter().map(|s| s.timestamp_ms).max() {
+                    entry.newest_sample_ms = Some(entry.newest_sample_ms.map_or(newest, |t| t.max(newest)));
                 }
                 if agent.gap {
                     entry.gaps += 1;
@@ -111,6 +154,7 @@ impl Collector {
                 break;
             }
         }
+        self.note_lag(now_ms);
         self.status.consecutive_failures = 0;
         self.status.last_error = None;
         self.status.last_success_ms = Some(now_ms);
@@ -120,6 +164,53 @@ impl Collector {
         metrics::counter!("lb_master_collected_samples_total").increment(collected);
         metrics::gauge!("lb_master_collector_stale").set(0.0);
         Ok(collected)
+    }
+
+    /// The page to ask `agent` for next: halved after a missed deadline, doubled back after a
+    /// page served well inside it, never above `limit_per_agent` or below [`MIN_PAGE`].
+    fn next_page(&mut self, config: &CollectorConfig, agent: &lb_common::protocol::AgentCollect) -> u32 {
+        let full = config.limit_per_agent;
+        let now = self.limits.get(&agent.worker_id).copied().unwrap_or(full).min(full);
+        let next = match agent.status {
+            CollectStatus::Timeout => {
+                let halved = (now / 2).max(MIN_PAGE.min(full));
+                if halved < now {
+                    tracing::warn!(worker_id = %agent.worker_id, page = halved, "agent missed its collection deadline; asking it for smaller pages");
+                }
+                halved
+            }
+            CollectStatus::Ok
+                if (agent.elapsed_ms as f64) < config.agent_deadline_ms as f64 * GROW_BELOW_DEADLINE_RATIO =>
+            {
+                now.saturating_mul(2).min(full)
+            }
+            _ => now,
+        };
+        if next >= full {
+            self.limits.remove(&agent.worker_id);
+        } else {
+            self.limits.insert(agent.worker_id.clone(), next);
+        }
+        next
+    }
+
+    /// Each agent's lag at `now_ms`, and the largest over agents that are not down.
+    fn note_lag(&mut self, now_ms: i64) {
+        let mut max = None;
+        for agent in self.status.agents.values_mut() {
+            agent.lag_ms = agent.newest_sample_ms.map(|t| (now_ms - t).max(0));
+            if agent.status != Some(CollectStatus::Down) {
+                max = max.max(agent.lag_ms);
+            }
+        }
+        self.status.max_lag_ms = max;
+        if let Some(lag) = max {
+            metrics::gauge!("lb_master_collection_lag_seconds").set(lag as f64 / 1000.0);
+        }
+        let smallest = self.status.agents.values().map(|a| a.page_limit).filter(|&l| l > 0).min();
+        if let Some(page) = smallest {
+            metrics::gauge!("lb_master_collect_page_limit").set(f64::from(page));
+        }
     }
 
     fn update_stale(&mut self, config: &CollectorConfig, now_ms: i64) {
@@ -139,5 +230,61 @@ impl Collector {
 
     pub fn cursor(&self, worker: &WorkerId) -> Option<Cursor> {
         self.cursors.get(worker).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::protocol::AgentCollect;
+
+    use super::*;
+
+    fn reply(status: CollectStatus, elapsed_ms: u64) -> AgentCollect {
+        AgentCollect {
+            worker_id: "w1".parse().expect("id"),
+            status,
+            error: None,
+            samples: Vec::new(),
+            next_cursor: Cursor(0),
+            gap: false,
+            more: true,
+            elapsed_ms,
+        }
+    }
+
+    #[test]
+    fn a_slow_agent_gets_smaller_pages_until_it_answers_in_time_and_then_full_ones_again() {
+        let config = CollectorConfig { limit_per_agent: 20_000, agent_deadline_ms: 3_000, ..Default::default() };
+        let mut c = Collector::new(HttpClient::new("http://127.0.0.1:9", &Default::default()));
+        let pages: Vec<u32> = (0..10).map(|_| c.next_page(&config, &reply(CollectStatus::Timeout, 3_000))).collect();
+        assert_eq!(pages[..3], [10_000, 5_000, 2_500]);
+        assert_eq!(pages[9], MIN_PAGE, "never below the floor: {pages:?}");
+        // An answer inside the deadline but not well inside it keeps the page.
+        assert_eq!(c.next_page(&config, &reply(CollectStatus::Ok, 1_500)), MIN_PAGE);
+        let grown: Vec<u32> = (0..9).map(|_| c.next_page(&config, &reply(CollectStatus::Ok, 100))).collect();
+        assert_eq!(grown[..3], [200, 400, 800]);
+        assert_eq!(*grown.last().expect("some"), 20_000, "back to the configured page: {grown:?}");
+        assert!(c.limits.is_empty(), "a full page is not listed in the request");
+        // Errors and down agents keep the page they had.
+        assert_eq!(c.next_page(&config, &reply(CollectStatus::Error, 0)), 20_000);
+    }
+
+    #[test]
+    fn lag_is_the_round_time_less_the_newest_sample_and_skips_down_agents() {
+        let mut c = Collector::new(HttpClient::new("http://127.0.0.1:9", &Default::default()));
+        let agent = |status, newest| AgentCollectStatus {
+            status: Some(status),
+            newest_sample_ms: newest,
+            page_limit: 5_000,
+            ..Default::default()
+        };
+        c.status.agents.insert("w1".parse().expect("id"), agent(CollectStatus::Ok, Some(9_000)));
+        c.status.agents.insert("w2".parse().expect("id"), agent(CollectStatus::Timeout, Some(4_000)));
+        c.status.agents.insert("w3".parse().expect("id"), agent(CollectStatus::Down, Some(1_000)));
+        c.status.agents.insert("w4".parse().expect("id"), agent(CollectStatus::Ok, None));
+        c.note_lag(10_000);
+        let lags: Vec<Option<i64>> = c.status.agents.values().map(|a| a.lag_ms).collect();
+        assert_eq!(lags, [Some(1_000), Some(6_000), Some(9_000), None]);
+        assert_eq!(c.status.max_lag_ms, Some(6_000), "the agent behind, not the one that is down");
     }
 }

@@ -41,6 +41,7 @@ pub async fn collect(
             });
             continue;
         }
+        let limit = request.limits.get(&agent.worker_id).map_or(limit, |&l| l.clamp(1, limit));
         let peer = client.for_peer(&agent.address).with_deadline(deadline);
         tasks.spawn(async move {
             let started = Instant::now();

@@ -74,6 +74,11 @@ pub struct CollectRequest {
     /// Most samples per agent in this round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_per_agent: Option<u32>,
+    /// Per worker, a smaller page than `limit_per_agent` (a collector shrinks the page of an
+    /// agent that missed its deadline, so a slow agent still delivers something every round);
+    /// capped like `limit_per_agent`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<WorkerId, u32>,
     /// Deadline for each agent; the ops server caps it at its own configured maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_deadline_ms: Option<u64>,

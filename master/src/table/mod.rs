@@ -107,8 +107,8 @@ use serde::{Deserialize, Serialize};
 
 pub use metric::Metric;
 pub use query::{
-    ClusterOverview, GroupBy, GroupKey, PartitionRates, PartitionRow, RateBasis, TopEntry, TopN, WindowStats,
-    WorkerLoad, WorkerRow,
+    ClusterOverview, GroupBy, GroupKey, PartitionRates, PartitionRow, RateBasis, RateReader, TopEntry, TopN,
+    WindowStats, WorkerLoad, WorkerRow,
 };
 pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable};
 pub use views::{Heatmap, History, HistoryPoint, MAX_HEATMAP_KEY_BUCKETS};

@@ -150,6 +150,12 @@ pub struct WorkerRow {
     pub latency_p99_us: Option<f64>,
     pub host_cpu_ratio: Option<f64>,
     pub net_bytes_per_sec: Option<f64>,
+    /// Seconds of the window in which this worker reported (any sample): less than
+    /// `window_secs` means the window is incomplete for it (it is down, or its data has not
+    /// been collected yet), and its rates count the missing seconds as zero.
+    pub covered_secs: f64,
+    /// Report time of the newest sample ingested from this worker.
+    pub last_sample_ms: Option<i64>,
 }
 
 /// Slots `[a, b]` of the window `last` ending at `now_ms` (exclusive), and its length in seconds.
@@ -212,6 +218,7 @@ pub struct PartitionRates {
     pub bytes_per_sec: f64,
     pub cpu_cores: f64,
     pub rejected_per_sec: f64,
+    pub errors_per_sec: f64,
     pub latency_p99_us: Option<f64>,
 }
 
@@ -221,11 +228,69 @@ pub enum RateBasis {
     /// The whole window; seconds without a sample count as idle (the API's reading: a partition
     /// that appeared two seconds ago shows two seconds' worth).
     Window,
-    /// The seconds the partition reported in: a partition created by a split a second ago shows
-    /// its real rate, not a fraction of it (the analyzer's reading). Sources must report every
-    /// partition every interval, idle ones as zeros (the testbed and the Valkey source do), or
-    /// an intermittently reported partition reads high.
+    /// The seconds of the window since the partition's first sample in which its worker
+    /// reported: a partition created by a split a second ago shows its real rate, not a
+    /// fraction of it (the analyzer's reading), and a partition its worker left out of a report
+    /// (nothing changed: reports list only active partitions) counts as idle for that second,
+    /// not as missing data. Seconds the worker itself did not report (it is down, or its data
+    /// is not collected yet) are left out of the average, as before.
     Reported,
+}
+
+/// Reads [`PartitionRates`] of many partitions over one window: the window's slots and each
+/// worker's reported seconds are worked out once, so the analyzer's read of 100k partitions
+/// costs one series sum per metric and partition. Made by [`MetricsTable::rate_reader`].
+#[derive(Debug)]
+pub struct RateReader<'a> {
+    table: &'a MetricsTable,
+    win: (i64, i64, f64),
+    basis: RateBasis,
+    /// Per worker index: the fine slots of the window it reported in (any sample).
+    worker_covered: Vec<f64>,
+}
+
+impl RateReader<'_> {
+    /// One partition's rates; `None` for a partition the table has not heard of.
+    pub fn rates(&self, id: &PartitionId) -> Option<PartitionRates> {
+        self.table.partition_index.get(id).map(|&i| self.rates_at(i))
+    }
+
+    pub(crate) fn rates_at(&self, i: u32) -> PartitionRates {
+        let t = self.table;
+        let (a, b, _) = self.win;
+        let denominator = match self.basis {
+            RateBasis::Window => None,
+            RateBasis::Reported => {
+                let e = t.entry(i);
+                let (_, own, _) = t.pseries.sum(i, View::Col(super::metric::COL_OPS), a, b);
+                let by_worker = e.last_worker.map_or(0.0, |w| match e.first_slot {
+                    // Younger than the window: only the seconds since its first sample count.
+                    Some(first) if first > a => t.wseries.sum(w, View::Col(super::metric::COL_OPS), first, b).1,
+                    _ => self.worker_covered.get(w as usize).copied().unwrap_or(0.0),
+                });
+                // A sample late for the worker's series may still be in the partition's.
+                Some(own.max(by_worker))
+            }
+        };
+        let v = |m: Metric| {
+            metric_view(m).map_or(0.0, |view| match denominator {
+                Some(covered) if m.is_rate() => {
+                    let (sum, _, any) = t.pseries.sum(i, view, a, b);
+                    if any && covered > 0.0 { sum / covered } else { 0.0 }
+                }
+                _ => scalar_of(&t.pseries, i, view, m.is_rate(), self.win).unwrap_or(0.0),
+            })
+        };
+        PartitionRates {
+            ops_per_sec: v(Metric::Ops),
+            bytes_per_sec: v(Metric::Bytes),
+            cpu_cores: v(Metric::Cpu),
+            rejected_per_sec: v(Metric::Rejected),
+            errors_per_sec: v(Metric::Errors),
+            latency_p99_us: metric_view(Metric::LatencyP99)
+                .and_then(|view| scalar_of(&t.pseries, i, view, false, self.win)),
+        }
+    }
 }
 
 pub(crate) fn scalar_of<F: Codec, K: Codec>(
@@ -466,25 +531,19 @@ impl MetricsTable {
         now_ms: i64,
         basis: RateBasis,
     ) -> Result<Option<PartitionRates>, TableError> {
-        let win = window_slots(self, last, now_ms)?;
-        Ok(self.partition_index.get(id).map(|&i| self.rates_at(i, win, basis)))
+        Ok(self.rate_reader(last, now_ms, basis)?.rates(id))
     }
 
-    fn rates_at(&self, i: u32, win: (i64, i64, f64), basis: RateBasis) -> PartitionRates {
-        let per_covered = basis == RateBasis::Reported;
-        let v = |m: Metric| {
-            metric_view(m)
-                .and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate() && !per_covered, win))
-                .unwrap_or(0.0)
+    /// A reader of many partitions' rates over the `last` window ending at `now_ms`.
+    pub fn rate_reader(&self, last: Duration, now_ms: i64, basis: RateBasis) -> Result<RateReader<'_>, TableError> {
+        let win = window_slots(self, last, now_ms)?;
+        let worker_covered = match basis {
+            RateBasis::Window => Vec::new(),
+            RateBasis::Reported => (0..self.workers.len() as u32)
+                .map(|w| self.wseries.sum(w, View::Col(super::metric::COL_OPS), win.0, win.1).1)
+                .collect(),
         };
-        PartitionRates {
-            ops_per_sec: v(Metric::Ops),
-            bytes_per_sec: v(Metric::Bytes),
-            cpu_cores: v(Metric::Cpu),
-            rejected_per_sec: v(Metric::Rejected),
-            latency_p99_us: metric_view(Metric::LatencyP99)
-                .and_then(|view| scalar_of(&self.pseries, i, view, false, win)),
-        }
+        Ok(RateReader { table: self, win, basis, worker_covered })
     }
 
     /// [`MetricsTable::partitions`] with a choice of what a rate is averaged over.
@@ -494,17 +553,15 @@ impl MetricsTable {
         now_ms: i64,
         basis: RateBasis,
     ) -> Result<Vec<PartitionRow>, TableError> {
-        let win = window_slots(self, last, now_ms)?;
-        let per_covered = basis == RateBasis::Reported;
-        let v = |i: u32, m: Metric| {
-            metric_view(m).and_then(|view| scalar_of(&self.pseries, i, view, m.is_rate() && !per_covered, win))
-        };
+        let reader = self.rate_reader(last, now_ms, basis)?;
+        let win = reader.win;
         let worker = |w: Option<u32>| w.map(|w| self.workers[w as usize].id.clone());
         let mut rows = Vec::with_capacity(self.live_partitions);
         for (i, e) in self.partitions.iter().enumerate() {
             let Some(e) = e else { continue };
             let i = i as u32;
             let t = &self.tables[e.table as usize];
+            let rates = reader.rates_at(i);
             rows.push(PartitionRow {
                 id: e.id.clone(),
                 tenant: self.tenants[t.tenant as usize].clone(),
@@ -517,12 +574,12 @@ impl MetricsTable {
                 stored_bytes: e.stored_bytes,
                 limit: e.limit,
                 window_secs: win.2,
-                ops_per_sec: v(i, Metric::Ops).unwrap_or(0.0),
-                bytes_per_sec: v(i, Metric::Bytes).unwrap_or(0.0),
-                cpu_cores: v(i, Metric::Cpu).unwrap_or(0.0),
-                rejected_per_sec: v(i, Metric::Rejected).unwrap_or(0.0),
-                errors_per_sec: v(i, Metric::Errors).unwrap_or(0.0),
-                latency_p99_us: v(i, Metric::LatencyP99),
+                ops_per_sec: rates.ops_per_sec,
+                bytes_per_sec: rates.bytes_per_sec,
+                cpu_cores: rates.cpu_cores,
+                rejected_per_sec: rates.rejected_per_sec,
+                errors_per_sec: rates.errors_per_sec,
+                latency_p99_us: rates.latency_p99_us,
                 has_sketch: e.sketch.is_some(),
             });
         }
@@ -553,6 +610,10 @@ impl MetricsTable {
                     latency_p99_us: v(i, Metric::LatencyP99),
                     host_cpu_ratio: v(i, Metric::HostCpu),
                     net_bytes_per_sec: v(i, Metric::NetBytes),
+                    covered_secs: self.wseries.sum(i, View::Col(super::metric::COL_OPS), win.0, win.1).1
+                        * self.geo.fine_step_ms as f64
+                        / 1000.0,
+                    last_sample_ms: w.last_sample_ms,
                 }
             })
             .collect())

@@ -149,6 +149,60 @@ fn windows_ending_at_the_complete_watermark_read_full_rates_while_reports_are_in
     assert_eq!(t.complete_until_ms(T0_MS + 99_000, 5_000), T0_MS + 99_000, "nobody recent: now");
 }
 
+/// A host sample of worker `w` for the second ending at `T0 + k s`.
+fn host_at(cursor: u64, k: i64) -> Sample {
+    let h = HostStats {
+        cpu_ratio: 0.5,
+        cpu_cores: 1,
+        memory_used_bytes: 1,
+        memory_total_bytes: 2,
+        net_rx_bytes_per_sec: 0.0,
+        net_tx_bytes_per_sec: 0.0,
+        disk_read_bytes_per_sec: 0.0,
+        disk_write_bytes_per_sec: 0.0,
+    };
+    Sample { cursor: Cursor(cursor), timestamp_ms: T0_MS + k * 1000, interval_ms: 1000, data: SampleData::Host(h) }
+}
+
+#[test]
+fn a_partition_left_out_of_its_workers_reports_reads_idle_and_a_silent_worker_still_reads_stale() {
+    let mut t = table();
+    let w = wid("w1");
+    // 30 s of reports from w1, each with its host stats; p1 is busy throughout, p2 (a sparse
+    // reporter's idle slot) is listed only when it had work: 100 ops in one second of every 5.
+    let mut samples = Vec::new();
+    let mut c = 1;
+    for k in 1..=30 {
+        samples.push(host_at(c, k));
+        samples.push(sample(c + 1, T0_MS + k * 1000, pstats("p1", "t", range(0, 99), 50)));
+        c += 2;
+        if k % 5 == 0 {
+            samples.push(sample(c, T0_MS + k * 1000, pstats("p2", "t", range(100, 199), 100)));
+            c += 1;
+        }
+    }
+    t.ingest(&w, &samples, T0_MS + 30_000);
+    let reported = |t: &MetricsTable, id: &str, now| {
+        t.partition_rates(&pid(id), secs(10), now, RateBasis::Reported).expect("query").expect("known").ops_per_sec
+    };
+    let p2 = reported(&t, "p2", T0_MS + 30_000);
+    assert!((p2 - 20.0).abs() < 0.1, "idle seconds read as zero, not as missing: {p2}");
+    assert!((reported(&t, "p1", T0_MS + 30_000) - 50.0).abs() < 0.1);
+    let rows = t.partitions_with(secs(10), T0_MS + 30_000, RateBasis::Reported).expect("rows");
+    let row = rows.iter().find(|r| r.id.as_str() == "p2").expect("row");
+    assert!((row.ops_per_sec - p2).abs() < 1e-9, "rows read the same: {}", row.ops_per_sec);
+    let worker = &t.workers(secs(10), T0_MS + 30_000).expect("workers")[0];
+    assert_eq!((worker.covered_secs, worker.last_sample_ms), (10.0, Some(T0_MS + 30_000)));
+
+    // The worker goes silent for 5 s (down, or its data not collected yet): those seconds are
+    // not zeros for its partitions, and the worker's row says its window is incomplete.
+    let now = T0_MS + 35_000;
+    assert!((reported(&t, "p1", now) - 50.0).abs() < 0.1, "the seconds it did report still read 50");
+    let worker = &t.workers(secs(10), now).expect("workers")[0];
+    assert_eq!(worker.covered_secs, 5.0, "half the window is missing");
+    assert!((worker.ops_per_sec - 35.0).abs() < 0.1, "(5 x 50 + 100) over 10 s: {}", worker.ops_per_sec);
+}
+
 #[test]
 fn a_partition_two_seconds_old_reads_its_real_rate_over_the_seconds_it_reported() {
     let mut t = table();

@@ -95,7 +95,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
     let started = Instant::now();
     let mut cursors = std::collections::BTreeMap::new();
     cursors.insert("w-b".parse().expect("id"), Cursor(3));
-    let request = CollectRequest { cursors, limit_per_agent: None, agent_deadline_ms: Some(300) };
+    let request = CollectRequest { cursors, limit_per_agent: None, agent_deadline_ms: Some(300), ..Default::default() };
     let reply: CollectResponse = s.master.post("/v1/collect", &request).await.expect("collect");
     let elapsed = started.elapsed();
     let by = |w: &str| reply.agents.iter().find(|a| a.worker_id.as_str() == w).expect("every agent answers");

@@ -11,9 +11,11 @@
 //! milliseconds (or the previous `seq` + 1 if that is not larger), so it increases across polls
 //! and across agent restarts. `rates` documents every field and how counter resets are handled.
 //!
-//! Cost: every owned slot is reported every interval (idle ones with zeros, so a slot's absence
-//! always means "not owned"). On valkey-server 9.1.2, `SLOT-STATS` over all 16,384 slots took
-//! 2.2 ms of the node's main thread per call (`INFO commandstats`), 0.2 % of a 1 s interval.
+//! Cost: only the slots that changed are reported (CPU, network or ops in the interval, or a
+//! new key count); an idle owned slot is left out and the master reads it as zero for that
+//! interval, so on the benchmark workload a node sends about a tenth of its 5,461 slots each
+//! second (`docs/benchmarks.md`). On valkey-server 9.1.2, `SLOT-STATS` over all 16,384 slots
+//! took 2.2 ms of the node's main thread per call (`INFO commandstats`), 0.2 % of a 1 s interval.
 //!
 //! What the node offers decides what is reported, and the agent says so once, when it changes:
 //! - Valkey ≥ 8.0 with `cluster-slot-stats-enabled yes`: per-slot stats and node stats.
@@ -29,6 +31,7 @@
 //!
 //! Metrics: `lb_agent_valkey_polls_total{outcome}` (outcomes in [`PollOutcome::label`]),
 //! `lb_agent_valkey_poll_seconds` (connect if needed, `CLUSTER SLOT-STATS`, `INFO`, parsing),
+//! `lb_agent_valkey_idle_slots_total` (owned slots left out of a report as unchanged),
 //! `lb_agent_valkey_slot_resets_total`, `lb_agent_valkey_node_ops_per_sec`,
 //! `lb_agent_valkey_import_discounted_ops_total` (commands of slot imports not counted as load,
 //! [`rates`]), `lb_agent_valkey_slot_stats_available` (1 or 0).
@@ -328,7 +331,7 @@ impl Poller {
                     missing.explanation()
                 ),
                 None => {
-                    info!(address = %source.address, server = %version, "per-slot stats available: reporting every owned slot")
+                    info!(address = %source.address, server = %version, "per-slot stats available: reporting every owned slot that changed")
                 }
             }
             metrics::gauge!("lb_agent_valkey_slot_stats_available").set(if now.is_none() { 1.0 } else { 0.0 });
@@ -383,6 +386,7 @@ impl Poller {
             );
             metrics::counter!("lb_agent_valkey_import_discounted_ops_total").increment(interval.import_discounted_ops);
         }
+        metrics::counter!("lb_agent_valkey_idle_slots_total").increment(interval.idle_slots as u64);
         let secs = (interval.interval_ms as f64 / 1000.0).max(1e-3);
         metrics::gauge!("lb_agent_valkey_node_ops_per_sec").set(interval.node_ops as f64 / secs);
         self.last_seq = (self.last_seq + 1).max(u64::try_from(interval.timestamp_ms).unwrap_or(0));

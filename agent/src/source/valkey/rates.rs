@@ -19,6 +19,13 @@
 //! | `stored_bytes` | an **approximation**: `key-count × used_memory / total keys` (INFO); it spreads the node's whole memory, fixed overhead included, evenly over its keys, so slots with large values read low and a nearly empty node's slots read high |
 //! | `latency_*`, `errors`, `rejected` | 0: the server does not measure them per slot |
 //!
+//! **Only what changed is reported.** A slot with no CPU, network or ops in the interval and
+//! the same key count is left out ([`Interval::idle_slots`] counts them): on a cluster whose
+//! load touches a tenth of the slots each second that is a tenth of the samples to store,
+//! serve, collect and ingest. The master reads a partition absent from a report of its worker
+//! as idle for that interval, not as missing data (`docs/protocol.md`, "Reports list what
+//! changed"); a slot that arrived or whose counters restarted is reported from its next interval.
+//!
 //! The ops estimate attributes commands that touch no key (`PING`, `INFO` from other clients)
 //! to the slots too, in the same proportion; on a node serving real traffic they are a small
 //! share. A slot's CPU is the signal to balance on; its ops follow it by construction.
@@ -165,6 +172,8 @@ pub struct Interval {
     pub new_slots: usize,
     /// Slots owned before and not now.
     pub departed_slots: usize,
+    /// Owned slots left out of `partitions`: no CPU, network or ops, and the same key count.
+    pub idle_slots: usize,
     /// Commands dropped from `node_ops` because slots were being imported (see the module doc).
     pub import_discounted_ops: u64,
 }
@@ -259,9 +268,18 @@ impl SlotRates {
         };
         let ops = split_ops(node_ops, &deltas);
         let total_keys = now.info.total_keys();
+        let mut idle_slots = 0;
         let partitions = deltas
             .iter()
             .zip(ops)
+            .filter(|((stats, delta), ops)| {
+                // Only what changed: an idle slot whose key count held is left out, and the
+                // master reads it as zero for this interval (the node reported, the slot is absent).
+                let keys_held = previous.slots.get(&stats.slot).is_some_and(|b| b.key_count == stats.key_count);
+                let idle = *ops == 0 && delta.is_zero() && keys_held;
+                idle_slots += usize::from(idle);
+                !idle
+            })
             .map(|((stats, delta), ops)| PartitionStats {
                 tenant: naming.tenant.clone(),
                 table: naming.table.clone(),
@@ -290,6 +308,7 @@ impl SlotRates {
             reset_slots,
             new_slots,
             departed_slots,
+            idle_slots,
             import_discounted_ops: raw_ops - node_ops,
         })
     }
@@ -301,6 +320,12 @@ struct SlotDelta {
     cpu_usec: u64,
     bytes_in: u64,
     bytes_out: u64,
+}
+
+impl SlotDelta {
+    fn is_zero(&self) -> bool {
+        self.cpu_usec == 0 && self.bytes_in == 0 && self.bytes_out == 0
+    }
 }
 
 /// `None` when any counter went down: the slot left and came back, so the difference means
@@ -545,7 +570,29 @@ mod tests {
         let i =
             interval(rates.step(reading(t0 + Duration::from_secs(2), info("a", 302, 1.2, 3), Some(later)), &naming()));
         let cpu: Vec<(&str, u64)> = i.partitions.iter().map(|p| (p.partition_id.as_str(), p.cpu_time_us)).collect();
-        assert_eq!(cpu, [("slot-00001", 30), ("slot-00002", 0), ("slot-00004", 300)]);
+        assert_eq!(cpu, [("slot-00001", 30), ("slot-00004", 300)], "idle slot 2 is left out");
+        assert_eq!(i.idle_slots, 1);
+    }
+
+    #[test]
+    fn only_slots_that_changed_are_reported() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        let slots = |busy_cpu: u64, quiet_keys: u64| {
+            Some(vec![slot(1, 5, busy_cpu, busy_cpu * 10), slot(2, quiet_keys, 7, 70), slot(3, 9, 3, 30)])
+        };
+        rates.step(reading(at(0), info("a", 100, 1.0, 23), slots(100, 9)), &naming());
+        // Slot 1 served commands; slots 2 and 3 did nothing.
+        let i = interval(rates.step(reading(at(1), info("a", 152, 1.1, 23), slots(200, 9)), &naming()));
+        let ids: Vec<&str> = i.partitions.iter().map(|p| p.partition_id.as_str()).collect();
+        assert_eq!(ids, ["slot-00001"]);
+        assert_eq!((i.idle_slots, i.partitions[0].read_ops), (2, 50), "the busy slot has all the ops");
+        // Keys expired or were deleted in slot 2 without a command of its own to show: reported.
+        let i = interval(rates.step(reading(at(2), info("a", 154, 1.2, 22), slots(200, 8)), &naming()));
+        let ids: Vec<(&str, u64)> = i.partitions.iter().map(|p| (p.partition_id.as_str(), p.read_ops)).collect();
+        assert_eq!(ids, [("slot-00002", 0)]);
+        assert_eq!(i.idle_slots, 2);
     }
 
     #[test]
