@@ -14,7 +14,7 @@ use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::{
     ActionKind, Capacity, Cursor, Health, PartitionInfo, PartitionStats, Sample, SampleData, Topology, WorkerInfo,
 };
-use lb_master::analysis::{planner_input, refresh_planner_input};
+use lb_master::online::observe::{planner_input, refresh_planner_input};
 use lb_master::planner::{PlannerConfig, PlannerState, plan};
 use lb_master::table::{GroupBy, Metric, MetricsTable, TableConfig};
 

@@ -407,6 +407,7 @@ mod tests {
             spec,
             policy: Policy::WorkerOverload,
             mode,
+            origin: lb_common::protocol::Origin::Online,
             reason: "test".into(),
             trigger: Trigger::default(),
             predicted: Prediction::default(),

@@ -15,13 +15,13 @@
 //!   config reloads, with retention.
 //! - [`http`]: the read API under `/api/v1`; [`config`]: `master.toml`.
 
-pub mod analysis;
 pub mod collector;
 pub mod config;
 pub mod evaluation;
 pub mod executor;
 pub mod http;
 pub mod lineage;
+pub mod online;
 pub mod placement_manager;
 pub mod planner;
 pub mod store;
@@ -59,7 +59,7 @@ pub struct Shared {
     /// The placement rules routers read (`GET /api/v1/placement/rules`), as of the last pass.
     pub placement_rules: Arc<RwLock<Option<lb_common::protocol::PlacementRules>>>,
     /// Approvals to the online loop, which submits them at its next pass.
-    pub approvals: tokio::sync::mpsc::Sender<analysis::Approval>,
+    pub approvals: tokio::sync::mpsc::Sender<online::Approval>,
 }
 
 /// Approvals queued for the online loop; more than this at once is an SRE script gone wrong.
@@ -118,7 +118,7 @@ pub async fn start(
     shutdown.spawn(topology_loop(shared.clone(), shutdown.token()));
     shutdown.spawn(maintenance_loop(shared.clone(), shutdown.token()));
     let config_for_ops = shared.config.clone();
-    shutdown.spawn(analysis::run(
+    shutdown.spawn(online::run(
         shared.clone(),
         move || ops_client(&config_for_ops.borrow()),
         approvals_rx,

@@ -856,6 +856,7 @@ fn explain(d: &DatasetInfo, x: &Decision, rejected_per_sec: f64, config: &Placem
         },
         policy: Policy::DatasetPlacement,
         mode: config.mode,
+        origin: lb_common::protocol::Origin::Online,
         reason: format!(
             "dataset {}/{}: demand {:.0} ops/s, {:.1} MB/s = {units:.2} shard units ({} ops/s, {:.0} MB/s each) on {current} shards; {}",
             d.tenant,

@@ -19,9 +19,9 @@ use lb_common::protocol::{ActionRecord, PlacementRules, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::Shared;
-use crate::analysis::Approval;
 use crate::collector::CollectorStatus;
 use crate::executor::{ApprovalError, Pending};
+use crate::online::Approval;
 use crate::store::{RecordKind, StoredRecord};
 use crate::table::{
     ClusterOverview, GroupBy, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN,

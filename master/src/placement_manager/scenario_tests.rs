@@ -198,7 +198,7 @@ fn growing_dataset_is_resharded_up_then_down_after_its_decay_window() {
     // The planner's input is built from the topology's partitions: the dataset shards in the
     // table never reach it as partitions, but their load is in their workers' load.
     let topology = sim.engine.topology();
-    let input = crate::analysis::planner_input(&sim.table, &topology, Vec::new(), WINDOW, now);
+    let input = crate::online::observe::planner_input(&sim.table, &topology, Vec::new(), WINDOW, now);
     assert_eq!(input.partitions.len(), topology.partitions.len());
     assert!(input.partitions.iter().all(|p| p.table.as_str() == "index"));
     let usage = dataset_shard_usage(&sim.table, &topology.datasets, WINDOW, now).expect("table query");

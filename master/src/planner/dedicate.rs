@@ -219,7 +219,8 @@ impl Pass<'_> {
             cluster_mean_ratio: mean,
             cost_ratio: d.cost,
         };
-        let proposal = Proposal { spec, policy, mode, reason, trigger, predicted, rejected_alternatives: alts };
+        let origin = lb_common::protocol::Origin::Online;
+        let proposal = Proposal { spec, policy, mode, origin, reason, trigger, predicted, rejected_alternatives: alts };
         self.model.apply_dedication(d.partition, &d.moves);
         self.groups[d.worker] = Some(d.group);
         self.propose(state, d.partition, mode, proposal);

@@ -1,6 +1,6 @@
 //! What the planner outputs: proposals with their why and why-not, and what it declined.
 
-use lb_common::protocol::ActionSpec;
+use lb_common::protocol::{ActionSpec, Origin};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyMode;
@@ -34,10 +34,17 @@ pub struct Proposal {
     pub policy: Policy,
     /// `auto` (the caller executes it) or `dry_run` (shown, not executed).
     pub mode: PolicyMode,
+    /// Which path found it: the online analyzers, the offline ones, or an SRE by hand.
+    #[serde(default = "online")]
+    pub origin: Origin,
     pub reason: String,
     pub trigger: Trigger,
     pub predicted: Prediction,
     pub rejected_alternatives: Vec<Alternative>,
+}
+
+fn online() -> Origin {
+    Origin::Online
 }
 
 /// The numbers that triggered a proposal; absent ones do not apply to its policy.

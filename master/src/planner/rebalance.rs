@@ -247,6 +247,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                             spec,
                             policy: Policy::WorkerOverload,
                             mode,
+                            origin: lb_common::protocol::Origin::Online,
                             reason,
                             trigger,
                             predicted: prediction,
@@ -275,6 +276,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         spec,
                         policy: Policy::WorkerOverload,
                         mode,
+                        origin: lb_common::protocol::Origin::Online,
                         reason,
                         trigger,
                         predicted: prediction,
@@ -431,6 +433,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
             policy: Policy::Imbalance,
             mode,
+            origin: lb_common::protocol::Origin::Online,
             reason,
             trigger: Trigger {
                 hot_windows,

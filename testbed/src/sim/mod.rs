@@ -158,7 +158,7 @@ impl Sim {
         let input = if self.strategy.needs_input() {
             let input = self.input.update(&mut self.engine);
             input.in_flight = self.in_flight.iter().map(|(_, a, _)| a.clone()).collect();
-            Some(&*input)
+            Some(input)
         } else {
             None
         };
@@ -166,7 +166,7 @@ impl Sim {
         let busy: Vec<PartitionId> =
             self.in_flight.iter().flat_map(|(_, a, _)| partitions_of(&a.spec)).cloned().collect();
         let now_ms = self.engine.now_ms();
-        let decision = self.strategy.decide(&Context { engine: &self.engine, input, busy: &busy, now_ms });
+        let decision = self.strategy.decide(&mut Context { engine: &self.engine, input, busy: &busy, now_ms });
         let decided = Instant::now();
 
         self.check_one_action_per_partition(t, &decision);
@@ -265,8 +265,10 @@ impl Sim {
 
     fn submit(&mut self, t: u64, now_ms: i64, action: &Proposed) -> Option<ActionId> {
         self.next_id += 1;
-        let action_id = ActionId::new(format!("{}-{}", self.strategy.name(), self.next_id))
-            .expect("strategy names and numbers make valid ids");
+        let action_id = action.id.clone().unwrap_or_else(|| {
+            ActionId::new(format!("{}-{}", self.strategy.name(), self.next_id))
+                .expect("strategy names and numbers make valid ids")
+        });
         let bytes_to_move = self.bytes_to_move(&action.spec);
         match self.engine.submit(action_id.clone(), action.spec.clone()) {
             Ok(operation) => {
@@ -288,6 +290,7 @@ impl Sim {
             }
             Err(e) => {
                 self.submit_errors.push(format!("t={t} {:?}: {e}", action.spec));
+                self.strategy.refused(&action_id);
                 None
             }
         }

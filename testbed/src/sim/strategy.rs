@@ -1,12 +1,12 @@
 //! What decides the actions: the master's real planner, or a baseline to compare it with.
 //!
-//! - [`Lb`]: `lb_master::planner::plan` with its default [`PlannerConfig`] and every policy
-//!   `auto`, fed by [`super::InputBuilder`] exactly as the master feeds it (in-flight actions
-//!   included). Like the master's loop it follows each action it submitted to its end and
-//!   evaluates it ([`lb_master::executor::Executor`], [`lb_master::evaluation`]) once its settle
-//!   time and window have passed, on the input of that second (virtual time has no collection
-//!   lag or noise, so one second stands for the window); a harmful verdict feeds back into the
-//!   planner's state before it plans, and a harmful move is reverted when the config says so.
+//! - [`Lb`]: the master's online core ([`lb_master::online::OnlineCore`], the same step the live
+//!   loop runs, in the same order: settle, evaluate and feed harm back, every analyzer — the
+//!   planner and the dataset placement manager —, submit) with its default config, fed by
+//!   [`super::InputBuilder`] as the master feeds it (in-flight actions included) and its
+//!   engine's datasets ([`dataset_view`]). Virtual time has no collection lag or noise, so one
+//!   second stands for every window: evaluations read the input of that second, and no window
+//!   straddles a move (the core's correction for recent moves has nothing to do).
 //! - [`NoBalancer`]: never acts; the cost of doing nothing.
 //! - [`Greedy`]: the classic threshold mover. Every second, for each healthy worker whose demand
 //!   is over [`DEFAULT_GREEDY_HIGH_RATIO`] of its capacity, it moves that worker's hottest
@@ -20,10 +20,11 @@
 use std::collections::HashMap;
 
 use lb_common::ids::{ActionId, PartitionId};
-use lb_common::protocol::ActionSpec;
-use lb_master::evaluation::{Evaluation, EvaluationConfig};
-use lb_master::executor::Executor;
-use lb_master::planner::{Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, plan};
+use lb_common::protocol::{ActionSpec, DatasetInfo};
+use lb_master::evaluation::Evaluation;
+use lb_master::online::{ActionUpdate, EvaluationView, Observation, OnlineConfig, OnlineCore};
+use lb_master::placement_manager::{DatasetShardUsage, parse_dataset_shard_id};
+use lb_master::planner::{Plan, PlannerInput, PlannerState, Policy, PolicyMode};
 
 use crate::Engine;
 
@@ -39,7 +40,7 @@ pub struct Context<'a> {
     pub engine: &'a Engine,
     /// The planner's input, built only for strategies that ask for it
     /// ([`Strategy::needs_input`]); its `in_flight` is current.
-    pub input: Option<&'a PlannerInput>,
+    pub input: Option<&'a mut PlannerInput>,
     /// Partitions with an operation in flight (pending or running).
     pub busy: &'a [PartitionId],
     pub now_ms: i64,
@@ -53,6 +54,8 @@ pub struct Proposed {
     pub reason: String,
     /// The planner policy behind it (`lb` only), for its evaluation.
     pub policy: Option<Policy>,
+    /// The id the strategy gave it (`lb`: the core's action id); `None`: the simulator names it.
+    pub id: Option<ActionId>,
 }
 
 /// A strategy's answer for one second.
@@ -68,9 +71,11 @@ pub trait Strategy: Send + std::fmt::Debug {
     fn name(&self) -> &str;
     /// Whether [`Context::input`] is needed (building it reads every partition's counters).
     fn needs_input(&self) -> bool;
-    fn decide(&mut self, ctx: &Context<'_>) -> Decision;
+    fn decide(&mut self, ctx: &mut Context<'_>) -> Decision;
     /// The engine accepted `action` as `id` (after [`Strategy::decide`], same second).
     fn submitted(&mut self, _id: &ActionId, _action: &Proposed, _input: Option<&PlannerInput>, _now_ms: i64) {}
+    /// The engine refused an action the strategy wanted submitted.
+    fn refused(&mut self, _id: &ActionId) {}
     /// A submitted action ended: `applied` when it succeeded.
     fn finished(&mut self, _id: &ActionId, _applied: bool, _at_ms: i64) {}
     /// The evaluations of finished actions so far (`lb` only).
@@ -93,21 +98,58 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
     }
 }
 
-/// The master's planner. See the module doc.
-#[derive(Debug, Default)]
+/// The master's online core. See the module doc.
+#[derive(Debug)]
 pub struct Lb {
-    pub config: PlannerConfig,
-    pub state: PlannerState,
-    pub evaluation: EvaluationConfig,
-    pub executor: Executor,
+    /// What the core is run with (tests and experiments change it; the default is what ships).
+    pub config: OnlineConfig,
+    core: OnlineCore,
+    /// Ends of submitted actions since the last pass, handed to the core at the next one.
+    updates: Vec<ActionUpdate>,
     pub evaluations: Vec<Evaluation>,
 }
 
-impl Lb {
-    /// The planner with `config` (tests and experiments change it; the default is what ships).
-    pub fn with_config(config: PlannerConfig) -> Self {
-        Self { config, ..Self::default() }
+impl Default for Lb {
+    fn default() -> Self {
+        Self::with_config(OnlineConfig::default())
     }
+}
+
+impl Lb {
+    pub fn with_config(config: OnlineConfig) -> Self {
+        let core = OnlineCore::new(&config, 0);
+        Self { config, core, updates: Vec::new(), evaluations: Vec::new() }
+    }
+}
+
+/// The engine's datasets and their shards' usage over the last second, as the master's table
+/// gives them to the placement manager.
+pub fn dataset_view(engine: &Engine) -> (Vec<DatasetInfo>, Vec<DatasetShardUsage>) {
+    let c = &engine.cluster;
+    if c.datasets.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let datasets: Vec<DatasetInfo> = c.datasets.iter().map(|d| d.info(&c.nodes, &c.workers)).collect();
+    let mut usage = Vec::new();
+    for w in 0..c.workers.len() {
+        for stats in c.dataset_shard_stats(w, 1000, engine.t_secs()) {
+            let dataset = stats.table.as_str();
+            let Some(shard) = parse_dataset_shard_id(&stats.partition_id, &stats.tenant, dataset) else { continue };
+            let Some(info) = datasets.iter().find(|d| d.tenant == stats.tenant && d.dataset.as_str() == dataset) else {
+                continue;
+            };
+            usage.push(DatasetShardUsage {
+                tenant: stats.tenant.clone(),
+                dataset: info.dataset.clone(),
+                shard,
+                worker: Some(c.workers.ids[w].clone()),
+                ops_per_sec: stats.ops() as f64,
+                rejected_per_sec: stats.rejected as f64,
+                bytes_per_sec: stats.read_bytes.saturating_add(stats.write_bytes) as f64,
+            });
+        }
+    }
+    (datasets, usage)
 }
 
 impl Strategy for Lb {
@@ -119,48 +161,65 @@ impl Strategy for Lb {
         true
     }
 
-    fn decide(&mut self, ctx: &Context<'_>) -> Decision {
-        let Some(input) = ctx.input else {
+    fn decide(&mut self, ctx: &mut Context<'_>) -> Decision {
+        let Some(input) = ctx.input.as_deref_mut() else {
             return Decision::default();
         };
-        let mut actions = Vec::new();
-        if self.executor.evaluation_due(&self.evaluation, ctx.now_ms) {
-            let done = self.executor.evaluate_due(input, &self.evaluation, &self.config, &mut self.state, ctx.now_ms);
-            for e in done {
-                if let Some(spec) = e.revert.clone() {
-                    let reason = format!("revert of harmful action {}: {}", e.action_id, e.judgement.why);
-                    actions.push(Proposed { spec, submit: true, reason, policy: e.policy });
-                }
-                self.evaluations.push(e);
-            }
-        }
-        let plan = plan(input, &self.config, &mut self.state, ctx.now_ms);
-        // A revert takes precedence over a new proposal on the same partition.
-        let reverted: Vec<&PartitionId> =
-            actions.iter().flat_map(|a| lb_master::planner::partitions_of(&a.spec)).collect();
-        let planned: Vec<Proposed> = plan
-            .proposals
-            .iter()
-            .filter(|p| !lb_master::planner::partitions_of(&p.spec).iter().any(|id| reverted.contains(id)))
-            .map(|p| Proposed {
-                spec: p.spec.clone(),
-                submit: p.mode == PolicyMode::Auto,
-                reason: p.reason.clone(),
-                policy: Some(p.policy),
+        let (datasets, usage) = dataset_view(ctx.engine);
+        // Virtual time has no collection lag or noise: the last second stands for every window.
+        let evaluation = if self.core.evaluation_due(&self.config, ctx.now_ms) {
+            EvaluationView::PlanningInput
+        } else {
+            EvaluationView::None
+        };
+        let observation = Observation {
+            window_end_ms: ctx.now_ms,
+            window_ms: 0,
+            input,
+            evaluation,
+            datasets: &datasets,
+            dataset_usage: &usage,
+            updates: std::mem::take(&mut self.updates),
+            approvals: Vec::new(),
+        };
+        let out = self.core.step(observation, &self.config, ctx.now_ms);
+        let policies: HashMap<&str, Policy> = out.proposals.iter().map(|p| (p.policy.as_str(), p.policy)).collect();
+        let mut actions: Vec<Proposed> = out
+            .submissions()
+            .map(|r| Proposed {
+                spec: r.spec.clone(),
+                submit: true,
+                reason: r.reason.clone(),
+                policy: r.policy.as_deref().and_then(|p| policies.get(p).copied()),
+                id: Some(r.id.clone()),
             })
             .collect();
-        actions.extend(planned);
-        Decision { actions, plan: Some(plan) }
+        actions.extend(out.proposals.iter().filter(|p| p.mode == PolicyMode::DryRun).map(|p| Proposed {
+            spec: p.spec.clone(),
+            submit: false,
+            reason: p.reason.clone(),
+            policy: Some(p.policy),
+            id: None,
+        }));
+        self.evaluations.extend(out.evaluations);
+        Decision { actions, plan: Some(out.plan) }
     }
 
     fn submitted(&mut self, id: &ActionId, action: &Proposed, input: Option<&PlannerInput>, now_ms: i64) {
-        if let Some(input) = input {
-            self.executor.track_spec(id.clone(), &action.spec, action.policy, input, now_ms);
+        // The core follows its own submissions already; anything else (a test's injected
+        // action) is followed like a manual one.
+        let own = self.core.executor().tracked.iter().any(|t| &t.id == id);
+        if let (false, Some(input)) = (own, input) {
+            self.core.track(id.clone(), &action.spec, action.policy, input, now_ms);
         }
     }
 
+    fn refused(&mut self, id: &ActionId) {
+        self.core.refused(id);
+    }
+
     fn finished(&mut self, id: &ActionId, applied: bool, at_ms: i64) {
-        self.executor.finish(id, applied, at_ms);
+        self.updates.push(ActionUpdate::Finished { id: id.clone(), applied, at_ms });
     }
 
     fn evaluations(&self) -> &[Evaluation] {
@@ -168,7 +227,7 @@ impl Strategy for Lb {
     }
 
     fn planner_state(&self) -> Option<&PlannerState> {
-        Some(&self.state)
+        Some(self.core.planner_state())
     }
 }
 
@@ -185,7 +244,7 @@ impl Strategy for NoBalancer {
         false
     }
 
-    fn decide(&mut self, _ctx: &Context<'_>) -> Decision {
+    fn decide(&mut self, _ctx: &mut Context<'_>) -> Decision {
         Decision::default()
     }
 }
@@ -218,7 +277,7 @@ impl Strategy for Greedy {
         false
     }
 
-    fn decide(&mut self, ctx: &Context<'_>) -> Decision {
+    fn decide(&mut self, ctx: &mut Context<'_>) -> Decision {
         let c = &ctx.engine.cluster;
         let now = ctx.now_ms;
         self.cooldown_until_ms.retain(|_, until| *until > now);
@@ -274,6 +333,7 @@ impl Strategy for Greedy {
                 submit: true,
                 reason,
                 policy: None,
+                id: None,
             });
         }
         Decision { actions, plan: None }

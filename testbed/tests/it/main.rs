@@ -5,6 +5,7 @@
 //! to end.
 
 mod admin_http;
+mod core_parity;
 mod e2e;
 mod engine_ops;
 mod planner_scenarios;

@@ -348,12 +348,12 @@ fn a_harmful_move_is_judged_harmful_reverted_and_its_partition_rested() {
     // 32 partitions at 7,500 ops/s (0.75 of their limit) on 4 workers at 0.6 of capacity.
     let scenario = small_cluster(4, 32, 64 << 20, "[[tables.workloads]]\nkind = \"uniform\"\nops_per_sec = 240000\n");
     let mut lb = Lb::default();
-    lb.evaluation.revert_harmful_moves = true;
+    lb.config.evaluation.revert_harmful_moves = true;
     // Nothing else may touch the partition before the verdict: the imbalance the bad move
     // creates would otherwise be fixed by the planner first.
-    lb.config.imbalance.mode = PolicyMode::Off;
-    let cooldown = lb.config.caps.cooldown_secs;
-    let factor = u64::from(lb.config.feedback.harmful_cooldown_factor);
+    lb.config.planner.imbalance.mode = PolicyMode::Off;
+    let cooldown = lb.config.planner.caps.cooldown_secs;
+    let factor = u64::from(lb.config.planner.feedback.harmful_cooldown_factor);
     let mut sim = Sim::new(&scenario, Box::new(lb));
     sim.run_until(20);
     assert!(sim.actions.is_empty(), "a balanced cluster: nothing to do");
@@ -369,6 +369,7 @@ fn a_harmful_move_is_judged_harmful_reverted_and_its_partition_rested() {
         submit: true,
         reason: "test: a move that makes its destination the hottest worker".into(),
         policy: Some(Policy::Imbalance),
+        id: None,
     };
     let id = sim.inject(&bad).expect("the engine accepts the move");
     let mut judged_at = None;

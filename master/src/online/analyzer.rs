@@ -1,0 +1,100 @@
+//! The analyzer seam: everything that finds actions answers one call, in one vocabulary.
+//!
+//! An [`Analyzer`] looks at the pass's view ([`AnalysisContext`]: the planner's input with
+//! in-flight actions applied as done, the datasets and their shard usage, the planner's state of
+//! cooldowns, strikes and hysteresis) and returns [`Proposal`]s — each with its policy, origin
+//! (`online | offline | manual`), mode, reason, numbers and rejected alternatives. The core
+//! ([`super::OnlineCore`]) takes every analyzer's proposals down one path: `auto` ones are
+//! submitted, tracked and evaluated; `dry_run` ones wait for approval. Adding an analyzer is
+//! one type that implements the trait and one line in [`registered`].
+//!
+//! Shipped, in pass order:
+//! - [`OnlinePlanner`]: [`crate::planner::plan`] (split, isolate, move, balance);
+//! - [`DatasetPlacement`]: the placement manager for hash-sharded datasets (reshards and the
+//!   placement rules routers read).
+
+use lb_common::protocol::{DatasetInfo, PlacementRules};
+
+use super::core::OnlineConfig;
+use crate::placement_manager::{DatasetShardUsage, PlacementManager};
+use crate::planner::{Plan, PlannerInput, PlannerState, Proposal, plan};
+
+/// What an analyzer sees in one pass.
+#[derive(Debug)]
+pub struct AnalysisContext<'a> {
+    /// The planner's view, corrected for recent moves, with the actions in flight.
+    pub input: &'a PlannerInput,
+    pub datasets: &'a [DatasetInfo],
+    pub dataset_usage: &'a [DatasetShardUsage],
+    /// Where the load windows end.
+    pub window_end_ms: i64,
+    /// Cooldowns, harm strikes and hysteresis, shared by the analyzers and the evaluation's
+    /// feedback.
+    pub planner_state: &'a mut PlannerState,
+    pub now_ms: i64,
+}
+
+/// What an analyzer found.
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub proposals: Vec<Proposal>,
+    /// The online planner's whole plan (declined items and counters, for the analysis record).
+    pub plan: Option<Plan>,
+}
+
+/// One source of proposals. Pure: no clock, no I/O (`now_ms` is in the context).
+pub trait Analyzer: Send + Sync + std::fmt::Debug {
+    fn name(&self) -> &'static str;
+    fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> Findings;
+    /// The placement rules this analyzer keeps for routers, if it keeps any.
+    fn placement_rules(&mut self, _now_ms: i64) -> Option<PlacementRules> {
+        None
+    }
+}
+
+/// The analyzers every master runs, in pass order.
+pub fn registered(config: &OnlineConfig) -> Vec<Box<dyn Analyzer>> {
+    vec![Box::new(OnlinePlanner), Box::new(DatasetPlacement::new(config))]
+}
+
+/// Partition overload, worker overload and imbalance ([`crate::planner`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OnlinePlanner;
+
+impl Analyzer for OnlinePlanner {
+    fn name(&self) -> &'static str {
+        "online_planner"
+    }
+
+    fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> Findings {
+        let plan = plan(ctx.input, &config.planner, ctx.planner_state, ctx.now_ms);
+        Findings { proposals: plan.proposals.clone(), plan: Some(plan) }
+    }
+}
+
+/// Reshards of hash-sharded datasets and the placement rules ([`crate::placement_manager`]).
+#[derive(Debug)]
+pub struct DatasetPlacement {
+    manager: PlacementManager,
+}
+
+impl DatasetPlacement {
+    pub fn new(config: &OnlineConfig) -> Self {
+        Self { manager: PlacementManager::new(&config.placement) }
+    }
+}
+
+impl Analyzer for DatasetPlacement {
+    fn name(&self) -> &'static str {
+        "dataset_placement"
+    }
+
+    fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> Findings {
+        self.manager.observe(ctx.window_end_ms, ctx.dataset_usage);
+        Findings { proposals: self.manager.plan(ctx.datasets, &config.placement, ctx.now_ms), plan: None }
+    }
+
+    fn placement_rules(&mut self, now_ms: i64) -> Option<PlacementRules> {
+        Some(self.manager.rules(now_ms))
+    }
+}

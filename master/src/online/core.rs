@@ -1,0 +1,509 @@
+//! The online core: one pass of the master's decisions as a pure step. See the module doc of
+//! [`crate::online`] for the order of the steps and why.
+
+use std::sync::Arc;
+
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionRequest, ActionSpec, DatasetInfo, Origin, PlacementRules, Topology};
+use serde::Serialize;
+
+use super::analyzer::{self, AnalysisContext, Analyzer};
+use crate::config::MasterConfig;
+use crate::evaluation::{Evaluation, EvaluationConfig, Subject, Verdict};
+use crate::executor::{ApprovalError, DEFAULT_APPROVAL_TTL_SECS, Executor, Pending, Settled};
+use crate::placement_manager::{DatasetShardUsage, PlacementManagerConfig};
+use crate::planner::{
+    Declined, Plan, PlanStats, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal, partitions_of,
+};
+use crate::store::RecordKind;
+
+/// Declined items an analysis record keeps (the plan keeps up to 256).
+pub const MAX_DECLINED_RECORDED: usize = 64;
+/// While anything is declined, an analysis record is written at least this often.
+pub const ANALYSIS_HEARTBEAT_MS: i64 = 60_000;
+
+/// What the core needs of the master's config: the live loop takes it from `master.toml` at
+/// every pass ([`OnlineConfig::of`]), the simulator from its defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnlineConfig {
+    pub planner: PlannerConfig,
+    pub evaluation: EvaluationConfig,
+    pub placement: PlacementManagerConfig,
+    pub approval_ttl_secs: u64,
+}
+
+impl Default for OnlineConfig {
+    fn default() -> Self {
+        Self {
+            planner: PlannerConfig::default(),
+            evaluation: EvaluationConfig::default(),
+            placement: PlacementManagerConfig::default(),
+            approval_ttl_secs: DEFAULT_APPROVAL_TTL_SECS,
+        }
+    }
+}
+
+impl OnlineConfig {
+    pub fn of(config: &MasterConfig) -> Self {
+        Self {
+            planner: config.planner.clone(),
+            evaluation: config.evaluation.clone(),
+            placement: config.placement.clone(),
+            approval_ttl_secs: config.analyzer.approval_ttl_secs,
+        }
+    }
+}
+
+/// What the loop observed for one pass.
+#[derive(Debug)]
+pub struct Observation<'a> {
+    /// Where the load windows end (the newest second every live worker has delivered).
+    pub window_end_ms: i64,
+    /// Length of the window `input` averages over; 0 when the input is instantaneous (the
+    /// simulator's: its step's load is computed on the layout after that step's operations, so
+    /// no window straddles a move and nothing needs correcting).
+    pub window_ms: i64,
+    /// The planner's view; its `in_flight` as the ops server lists them. The core corrects it in
+    /// place for moves that ended inside the window (the caller may keep it for the next pass).
+    pub input: &'a mut PlannerInput,
+    /// The view finished actions are judged on, when [`OnlineCore::evaluation_due`] said so.
+    pub evaluation: EvaluationView<'a>,
+    pub datasets: &'a [DatasetInfo],
+    pub dataset_usage: &'a [DatasetShardUsage],
+    /// What became of the actions [`OnlineCore::open_actions`] listed.
+    pub updates: Vec<ActionUpdate>,
+    /// SREs' approvals of dry-run proposals, in the order they came.
+    pub approvals: Vec<ApprovalRequest>,
+}
+
+/// What due evaluations are judged on.
+#[derive(Debug, Clone, Copy)]
+pub enum EvaluationView<'a> {
+    /// Nothing is due (or the view could not be built): evaluations wait for a later pass.
+    None,
+    /// The view over the evaluation window (the live loop's: longer than the planner's).
+    Window(&'a PlannerInput),
+    /// The planning input itself, before the correction (the simulator's single window).
+    PlanningInput,
+}
+
+/// News of a tracked action.
+#[derive(Debug, Clone)]
+pub enum ActionUpdate {
+    /// The ops server's record; `topology` is a fresh read, needed when it ended "maybe
+    /// executed" (without it such an action stays open until the next pass).
+    Record { record: Box<ActionRecord>, topology: Option<Arc<Topology>> },
+    /// The outcome is known without a record (the simulator executes against its engine).
+    Finished { id: ActionId, applied: bool, at_ms: i64 },
+    /// The ops server does not know the action: its submission never arrived.
+    Unknown { id: ActionId },
+}
+
+/// An SRE approved a dry-run proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub proposal_id: String,
+    pub approved_by: String,
+}
+
+/// What the loop must do after a pass, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Send the action to the ops server. The core tracks it already; tell it
+    /// [`OnlineCore::refused`] if the ops server certainly did not take it. `approval` names
+    /// the approval to answer with the outcome.
+    Submit { request: ActionRequest, approval: Option<String> },
+    /// Write a ResultDataStore record.
+    Record { kind: RecordKind, key: String, body: serde_json::Value },
+    /// An approval that cannot be carried out, to answer now.
+    RefuseApproval { proposal_id: String, error: ApprovalError },
+}
+
+/// How a tracked action ended this pass (for logs and metrics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    pub id: ActionId,
+    pub applied: bool,
+    pub note: Option<String>,
+}
+
+/// Everything one pass decided.
+#[derive(Debug, Default)]
+pub struct PassOutput {
+    pub commands: Vec<Command>,
+    /// The online planner's plan (proposals, declined items, counters).
+    pub plan: Plan,
+    /// Every proposal of the pass from every analyzer, reverts first, in submission order.
+    pub proposals: Vec<Proposal>,
+    pub evaluations: Vec<Evaluation>,
+    pub ended: Vec<Ended>,
+}
+
+impl PassOutput {
+    /// The actions to send, in order.
+    pub fn submissions(&self) -> impl Iterator<Item = &ActionRequest> {
+        self.commands.iter().filter_map(|c| match c {
+            Command::Submit { request, .. } => Some(request),
+            _ => None,
+        })
+    }
+}
+
+/// Action ids of one master process: `<prefix>-<boot ms>-<n>`, unique across restarts.
+#[derive(Debug, Clone)]
+struct ActionIds {
+    prefix: &'static str,
+    boot_ms: i64,
+    next: u64,
+}
+
+impl ActionIds {
+    fn next(&mut self) -> ActionId {
+        self.next += 1;
+        format!("{}-{}-{}", self.prefix, self.boot_ms, self.next)
+            .parse()
+            .expect("<word>-<digits>-<digits> is a valid id")
+    }
+}
+
+/// The master's decision state between passes and the step that moves it. See the module doc.
+#[derive(Debug)]
+pub struct OnlineCore {
+    planner: PlannerState,
+    executor: Executor,
+    analyzers: Vec<Box<dyn Analyzer>>,
+    ids: ActionIds,
+    /// What the last stored analysis record said (its fingerprint) and when it was written.
+    last_analysis: Option<(u64, i64)>,
+}
+
+impl OnlineCore {
+    /// A core with the shipped analyzers ([`analyzer::registered`]); ids start with
+    /// `lb-<boot_ms>-`.
+    pub fn new(config: &OnlineConfig, boot_ms: i64) -> Self {
+        Self::with_analyzers(analyzer::registered(config), boot_ms)
+    }
+
+    pub fn with_analyzers(analyzers: Vec<Box<dyn Analyzer>>, boot_ms: i64) -> Self {
+        Self {
+            planner: PlannerState::default(),
+            executor: Executor::default(),
+            analyzers,
+            ids: ActionIds { prefix: "lb", boot_ms, next: 0 },
+            last_analysis: None,
+        }
+    }
+
+    pub fn planner_state(&self) -> &PlannerState {
+        &self.planner
+    }
+
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// Dry-run proposals waiting for approval.
+    pub fn pending(&self) -> &[Pending] {
+        &self.executor.pending
+    }
+
+    /// The placement rules routers read, from the analyzers that keep them.
+    pub fn placement_rules(&mut self, now_ms: i64) -> Option<PlacementRules> {
+        self.analyzers.iter_mut().find_map(|a| a.placement_rules(now_ms))
+    }
+
+    /// Tracked actions that have not ended: the loop asks the ops server about each and hands
+    /// the answers in as [`Observation::updates`].
+    pub fn open_actions(&self) -> Vec<ActionId> {
+        self.executor.tracked.iter().filter(|t| t.finished_at_ms.is_none()).map(|t| t.id.clone()).collect()
+    }
+
+    /// Whether the next pass evaluates something (then the loop builds
+    /// [`Observation::evaluation`]).
+    pub fn evaluation_due(&self, config: &OnlineConfig, now_ms: i64) -> bool {
+        self.executor.evaluation_due(&config.evaluation, now_ms)
+    }
+
+    /// The ops server certainly did not take a submitted action (refused it, or it never left):
+    /// it is not followed.
+    pub fn refused(&mut self, id: &ActionId) {
+        self.executor.forget(id);
+    }
+
+    /// Follows an action that did not come from a pass (a manual action, or one a test puts in
+    /// front of the evaluation) like the core's own: it is settled and evaluated the same way.
+    pub fn track(
+        &mut self,
+        id: ActionId,
+        spec: &ActionSpec,
+        policy: Option<Policy>,
+        input: &PlannerInput,
+        now_ms: i64,
+    ) {
+        self.executor.track_spec(id, spec, policy, input, now_ms);
+    }
+
+    /// One pass. The order is the contract both drivers share:
+    /// 1. settle what ended since the last pass (so a move that just finished is known as
+    ///    finished before anything is planned on its load);
+    /// 2. evaluate what is due and feed harm back into the planner's state (a partition found
+    ///    harmful rests from this pass on; a harmful move's revert is proposed);
+    /// 3. correct worker loads for moves that ended inside the window;
+    /// 4. run every analyzer on the corrected view;
+    /// 5. record the analysis when it says something new;
+    /// 6. submit `auto` proposals (reverts first; a planned proposal on a partition being
+    ///    reverted waits) and offer `dry_run` ones for approval;
+    /// 7. carry out approvals.
+    pub fn step(&mut self, obs: Observation<'_>, config: &OnlineConfig, now_ms: i64) -> PassOutput {
+        let mut out = PassOutput::default();
+        for update in obs.updates {
+            self.settle(update, now_ms, &mut out);
+        }
+
+        let mut reverts = Vec::new();
+        let judged_on = match obs.evaluation {
+            EvaluationView::None => None,
+            EvaluationView::Window(after) => Some(after),
+            EvaluationView::PlanningInput => Some(&*obs.input),
+        };
+        if let Some(after) = judged_on {
+            let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
+            for e in due {
+                out.commands.push(record(RecordKind::Evaluation, &e.action_id, &e));
+                if e.judgement.verdict == Verdict::Harmful
+                    && let (Some(spec), Some(policy)) = (e.revert.clone(), e.policy)
+                {
+                    reverts.push(Proposal {
+                        spec,
+                        policy,
+                        mode: PolicyMode::Auto,
+                        origin: Origin::Online,
+                        reason: format!("revert of harmful action {}: {}", e.action_id, e.judgement.why),
+                        trigger: Default::default(),
+                        predicted: Default::default(),
+                        rejected_alternatives: Vec::new(),
+                    });
+                }
+                out.evaluations.push(e);
+            }
+        }
+
+        self.executor.correct_for_recent_moves(obs.input, obs.window_ms, obs.window_end_ms);
+        let input: &PlannerInput = obs.input;
+        let mut ctx = AnalysisContext {
+            input,
+            datasets: obs.datasets,
+            dataset_usage: obs.dataset_usage,
+            window_end_ms: obs.window_end_ms,
+            planner_state: &mut self.planner,
+            now_ms,
+        };
+        let mut proposals = Vec::new();
+        for a in &mut self.analyzers {
+            let found = a.analyze(&mut ctx, config);
+            if let Some(plan) = found.plan {
+                out.plan = plan;
+            }
+            proposals.extend(found.proposals);
+        }
+        if let Some(command) = self.analysis_record(&out.plan, obs.window_end_ms, now_ms) {
+            out.commands.push(command);
+        }
+
+        let reverted: Vec<_> = reverts.iter().flat_map(|r| partitions_of(&r.spec)).cloned().collect();
+        proposals.retain(|p| !partitions_of(&p.spec).iter().any(|id| reverted.contains(id)));
+        // Reverts are tracked on the view they were judged on.
+        let revert_input = match obs.evaluation {
+            EvaluationView::Window(after) => after,
+            _ => input,
+        };
+        for proposal in reverts {
+            self.propose(proposal, revert_input, now_ms, &mut out);
+        }
+        for proposal in proposals {
+            self.propose(proposal, input, now_ms, &mut out);
+        }
+        self.executor.expire_pending(config.approval_ttl_secs, now_ms);
+
+        for approval in obs.approvals {
+            self.approve(approval, input, config, now_ms, &mut out);
+        }
+        out
+    }
+
+    fn settle(&mut self, update: ActionUpdate, now_ms: i64, out: &mut PassOutput) {
+        match update {
+            ActionUpdate::Record { record, topology } => {
+                let settled = self.executor.settle(&record, topology.as_deref(), now_ms);
+                let (applied, note) = match settled {
+                    Settled::InFlight => return,
+                    Settled::Done { note } => (true, note),
+                    Settled::NotApplied { note } => (false, Some(note)),
+                };
+                let body = serde_json::json!({ "record": record, "applied": applied, "note": note });
+                let id = record.request.id.clone();
+                out.commands.push(Command::Record { kind: RecordKind::Action, key: id.to_string(), body });
+                out.ended.push(Ended { id, applied, note });
+            }
+            ActionUpdate::Finished { id, applied, at_ms } => {
+                self.executor.finish(&id, applied, at_ms);
+                out.ended.push(Ended { id, applied, note: None });
+            }
+            ActionUpdate::Unknown { id } => {
+                self.executor.forget(&id);
+                let note = Some("the ops server does not know this action: its submission never arrived".to_owned());
+                out.ended.push(Ended { id, applied: false, note });
+            }
+        }
+    }
+
+    fn propose(&mut self, proposal: Proposal, input: &PlannerInput, now_ms: i64, out: &mut PassOutput) {
+        match proposal.mode {
+            PolicyMode::Auto => {
+                let id = self.ids.next();
+                out.commands.push(record(RecordKind::Proposal, id.as_str(), &proposal));
+                let reason = proposal.reason.clone();
+                self.submit(&proposal, id, reason, input, now_ms, None, out);
+            }
+            PolicyMode::DryRun => {
+                let ids = &mut self.ids;
+                if let Some(p) = self.executor.offer(proposal.clone(), now_ms, || ids.next()) {
+                    out.commands.push(record(RecordKind::Proposal, p.id.as_str(), p));
+                }
+            }
+            PolicyMode::Off => return,
+        }
+        out.proposals.push(proposal);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &mut self,
+        proposal: &Proposal,
+        id: ActionId,
+        reason: String,
+        input: &PlannerInput,
+        now_ms: i64,
+        approval: Option<String>,
+        out: &mut PassOutput,
+    ) {
+        let request = action_request(proposal, id.clone(), input, reason);
+        self.executor.track(id, proposal, input, now_ms);
+        out.commands.push(Command::Submit { request, approval });
+    }
+
+    fn approve(
+        &mut self,
+        approval: ApprovalRequest,
+        input: &PlannerInput,
+        config: &OnlineConfig,
+        now_ms: i64,
+        out: &mut PassOutput,
+    ) {
+        let pending = match self.executor.take_pending(&approval.proposal_id, config.approval_ttl_secs, now_ms) {
+            Ok(pending) => pending,
+            Err(error) => {
+                out.commands.push(Command::RefuseApproval { proposal_id: approval.proposal_id, error });
+                return;
+            }
+        };
+        let Pending { id, proposal, .. } = pending;
+        let reason = format!("{} (dry run, approved by {})", proposal.reason, approval.approved_by);
+        // The approved action rests its partitions like an auto one.
+        let until = now_ms + (config.planner.caps.cooldown_secs * 1000) as i64;
+        for p in Subject::of(&proposal.spec, input).partitions {
+            self.planner.cooldown_until_ms.insert(p, until);
+        }
+        self.submit(&proposal, id, reason, input, now_ms, Some(approval.proposal_id), out);
+    }
+
+    /// Records what this pass decided and declined, when it says something new (see
+    /// [`AnalysisRecord`]).
+    fn analysis_record(&mut self, plan: &Plan, window_end_ms: i64, now_ms: i64) -> Option<Command> {
+        if plan.proposals.is_empty() && plan.rejected.is_empty() {
+            self.last_analysis = None;
+            return None;
+        }
+        let record = AnalysisRecord {
+            window_end_ms,
+            stats: &plan.stats,
+            proposed: plan.proposals.iter().map(|p| (p.policy, p.mode, &p.spec)).collect(),
+            declined: &plan.rejected[..plan.rejected.len().min(MAX_DECLINED_RECORDED)],
+            declined_total: plan.rejected.len() + plan.stats.declined_dropped,
+        };
+        let fingerprint = record.fingerprint();
+        let due = match self.last_analysis {
+            None => true,
+            Some((last, at)) => {
+                record.proposed.iter().any(|(_, mode, _)| *mode == PolicyMode::Auto)
+                    || last != fingerprint
+                    || now_ms - at >= ANALYSIS_HEARTBEAT_MS
+            }
+        };
+        if !due {
+            return None;
+        }
+        self.last_analysis = Some((fingerprint, now_ms));
+        Some(record_of(RecordKind::Analysis, now_ms.to_string(), &record))
+    }
+}
+
+fn record<T: Serialize>(kind: RecordKind, key: &str, body: &T) -> Command {
+    record_of(kind, key.to_owned(), body)
+}
+
+fn record_of<T: Serialize>(kind: RecordKind, key: String, body: &T) -> Command {
+    // Every body is a plain struct of numbers, strings and maps with string keys.
+    let body = serde_json::to_value(body).expect("a record body serialises");
+    Command::Record { kind, key, body }
+}
+
+/// The request for `proposal`: its fair-queue path is the target's `[tenant, table]` (a
+/// reshard's `[tenant, dataset]`); cluster-wide actions fall back to `["lb"]`.
+pub fn action_request(proposal: &Proposal, id: ActionId, input: &PlannerInput, reason: String) -> ActionRequest {
+    let partition = partitions_of(&proposal.spec).into_iter().next();
+    let actor_path = match &proposal.spec {
+        ActionSpec::Reshard { tenant, dataset, .. } => vec![tenant.to_string(), dataset.to_string()],
+        _ => partition
+            .and_then(|id| input.partitions.iter().find(|p| &p.id == id))
+            .map_or_else(|| vec!["lb".to_owned()], |p| vec![p.tenant.to_string(), p.table.to_string()]),
+    };
+    ActionRequest {
+        id,
+        spec: proposal.spec.clone(),
+        origin: proposal.origin,
+        policy: Some(proposal.policy.as_str().to_owned()),
+        reason,
+        actor_path,
+    }
+}
+
+/// What a pass saw and decided, stored as an `analysis` record keyed by the pass's time: the
+/// plan's counters, what it proposed and the first [`MAX_DECLINED_RECORDED`] of what it declined,
+/// each with why. Written when the pass submitted something, when what it proposes in dry run
+/// or declines changed, and every [`ANALYSIS_HEARTBEAT_MS`] while that stays; a quiet cluster
+/// writes nothing. The why of an action not taken is what an SRE asks first.
+#[derive(Debug, Serialize)]
+struct AnalysisRecord<'a> {
+    window_end_ms: i64,
+    stats: &'a PlanStats,
+    proposed: Vec<(Policy, PolicyMode, &'a ActionSpec)>,
+    declined: &'a [Declined],
+    declined_total: usize,
+}
+
+impl AnalysisRecord<'_> {
+    /// Proposals and declined `(policy, subject)` pairs, ignoring the numbers in the whys (they
+    /// move every pass). A dry-run proposal repeated every pass is the same fingerprint.
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (policy, _, spec) in &self.proposed {
+            crate::executor::target_key(*policy, spec).hash(&mut h);
+        }
+        for d in self.declined {
+            (d.policy.as_str(), d.subject.as_str()).hash(&mut h);
+        }
+        h.finish()
+    }
+}

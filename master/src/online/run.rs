@@ -1,0 +1,287 @@
+//! The online loop's shell: every `analyzer.interval_ms` it gathers what the core needs (the
+//! actions the ops server has in flight, the records of tracked actions, the planner's view from
+//! the MetricsTable and the topology, SREs' approvals), calls [`OnlineCore::step`], and carries
+//! out its commands (submissions to the ops server, ResultDataStore records, approval answers).
+//! No decision is made here.
+//!
+//! The loop holds off while the collector is stale (acting on old numbers is how balancers
+//! flap).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lb_common::http::{ClientError, HttpClient};
+use lb_common::ids::ActionId;
+use lb_common::protocol::{ActionRecord, ActionsResponse, Execution, Topology};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::core::{
+    ActionUpdate, ApprovalRequest, Command, EvaluationView, Observation, OnlineConfig, OnlineCore, PassOutput,
+};
+use super::observe::{planner_input, refresh_planner_input};
+use crate::Shared;
+use crate::config::MasterConfig;
+use crate::executor::ApprovalError;
+use crate::placement_manager;
+use crate::planner::{InFlightAction, PlannerInput, PolicyMode};
+use crate::store::RecordKind;
+
+/// An SRE's approval of a dry-run proposal, answered by the loop at its next pass.
+#[derive(Debug)]
+pub struct Approval {
+    pub proposal_id: String,
+    pub approved_by: String,
+    pub reply: oneshot::Sender<Result<ActionRecord, ApprovalError>>,
+}
+
+/// The loop's state between passes.
+struct Online {
+    shared: Shared,
+    core: OnlineCore,
+    /// The last pass's input and the topology version its partitions were built from: while the
+    /// layout holds, a pass only re-reads the load.
+    input: Option<(u64, PlannerInput)>,
+}
+
+/// The online loop; see the module doc.
+pub async fn run(
+    shared: Shared,
+    ops: impl Fn() -> HttpClient + Send,
+    mut approvals: mpsc::Receiver<Approval>,
+    cancel: CancellationToken,
+) {
+    let boot_ms = chrono::Utc::now().timestamp_millis();
+    let core = OnlineCore::new(&OnlineConfig::of(&shared.config.borrow()), boot_ms);
+    let mut online = Online { shared, core, input: None };
+    loop {
+        let cfg = online.shared.config.borrow().clone();
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(cfg.analyzer.interval_ms)) => {}
+        }
+        if online.shared.collector.read().expect("collector status lock is never poisoned").stale {
+            metrics::counter!("lb_master_analysis_passes_total", "outcome" => "stale").increment(1);
+            continue;
+        }
+        let Some(topology) = online.shared.topology.read().expect("topology lock is never poisoned").clone() else {
+            continue;
+        };
+        let client = ops();
+        // A pass makes several calls to the ops server, each with its own deadline; shutdown
+        // does not wait for them (a pass cut short leaves nothing half-submitted that the ops
+        // server would not also report at the next start).
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = online.pass(&cfg, &client, &topology, &mut approvals) => {}
+        }
+    }
+}
+
+impl Online {
+    async fn pass(
+        &mut self,
+        cfg: &MasterConfig,
+        client: &HttpClient,
+        topology: &Arc<Topology>,
+        approvals: &mut mpsc::Receiver<Approval>,
+    ) {
+        let in_flight = match in_flight(client).await {
+            Ok(actions) => actions,
+            Err(error) => {
+                warn!(%error, "cannot read in-flight actions; skipping this pass");
+                metrics::counter!("lb_master_analysis_passes_total", "outcome" => "no_ops_server").increment(1);
+                return;
+            }
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        let config = OnlineConfig::of(cfg);
+        let updates = self.action_updates(client).await;
+        let window = Duration::from_millis(cfg.analyzer.window_ms);
+        let eval_window =
+            self.core.evaluation_due(&config, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
+        let (table, topo) = (self.shared.table.clone(), Arc::clone(topology));
+        let horizon_ms = cfg.collector.stale_after_ms as i64;
+        let cached = self.input.take();
+        let built = tokio::task::spawn_blocking(move || {
+            let table = table.read().expect("table lock is never poisoned");
+            // Windows end where every live worker's reports are in, not at the wall clock.
+            let at = table.complete_until_ms(now, horizon_ms);
+            let (built_from, mut input) = cached.map_or((None, PlannerInput::default()), |(v, i)| (Some(v), i));
+            refresh_planner_input(&mut input, built_from, &table, &topo, window, at);
+            input.in_flight = in_flight;
+            let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, at));
+            let usage = if topo.datasets.is_empty() {
+                Vec::new()
+            } else {
+                placement_manager::dataset_shard_usage(&table, &topo.datasets, window, at).unwrap_or_default()
+            };
+            (input, after, usage, at)
+        })
+        .await;
+        let Ok((mut input, after, usage, at)) = built else { return };
+        metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
+        let mut requests = Vec::new();
+        let mut replies = HashMap::new();
+        while let Ok(approval) = approvals.try_recv() {
+            requests.push(ApprovalRequest {
+                proposal_id: approval.proposal_id.clone(),
+                approved_by: approval.approved_by.clone(),
+            });
+            replies.insert(approval.proposal_id, approval.reply);
+        }
+        let observation = Observation {
+            window_end_ms: at,
+            window_ms: window.as_millis() as i64,
+            input: &mut input,
+            evaluation: after.as_ref().map_or(EvaluationView::None, EvaluationView::Window),
+            datasets: &topology.datasets,
+            dataset_usage: &usage,
+            updates,
+            approvals: requests,
+        };
+        let out = self.core.step(observation, &config, now);
+        metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
+        self.carry_out(client, out, &mut replies, now).await;
+        *self.shared.placement_rules.write().expect("placement rules lock is never poisoned") =
+            self.core.placement_rules(now);
+        *self.shared.pending.write().expect("pending lock is never poisoned") = self.core.pending().to_vec();
+        self.input = Some((topology.version, input));
+    }
+
+    /// What became of every tracked action that has not ended, as the ops server tells it.
+    async fn action_updates(&mut self, client: &HttpClient) -> Vec<ActionUpdate> {
+        let mut updates = Vec::new();
+        let mut fresh_topology: Option<Arc<Topology>> = None;
+        for id in self.core.open_actions() {
+            let record = match client.get::<ActionRecord>(&format!("/v1/actions/{id}")).await {
+                Ok(record) => record,
+                Err(ClientError::Status { status, .. }) if status == axum::http::StatusCode::NOT_FOUND => {
+                    warn!(action = %id, "the ops server does not know this action: its submission never arrived");
+                    updates.push(ActionUpdate::Unknown { id });
+                    continue;
+                }
+                Err(error) => {
+                    warn!(action = %id, %error, "cannot read the action's state");
+                    continue;
+                }
+            };
+            let maybe = record.failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted);
+            if maybe && fresh_topology.is_none() {
+                // Never guess: the storage system's current layout says whether it happened.
+                fresh_topology = client.get::<Topology>("/v1/topology").await.ok().map(Arc::new);
+            }
+            let topology = if maybe { fresh_topology.clone() } else { None };
+            updates.push(ActionUpdate::Record { record: Box::new(record), topology });
+        }
+        updates
+    }
+
+    /// Carries out a pass's commands in order, and logs and counts what it decided.
+    async fn carry_out(
+        &mut self,
+        client: &HttpClient,
+        out: PassOutput,
+        replies: &mut HashMap<String, oneshot::Sender<Result<ActionRecord, ApprovalError>>>,
+        now: i64,
+    ) {
+        for ended in &out.ended {
+            info!(action = %ended.id, applied = ended.applied, note = ended.note.as_deref().unwrap_or(""), "action ended");
+            metrics::counter!("lb_master_actions_ended_total", "applied" => if ended.applied { "yes" } else { "no" })
+                .increment(1);
+        }
+        for e in &out.evaluations {
+            let policy = e.policy.map_or("manual", |p| p.as_str());
+            metrics::counter!("lb_master_evaluations_total", "verdict" => e.judgement.verdict.as_str(), "policy" => policy)
+                .increment(1);
+            info!(action = %e.action_id, verdict = e.judgement.verdict.as_str(), score = e.judgement.score, why = %e.judgement.why, "action evaluated");
+        }
+        for p in &out.proposals {
+            metrics::counter!("lb_master_proposals_total", "policy" => p.policy.as_str(), "mode" => mode_label(p.mode))
+                .increment(1);
+        }
+        for command in out.commands {
+            match command {
+                Command::Record { kind, key, body } => self.record(kind, &key, now, &body).await,
+                Command::Submit { request, approval } => {
+                    let result = self.submit(client, request, now).await;
+                    if let Some(reply) = approval.and_then(|id| replies.remove(&id)) {
+                        if let Ok(record) = &result {
+                            info!(action = %record.request.id, "dry-run proposal approved");
+                        }
+                        let _ = reply.send(result);
+                    }
+                }
+                Command::RefuseApproval { proposal_id, error } => {
+                    if let Some(reply) = replies.remove(&proposal_id) {
+                        let _ = reply.send(Err(error));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn record<T: serde::Serialize>(&self, kind: RecordKind, key: &str, now: i64, body: &T) {
+        if let Err(error) = self.shared.store.put(kind, key, now, body).await {
+            warn!(%error, kind = kind.as_str(), key, "cannot write to the result store");
+        }
+    }
+
+    /// Sends an action the core decided (and already tracks). A refused submission (4xx, or
+    /// one that certainly never left) is recorded as failed and no longer followed; one whose
+    /// reply was lost stays followed (the ops server may have it).
+    async fn submit(
+        &mut self,
+        client: &HttpClient,
+        request: lb_common::protocol::ActionRequest,
+        now: i64,
+    ) -> Result<ActionRecord, ApprovalError> {
+        let id: ActionId = request.id.clone();
+        match client.post::<_, ActionRecord>("/v1/actions", &request).await {
+            Ok(record) => {
+                info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
+                metrics::counter!("lb_master_actions_submitted_total", "kind" => request.spec.kind().as_str())
+                    .increment(1);
+                self.record(RecordKind::Action, id.as_str(), now, &record).await;
+                Ok(record)
+            }
+            Err(error) => {
+                let refused = matches!(&error, ClientError::Status { status, .. } if status.is_client_error())
+                    || !error.maybe_delivered();
+                warn!(action = %id, %error, refused, "action submission failed");
+                if refused {
+                    self.core.refused(&id);
+                }
+                let body = serde_json::json!({
+                    "request": request,
+                    "state": if refused { "failed" } else { "unknown" },
+                    "error": error.to_string(),
+                });
+                self.record(RecordKind::Action, id.as_str(), now, &body).await;
+                Err(ApprovalError::Refused(error.to_string()))
+            }
+        }
+    }
+}
+
+async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError> {
+    let mut out = Vec::new();
+    for state in ["queued", "running"] {
+        let reply: ActionsResponse = ops.get(&format!("/v1/actions?state={state}")).await?;
+        out.extend(reply.actions.into_iter().map(|r: ActionRecord| InFlightAction {
+            started_at_ms: r.started_at_ms.unwrap_or(r.created_at_ms),
+            spec: r.request.spec,
+        }));
+    }
+    Ok(out)
+}
+
+fn mode_label(mode: PolicyMode) -> &'static str {
+    match mode {
+        PolicyMode::Off => "off",
+        PolicyMode::DryRun => "dry_run",
+        PolicyMode::Auto => "auto",
+    }
+}
