@@ -762,6 +762,10 @@ async fn a_long_snapshot_shows_progress_while_its_target_acknowledges() {
     let dir = tempfile::tempdir().expect("dir");
     let mut config = LocalClusterConfig::new(2, dir.path().join("cluster"));
     config.extra_args = vec!["--enable-debug-command".into(), "yes".into()];
+    // Populating 3,000,000 keys blocks the owner's main thread for seconds (more on a busy
+    // machine): the other node must not mark it failed meanwhile (CI once saw the move refused
+    // with "which is down").
+    config.node_timeout = Duration::from_secs(30);
     let cluster = LocalCluster::start(config).await.expect("cluster starts");
     let big = key_slot(b"t0");
     let owner = usize::from(!SlotRange::even_split(2)[0].contains(big));
@@ -770,6 +774,7 @@ async fn a_long_snapshot_shows_progress_while_its_target_acknowledges() {
         .query("DEBUG", redis::cmd("DEBUG").arg("POPULATE").arg(3_000_000).arg("{t0}:k").arg(100))
         .await
         .expect("populate");
+    cluster.wait_until_healthy().await.expect("both nodes see each other healthy");
     let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
     let target = worker(&cluster, 1 - owner);
     let op = storage
