@@ -23,6 +23,9 @@ use lb_common::ids::WorkerId;
 use lb_common::protocol::{CollectRequest, CollectResponse, CollectStatus, Cursor, Sample};
 use serde::{Deserialize, Serialize};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::Shared;
 use crate::config::CollectorConfig;
 
 /// Longest wait between retries while the ops server is unreachable.
@@ -230,6 +233,42 @@ impl Collector {
 
     pub fn cursor(&self, worker: &WorkerId) -> Option<Cursor> {
         self.cursors.get(worker).copied()
+    }
+}
+
+/// The collect loop: a round every `collector.interval_ms` (backing off while the ops server
+/// fails), each agent's page ingested under the table's write lock before its cursor advances;
+/// the status is published for `/api/v1/collector` after every round.
+pub async fn run(shared: Shared, cancel: CancellationToken) {
+    let mut collector: Option<(String, Collector)> = None;
+    loop {
+        let cfg = shared.config.borrow().clone();
+        // A new ops server URL starts from fresh cursors only if the URL changed.
+        if collector.as_ref().is_none_or(|(url, _)| *url != cfg.ops_server.url) {
+            collector = Some((cfg.ops_server.url.clone(), Collector::new(crate::ops_client(&cfg))));
+        }
+        let (_, c) = collector.as_mut().expect("set above");
+        let table = shared.table.clone();
+        let mut sink = |worker: &lb_common::ids::WorkerId, samples: &[lb_common::protocol::Sample], reset: bool| {
+            // Held for one agent's page at a time, so readers are never blocked for long.
+            let mut table = table.write().expect("table lock is never poisoned");
+            if reset {
+                table.forget_cursor(worker);
+            }
+            let stats = table.ingest(worker, samples, crate::now_ms());
+            metrics::counter!("lb_master_table_accepted_total")
+                .increment(stats.accepted_partition + stats.accepted_host);
+            metrics::counter!("lb_master_table_duplicates_total").increment(stats.duplicate);
+            metrics::counter!("lb_master_table_dropped_total")
+                .increment(stats.dropped_late + stats.rejected_future + stats.invalid + stats.over_capacity);
+        };
+        let _ = c.run_once(&cfg.collector, crate::now_ms(), &mut sink).await;
+        *shared.collector.write().expect("collector status lock is never poisoned") = c.status.clone();
+        let delay = c.next_delay(&cfg.collector);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
     }
 }
 

@@ -49,6 +49,8 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/records/{kind}/{key}", get(record))
         .route("/api/v1/proposals/pending", get(pending))
         .route("/api/v1/placement/rules", get(placement_rules))
+        .route("/api/v1/pass", get(pass_snapshot))
+        .route("/api/v1/leadership", get(leadership))
         .route("/api/v1/proposals/{id}/approve", post(approve))
         .with_state(shared)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
@@ -283,7 +285,7 @@ pub struct PendingResponse {
 }
 
 async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
-    ApiJson(PendingResponse { proposals: shared.pending.read().expect("pending lock is never poisoned").clone() })
+    ApiJson(PendingResponse { proposals: shared.snapshot.borrow().pending.clone() })
 }
 
 /// Approves a dry-run proposal: the online loop submits it at its next pass (within a second
@@ -318,11 +320,18 @@ async fn approve(
 /// The placement rules routers follow: per hash-sharded dataset its shard limits and strategy,
 /// versioned. 503 until the online loop has run once.
 async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<PlacementRules>, ApiError> {
-    shared
-        .placement_rules
-        .read()
-        .expect("placement rules lock is never poisoned")
-        .clone()
-        .map(ApiJson)
-        .ok_or_else(|| ApiError::unavailable("not_ready", "the online loop has not run yet"))
+    let rules = shared.snapshot.borrow().placement_rules.clone();
+    rules.map(ApiJson).ok_or_else(|| ApiError::unavailable("not_ready", "the online loop has not run yet"))
+}
+
+/// The latest online pass as published (counters, proposals, declines with why, pending
+/// proposals, placement rules, leadership).
+async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<crate::online::PassSnapshot> {
+    let snapshot = shared.snapshot.borrow().clone();
+    ApiJson((*snapshot).clone())
+}
+
+/// Whether this master may act, and who leads.
+async fn leadership(State(shared): State<Shared>) -> ApiJson<crate::leadership::LeadershipStatus> {
+    ApiJson(shared.leadership.status())
 }

@@ -11,7 +11,9 @@
 //! - [`run`] (the live shell) gathers the observation — the ops server's in-flight actions and
 //!   the records of tracked ones, the planner's view from the MetricsTable ([`observe`]), the
 //!   approvals waiting — calls `step`, and carries out its [`Command`]s: submit to the ops server
-//!   (telling the core when a submission was refused), write records, answer approvals.
+//!   (telling the core when a submission was refused), write records, answer approvals — and
+//!   publishes the pass as one immutable [`PassSnapshot`] on a `watch` channel. Only a master
+//!   the [`crate::leadership`] seam names leader runs passes; a standby publishes its standing.
 //! - The simulator's `lb` strategy (`lb_testbed::sim::strategy::Lb`) is the other shell: it
 //!   observes its engine and submits to it.
 //!
@@ -30,6 +32,7 @@ pub mod analyzer;
 mod core;
 pub mod observe;
 pub mod run;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
@@ -38,3 +41,4 @@ pub use self::core::{
     Observation, OnlineConfig, OnlineCore, PassOutput, action_request,
 };
 pub use run::{Approval, run};
+pub use snapshot::PassSnapshot;

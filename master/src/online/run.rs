@@ -14,7 +14,7 @@ use std::time::Duration;
 use lb_common::http::{ClientError, HttpClient};
 use lb_common::ids::ActionId;
 use lb_common::protocol::{ActionRecord, ActionsResponse, Execution, Topology};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -22,9 +22,11 @@ use super::core::{
     ActionUpdate, ApprovalRequest, Command, EvaluationView, Observation, OnlineConfig, OnlineCore, PassOutput,
 };
 use super::observe::{planner_input, refresh_planner_input};
+use super::snapshot::PassSnapshot;
 use crate::Shared;
 use crate::config::MasterConfig;
 use crate::executor::ApprovalError;
+use crate::leadership::LeadershipStatus;
 use crate::placement_manager;
 use crate::planner::{InFlightAction, PlannerInput, PolicyMode};
 use crate::store::RecordKind;
@@ -51,6 +53,7 @@ pub async fn run(
     shared: Shared,
     ops: impl Fn() -> HttpClient + Send,
     mut approvals: mpsc::Receiver<Approval>,
+    publish: watch::Sender<Arc<PassSnapshot>>,
     cancel: CancellationToken,
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
@@ -61,6 +64,12 @@ pub async fn run(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(cfg.analyzer.interval_ms)) => {}
+        }
+        let leadership = online.shared.leadership.status();
+        if !leadership.leader {
+            metrics::counter!("lb_master_analysis_passes_total", "outcome" => "standby").increment(1);
+            publish.send_modify(|s| Arc::make_mut(s).leadership = Some(leadership));
+            continue;
         }
         if online.shared.collector.read().expect("collector status lock is never poisoned").stale {
             metrics::counter!("lb_master_analysis_passes_total", "outcome" => "stale").increment(1);
@@ -75,7 +84,7 @@ pub async fn run(
         // server would not also report at the next start).
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = online.pass(&cfg, &client, &topology, &mut approvals) => {}
+            _ = online.pass(&cfg, &client, &topology, &mut approvals, &publish, leadership) => {}
         }
     }
 }
@@ -87,6 +96,8 @@ impl Online {
         client: &HttpClient,
         topology: &Arc<Topology>,
         approvals: &mut mpsc::Receiver<Approval>,
+        publish: &watch::Sender<Arc<PassSnapshot>>,
+        leadership: LeadershipStatus,
     ) {
         let in_flight = match in_flight(client).await {
             Ok(actions) => actions,
@@ -142,12 +153,25 @@ impl Online {
             updates,
             approvals: requests,
         };
-        let out = self.core.step(observation, &config, now);
+        let mut out = self.core.step(observation, &config, now);
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
+        let plan = std::mem::take(&mut out.plan);
+        let proposals = out.proposals.clone();
         self.carry_out(client, out, &mut replies, now).await;
-        *self.shared.placement_rules.write().expect("placement rules lock is never poisoned") =
-            self.core.placement_rules(now);
-        *self.shared.pending.write().expect("pending lock is never poisoned") = self.core.pending().to_vec();
+        let (declined, declined_total) = PassSnapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
+        let pass = publish.borrow().pass + 1;
+        publish.send_replace(Arc::new(PassSnapshot {
+            pass,
+            at_ms: Some(now),
+            window_end_ms: Some(at),
+            leadership: Some(leadership),
+            stats: plan.stats,
+            proposals,
+            declined,
+            declined_total,
+            pending: self.core.pending().to_vec(),
+            placement_rules: self.core.placement_rules(now),
+        }));
         self.input = Some((topology.version, input));
     }
 

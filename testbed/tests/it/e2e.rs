@@ -339,6 +339,15 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
         "an analysis record holds the dry-run proposal: {analyses:?}"
     );
     assert!(analyses.len() < 40, "analysis records are written on change, not every tick: {}", analyses.len());
+    // The pass snapshot the API serves holds the same pending proposal, and says who may act.
+    let pass: Value = master.get("/api/v1/pass").await.expect("pass snapshot");
+    assert!(pass["pass"].as_u64().is_some_and(|n| n > 0), "{pass}");
+    assert_eq!(pass["leadership"]["leader"], true, "{pass}");
+    assert!(
+        pass["pending"].as_array().is_some_and(|p| p.iter().any(|x| x["id"] == pending["proposals"][0]["id"])),
+        "{pass}"
+    );
+    assert!(pass["stats"]["partitions"].as_u64().is_some_and(|n| n > 0), "{pass}");
 
     let id = pending["proposals"][0]["id"].as_str().expect("id").to_owned();
     let path = format!("/api/v1/proposals/{id}/approve");
