@@ -769,7 +769,9 @@ async fn a_long_snapshot_shows_progress_while_its_target_acknowledges() {
     let cluster = LocalCluster::start(config).await.expect("cluster starts");
     let big = key_slot(b"t0");
     let owner = usize::from(!SlotRange::even_split(2)[0].contains(big));
-    let mut client = cluster.connect(owner).await.expect("connect");
+    // Populating takes seconds, longer than the default command deadline on a busy machine.
+    let options = lb_valkey::ConnectOptions { command_timeout: Duration::from_secs(120), ..cluster.connect_options() };
+    let mut client = lb_valkey::NodeClient::connect(&cluster.addr(owner), &options).await.expect("connect");
     client
         .query("DEBUG", redis::cmd("DEBUG").arg("POPULATE").arg(3_000_000).arg("{t0}:k").arg(100))
         .await
