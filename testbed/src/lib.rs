@@ -12,23 +12,15 @@
 //!   reports; no HTTP, no sleeping, deterministic from the seed.
 //! - [`realtime`] and [`http`]: the same engine stepped by the wall clock behind the storage
 //!   admin API, and the pusher that posts every worker's report to its agent.
-//! - [`sim`]: the scale simulator: the engine in virtual time driven by the master's real
-//!   planner or a baseline (no balancer, a greedy threshold mover), per-second records, the
-//!   comparison's figures, markdown and SVG charts (`lb-testbed sim`).
-//! - [`up`]: the whole system in one process (`lb-testbed up`): this cluster, an agent per
-//!   worker, the ops server and the master, each on its own loopback port.
-//! - [`valkey_up`] and [`valkey_load`]: the same against a real local Valkey cluster
-//!   (`lb-testbed up --backend valkey`), with a hot-slot load generator that records what it wrote.
+//!
+//! It depends on `lb-common` alone: the launcher (`lb-launcher`: `lb up`, `lb sim`) puts it
+//! together with lb, and the master's tests use its engine.
 
 pub mod http;
 pub mod model;
 pub mod ops;
 pub mod realtime;
 pub mod scenario;
-pub mod sim;
-pub mod up;
-pub mod valkey_load;
-pub mod valkey_up;
 pub mod virtual_time;
 pub mod workload;
 

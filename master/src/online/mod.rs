@@ -14,7 +14,7 @@
 //!   (telling the core when a submission was refused), write records, answer approvals — and
 //!   publishes the pass as one immutable [`PassSnapshot`] on a `watch` channel. Only a master
 //!   the [`crate::leadership`] seam names leader runs passes; a standby publishes its standing.
-//! - The simulator's `lb` strategy (`lb_testbed::sim::strategy::Lb`) is the other shell: it
+//! - The simulator's `lb` strategy (`lb_launcher::sim::strategy::Lb`) is the other shell: it
 //!   observes its engine and submits to it.
 //!
 //! [`analyzer`] is the seam behind which the online planner and the dataset placement manager

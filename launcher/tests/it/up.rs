@@ -1,4 +1,4 @@
-//! `lb-testbed up` in-process: every component starts on loopback, reports flow from the
+//! `lb up` in-process: every component starts on loopback, reports flow from the
 //! simulated workers through the agents and the ops server into the master's table, and
 //! everything stops cleanly.
 
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::http::HttpClient;
-use lb_testbed::up::{UpOptions, up};
+use lb_launcher::up::{UpOptions, up};
 
 use crate::support::scenarios_dir;
 

@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 
 use lb_common::ids::ActionId;
+use lb_launcher::sim::strategy::dataset_view;
+use lb_launcher::sim::{Context, Decision, Lb, Proposed, Sim, Strategy};
 use lb_master::online::{ActionUpdate, EvaluationView, Observation, OnlineConfig, OnlineCore};
 use lb_master::planner::{PlannerInput, PlannerState};
 use lb_testbed::scenario::Scenario;
-use lb_testbed::sim::strategy::dataset_view;
-use lb_testbed::sim::{Context, Decision, Lb, Proposed, Sim, Strategy};
 
 use crate::support::scenarios_dir;
 

@@ -1,4 +1,4 @@
-//! lb-testbed's end-to-end tests against real Valkey clusters, in a binary of their own: each
+//! lb-launcher's end-to-end tests against real Valkey clusters, in a binary of their own: each
 //! runs three `valkey-server` processes, an agent per node, the ops server, the master and a
 //! load generator, which starves anything that shares the machine's two cores with it. Cargo
 //! runs test binaries one after the other, so these never overlap the testbed's own

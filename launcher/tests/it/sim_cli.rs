@@ -1,4 +1,4 @@
-//! `lb-testbed sim` end to end at small scale: the binary runs the hot-range scenario under all
+//! `lb sim` end to end at small scale: the binary runs the hot-range scenario under all
 //! three strategies and writes the table, the figures and the charts; the planner rejects less
 //! than doing nothing.
 
@@ -9,7 +9,7 @@ use crate::support::scenarios_dir;
 #[test]
 fn sim_writes_the_comparison_and_lb_rejects_less_than_no_balancer() {
     let out = tempfile::tempdir().expect("dir");
-    let status = Command::new(env!("CARGO_BIN_EXE_lb-testbed"))
+    let status = Command::new(env!("CARGO_BIN_EXE_lb"))
         .arg("sim")
         .arg("--scenario")
         .arg(scenarios_dir().join("hot-range-surge.toml"))
@@ -18,7 +18,7 @@ fn sim_writes_the_comparison_and_lb_rejects_less_than_no_balancer() {
         .arg(out.path())
         .status()
         .expect("the binary runs");
-    assert!(status.success(), "lb-testbed sim failed: {status}");
+    assert!(status.success(), "lb sim failed: {status}");
     for file in ["report.md", "figures.json", "rejected.svg", "max-over-mean.svg"] {
         let path = out.path().join(file);
         let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

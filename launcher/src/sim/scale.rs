@@ -24,8 +24,8 @@ use lb_common::ids::Key;
 
 use lb_common::validate::ValidationError;
 
-use crate::scenario::{DEFAULT_ZIPF_SEGMENTS, Event, Scenario, WorkloadKind, worker_name};
-use crate::workload::rng::SplitMix64;
+use lb_testbed::scenario::{DEFAULT_ZIPF_SEGMENTS, Event, Scenario, WorkloadKind, worker_name};
+use lb_testbed::workload::rng::SplitMix64;
 
 /// The scenario validator's bound on zipf segments.
 const MAX_ZIPF_SEGMENTS: u32 = 1 << 20;
@@ -33,7 +33,7 @@ const MAX_ZIPF_SEGMENTS: u32 = 1 << 20;
 const HOT_PLACEMENT_SALT: u64 = 0x5ca1_ab1e_0000_0000;
 
 /// A table's partition grid before and after scaling, laid out as
-/// [`Cluster::from_scenario`](crate::model::Cluster::from_scenario) does (equal widths).
+/// [`Cluster::from_scenario`](lb_testbed::model::Cluster::from_scenario) does (equal widths).
 #[derive(Debug, Clone, Copy)]
 struct Grid {
     old: u32,

@@ -32,9 +32,9 @@ use lb_common::ids::{ActionId, OperationId, PartitionId};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, OperationState};
 use lb_master::planner::{InFlightAction, Proposal};
 
-use crate::Engine;
-use crate::scenario::Scenario;
 pub use input::InputBuilder;
+use lb_testbed::Engine;
+use lb_testbed::scenario::Scenario;
 pub use strategy::{Context, Decision, Greedy, Lb, NoBalancer, Proposed, Strategy};
 
 /// One simulated second, recorded after the strategy acted.

@@ -7,15 +7,15 @@
 //!
 //! At 100,000 partitions rebuilding 100,000 [`PartitionView`]s with cloned ids every second
 //! costs more than the planner itself, so [`InputBuilder`] rebuilds the views only when the
-//! layout changes ([`Cluster::version`](crate::model::Cluster)) and otherwise overwrites their
+//! layout changes ([`Cluster::version`](lb_testbed::model::Cluster)) and otherwise overwrites their
 //! stats in place, walking the partitions in topology order by dense index.
 
 use lb_common::protocol::{ActionKind, KeySketch};
 use lb_master::planner::{PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 
-use crate::Engine;
-use crate::model::Cluster;
-use crate::model::report::SketchCache;
+use lb_testbed::Engine;
+use lb_testbed::model::Cluster;
+use lb_testbed::model::report::SketchCache;
 
 /// Keeps one [`PlannerInput`] in step with an engine. See the module doc.
 #[derive(Debug)]

@@ -26,7 +26,7 @@ use lb_master::online::{ActionUpdate, EvaluationView, Observation, OnlineConfig,
 use lb_master::placement_manager::{DatasetShardUsage, parse_dataset_shard_id};
 use lb_master::planner::{Plan, PlannerInput, PlannerState, Policy, PolicyMode};
 
-use crate::Engine;
+use lb_testbed::Engine;
 
 /// Greedy's trigger: 90 % of capacity is the usual "hot worker" alert threshold.
 pub const DEFAULT_GREEDY_HIGH_RATIO: f64 = 0.9;

@@ -1,7 +1,7 @@
 //! Hot slots on a real Valkey cluster: no balancing vs `redis-cli --cluster rebalance` vs lb,
 //! in one go, on the same workload and cluster size.
 //!
-//! `cargo run -p lb-testbed --example valkey_bench [-- --secs-after-onset 60] [--workload too-hot]`
+//! `cargo run -p lb-launcher --example valkey_bench [-- --secs-after-onset 60] [--workload too-hot]`
 //!
 //! Each run starts a fresh 3-node cluster with lb beside it ([`up_valkey`] with the launcher's
 //! workload: 6,000 ops/s, 70 % on 3 slots of node 0 from 10 s; with `--workload too-hot`, 50 %
@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use lb_testbed::up::Overrides;
-use lb_testbed::valkey_load::{NodeCounters, max_over_mean};
-use lb_testbed::valkey_up::{ValkeyUpOptions, hot_slots_on, up_valkey};
+use lb_launcher::up::Overrides;
+use lb_launcher::valkey_load::{NodeCounters, max_over_mean};
+use lb_launcher::valkey_up::{ValkeyUpOptions, hot_slots_on, up_valkey};
 
 /// Worker overload's default high watermark (master/src/planner/config.rs).
 const HIGH_WATERMARK: f64 = 0.85;
@@ -50,7 +50,7 @@ struct Figures {
     note: String,
 }
 
-async fn owners(running: &lb_testbed::valkey_up::RunningValkey) -> anyhow::Result<BTreeMap<u16, String>> {
+async fn owners(running: &lb_launcher::valkey_up::RunningValkey) -> anyhow::Result<BTreeMap<u16, String>> {
     let mut client = running.cluster.connect(0).await?;
     let nodes = client.cluster_nodes().await?;
     let mut map = BTreeMap::new();

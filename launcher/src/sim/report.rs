@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::strategy::{self, Strategy};
 use super::{Outcome, PhaseTimes, Sim, Tick};
-use crate::scenario::{Event, Scenario, WorkloadKind};
+use lb_testbed::scenario::{Event, Scenario, WorkloadKind};
 
 /// Rejections under 1 % of demand count as relieved: the definition of a fixed hotspot.
 pub const RELIEF_REJECTED_RATIO: f64 = 0.01;

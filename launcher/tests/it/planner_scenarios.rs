@@ -1,5 +1,5 @@
 //! The master's planner driving the testbed in virtual time through the public simulator
-//! (`lb_testbed::sim`): one pass per simulated second, every `auto` proposal executed through
+//! (`lb_launcher::sim`): one pass per simulated second, every `auto` proposal executed through
 //! `Engine::submit`. Scenario files in, expected actions and relief times out; plus the
 //! convergence tests (bounded rounds, a balanced end state, no actions on a balanced cluster).
 
@@ -8,10 +8,10 @@ use std::path::Path;
 
 use lb_common::ids::PartitionId;
 use lb_common::protocol::{ActionKind, ActionSpec};
+use lb_launcher::sim::{Lb, Outcome, Proposed, Sim, partitions_of};
 use lb_master::evaluation::{EvaluationConfig, Verdict};
 use lb_master::planner::{Plan, PlannerConfig, Policy, PolicyMode};
 use lb_testbed::scenario::Scenario;
-use lb_testbed::sim::{Lb, Outcome, Proposed, Sim, partitions_of};
 
 use crate::support::scenarios_dir;
 

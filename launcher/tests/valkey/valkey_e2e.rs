@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::http::HttpClient;
 use lb_common::protocol::{ActionKind, ActionsResponse, Origin, Topology};
-use lb_testbed::up::Overrides;
-use lb_testbed::valkey_load::{NodeCounters, max_over_mean, verify};
-use lb_testbed::valkey_up::{RunningValkey, ValkeyUpOptions, hot_slots_on, up_valkey};
+use lb_launcher::up::Overrides;
+use lb_launcher::valkey_load::{NodeCounters, max_over_mean, verify};
+use lb_launcher::valkey_up::{RunningValkey, ValkeyUpOptions, hot_slots_on, up_valkey};
 use serde_json::Value;
 
 /// The whole run must finish within this (start-up, onset, detection, migrations, relief).

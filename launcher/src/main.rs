@@ -1,9 +1,9 @@
-//! `lb-testbed up [--scenario FILE]`: the whole system in one process — the simulated cluster,
-//! one agent per worker, the ops server and the master — each on its own loopback port.
-//! `lb-testbed serve --scenario FILE`: the simulated storage system alone, in real time behind
-//! the storage admin API, pushing reports to agents. `lb-testbed sim --scenario FILE`: the same
-//! scenario in virtual time, balanced by the master's real planner and by baselines side by
-//! side, written as a markdown table and SVG charts.
+//! `lb up [--scenario FILE]`: the whole system in one process — the simulated cluster, one
+//! agent per worker, the ops server and the master — each on its own loopback port
+//! (`--backend valkey`: on a local Valkey cluster). `lb serve --scenario FILE`: the simulated
+//! storage system alone, in real time behind the storage admin API, pushing reports to agents.
+//! `lb sim --scenario FILE`: the same scenario in virtual time, balanced by the master's online
+//! core and by baselines side by side, written as a markdown table and SVG charts.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,8 +29,10 @@ struct Args {
 enum Command {
     /// Starts the simulated cluster, its agents, the ops server and the master, all on loopback.
     Up {
-        #[arg(long, default_value = "configs/scenarios/hot-range-surge.toml")]
-        scenario: PathBuf,
+        /// A scenario file; without it the built-in one (`configs/scenarios/first-run.toml`,
+        /// compiled in: a hot range from 30 s on) is written to the data directory and run.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
         /// Where every component keeps its SQLite file.
         #[arg(long, default_value = "data/up")]
         data_dir: PathBuf,
@@ -107,6 +109,20 @@ fn parse_agent(s: &str) -> Result<(WorkerId, String), String> {
     Ok((WorkerId::new(worker).map_err(|e| e.to_string())?, url.to_owned()))
 }
 
+/// The scenario `lb up` runs without `--scenario`, compiled in so the command works from any
+/// directory.
+const BUILT_IN_SCENARIO: &str = include_str!("../../configs/scenarios/first-run.toml");
+
+/// Writes the built-in scenario to `<data dir>/first-run.toml` (to read, edit and pass back with
+/// `--scenario`) and returns its path.
+fn write_built_in_scenario(data_dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    let path = data_dir.join("first-run.toml");
+    std::fs::write(&path, BUILT_IN_SCENARIO).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -115,17 +131,25 @@ async fn main() -> anyhow::Result<()> {
     lb_common::telemetry::init_tracing(&LogConfig { filter: filter.to_owned(), ..LogConfig::default() });
     match args.command {
         Command::Up { backend, nodes, data_dir, interval_ms, .. } if backend == "valkey" => {
-            lb_testbed::valkey_up::launch(nodes, data_dir, Duration::from_millis(interval_ms.max(100))).await
+            lb_launcher::valkey_up::launch(nodes, data_dir, Duration::from_millis(interval_ms.max(100))).await
         }
         Command::Up { scenario, data_dir, interval_ms, .. } => {
-            let options = lb_testbed::up::UpOptions {
+            let scenario = match scenario {
+                Some(path) => path,
+                None => write_built_in_scenario(&data_dir)?,
+            };
+            let description = Scenario::load(&scenario).map(|s| s.description).unwrap_or_default();
+            let options = lb_launcher::up::UpOptions {
                 scenario,
                 data_dir,
                 host: "127.0.0.1".to_owned(),
                 interval: Duration::from_millis(interval_ms.max(100)),
             };
-            let running = lb_testbed::up::up(&options).await?;
+            let running = lb_launcher::up::up(&options).await?;
             println!("lb is up (scenario {}); Ctrl-C stops everything.", options.scenario.display());
+            if !description.is_empty() {
+                println!("  what happens: {description}");
+            }
             for (what, url) in running.urls() {
                 println!("  {what:<30} {url}");
             }
@@ -153,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
             let listener =
                 tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
             let testbed = realtime::start(Engine::new(&scenario), listener, options).await?;
-            println!("lb-testbed {} listening on http://{}", scenario.name, testbed.addr());
+            println!("lb testbed {} listening on http://{}", scenario.name, testbed.addr());
             let signal = lb_common::shutdown::wait_for_signal().await;
             tracing::info!(signal, "shutting down");
             if !testbed.stop(Duration::from_secs(10)).await {
@@ -163,7 +187,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Sim { scenario, partitions, workers, duration, out, strategies, threads } => {
             let loaded = Scenario::load(&scenario)?;
-            let scaled = lb_testbed::sim::scale::scale(&loaded, partitions, workers)
+            let scaled = lb_launcher::sim::scale::scale(&loaded, partitions, workers)
                 .with_context(|| format!("cannot scale {} to the requested size", scenario.display()))?;
             let out = out.unwrap_or_else(|| PathBuf::from("target/sim").join(&loaded.name));
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
@@ -179,7 +203,7 @@ fn run_sim(
     threads: usize,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let comparison = lb_testbed::sim::report::compare(scenario, strategies, duration_secs, threads)?;
+    let comparison = lb_launcher::sim::report::compare(scenario, strategies, duration_secs, threads)?;
     let table = comparison.markdown();
     print!("{table}\n{}", comparison.timings());
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::http::HttpClient;
 use lb_common::protocol::{ActionKind, ActionsResponse, Origin};
-use lb_testbed::up::{Overrides, UpOptions, up_with};
+use lb_launcher::up::{Overrides, UpOptions, up_with};
 use serde_json::Value;
 
 /// Evaluate soon after an action ends, so a case finishes within its budget: 2 s to settle, a

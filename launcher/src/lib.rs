@@ -1,0 +1,17 @@
+//! lb-launcher: lb on one machine, and lb against baselines in virtual time.
+//!
+//! - [`up`]: the whole system in one process on loopback — the simulated storage (the
+//!   testbed), an agent per worker, the ops server and the master — with the master's config
+//!   written and watched in the data directory.
+//! - [`valkey_up`]: the same on a local cluster of real `valkey-server` primaries;
+//!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks.
+//! - [`sim`]: the scale simulator: the testbed's virtual-time engine driven by the master's
+//!   online core (or a baseline), one decision per simulated second.
+//!
+//! The launcher depends on every component; nothing depends on it (the testbed depends on
+//! `lb-common` alone).
+
+pub mod sim;
+pub mod up;
+pub mod valkey_load;
+pub mod valkey_up;
