@@ -1,71 +1,20 @@
 //! The online core driven in virtual time, pass by pass, with the observations the live loop
 //! would make: the three sequencing bugs that once took minute-long end-to-end runs to find.
 
-use lb_common::ids::{ActionId, GroupId, Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{ActionKind, ActionRecord, ActionSpec, ActionState, Capacity, Health, KeySketch, Origin};
+use lb_common::ids::{ActionId, Key, WorkerId};
+use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Capacity, Origin};
 
 use super::*;
-use crate::planner::{PartitionView, PartitionWindow, PlannerInput, Policy, PolicyMode, WorkerView, WorkerWindow};
+use crate::planner::tests::wid;
+use crate::planner::{PartitionWindow, PlannerInput, Policy, PolicyMode};
 
-fn wid(i: usize) -> WorkerId {
-    WorkerId::new(format!("w-{i}")).expect("id")
-}
-
-/// `loads[i]` ops/s on partition `p<i>` owned by `w-<owners[i]>`; partitions of 1 GiB with a
-/// limit of 10k ops/s and uniform sketches, workers of 100k ops/s; worker loads are the sums.
 fn cluster(loads: &[f64], owners: &[usize], workers: usize) -> PlannerInput {
-    let n = loads.len() as u64;
-    let width = u64::MAX / n;
-    let partitions = loads
-        .iter()
-        .zip(owners)
-        .enumerate()
-        .map(|(i, (&ops, &owner))| {
-            let start = i as u64 * width;
-            let end = if i as u64 + 1 == n { u64::MAX } else { start + width - 1 };
-            PartitionView {
-                id: PartitionId::new(format!("p{i}")).expect("id"),
-                tenant: TenantId::new("t").expect("id"),
-                table: TableId::new("tbl").expect("id"),
-                range: KeyRange { start: Key(start), end: Key(end) },
-                owner: wid(owner),
-                group: None::<GroupId>,
-                stored_bytes: 1 << 30,
-                limit: Some(Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e12 }),
-                supported_actions: ActionKind::ALL.to_vec(),
-                stats: window(ops),
-            }
-        })
-        .collect();
-    let mut input =
-        PlannerInput { partitions, workers: Vec::new(), in_flight: vec![], new_group_dedicates_owner: false };
-    input.workers = (0..workers)
-        .map(|w| WorkerView {
-            id: wid(w),
-            capacity: Capacity { ops_per_sec: 100_000.0, bytes_per_sec: 1e12 },
-            cpu_cores: 0.0,
-            group: None,
-            health: Health::Healthy,
-            load: WorkerWindow::default(),
-        })
-        .collect();
-    sum_worker_loads(&mut input);
-    input
+    crate::planner::tests::cluster(loads, owners, workers, &[])
 }
 
+/// A partition's window at `demand` ops/s: served up to its 10k limit, the rest rejected.
 fn window(demand: f64) -> PartitionWindow {
-    PartitionWindow {
-        ops_per_sec: demand.min(10_000.0),
-        bytes_per_sec: 0.0,
-        cpu_cores: 0.0,
-        rejected_per_sec: (demand - 10_000.0).max(0.0),
-        latency_p99_us: 1000.0,
-        sketch: Some(KeySketch {
-            bucket_ops: vec![(demand / 16.0) as u64; 16],
-            top_keys: vec![],
-            sequential_write_ratio: 0.0,
-        }),
-    }
+    cluster(&[demand], &[0], 1).partitions[0].stats.clone()
 }
 
 /// Worker loads as the table reads them: the sum of their partitions' windows.

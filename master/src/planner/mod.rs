@@ -52,7 +52,7 @@ mod rebalance;
 pub mod state;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use lb_common::ids::GroupId;
 

@@ -8,13 +8,13 @@ use super::*;
 
 const ALL: [ActionKind; 4] = [ActionKind::Split, ActionKind::Move, ActionKind::Merge, ActionKind::Group];
 
-fn wid(i: usize) -> WorkerId {
+pub(crate) fn wid(i: usize) -> WorkerId {
     WorkerId::new(format!("w-{i}")).expect("id")
 }
 
 /// `loads[i]` ops/s on partition `i`, owned by `owners[i]`, 1 GiB each, limit 10k ops/s,
 /// uniform sketches; workers of 100k ops/s; `groups[w]` for dedicated workers.
-fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &[(usize, &str)]) -> PlannerInput {
+pub(crate) fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &[(usize, &str)]) -> PlannerInput {
     let n = loads.len() as u64;
     let width = u64::MAX / n;
     let mut worker_ops = vec![0.0; workers];
