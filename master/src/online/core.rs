@@ -387,8 +387,10 @@ impl OnlineCore {
         approval: Option<String>,
         out: &mut PassOutput,
     ) {
-        let request = action_request(proposal, id.clone(), input, reason);
-        self.executor.track(id, proposal, input, now_ms);
+        self.executor.track(id.clone(), proposal, input, now_ms);
+        // The subject just tracked names the target's table: no second scan of the partitions.
+        let table = self.executor.tracked.last().and_then(|t| t.subject.range.as_ref()).map(|(t, b, _)| (t, b));
+        let request = action_request(proposal, id, table, reason);
         out.commands.push(Command::Submit { request, approval });
     }
 
@@ -460,13 +462,15 @@ fn record_of<T: Serialize>(kind: RecordKind, key: String, body: &T) -> Command {
 
 /// The request for `proposal`: its fair-queue path is the target's `[tenant, table]` (a
 /// reshard's `[tenant, dataset]`); cluster-wide actions fall back to `["lb"]`.
-pub fn action_request(proposal: &Proposal, id: ActionId, input: &PlannerInput, reason: String) -> ActionRequest {
-    let partition = partitions_of(&proposal.spec).into_iter().next();
+fn action_request(
+    proposal: &Proposal,
+    id: ActionId,
+    table: Option<(&lb_common::ids::TenantId, &lb_common::ids::TableId)>,
+    reason: String,
+) -> ActionRequest {
     let actor_path = match &proposal.spec {
         ActionSpec::Reshard { tenant, dataset, .. } => vec![tenant.to_string(), dataset.to_string()],
-        _ => partition
-            .and_then(|id| input.partitions.iter().find(|p| &p.id == id))
-            .map_or_else(|| vec!["lb".to_owned()], |p| vec![p.tenant.to_string(), p.table.to_string()]),
+        _ => table.map_or_else(|| vec!["lb".to_owned()], |(tenant, table)| vec![tenant.to_string(), table.to_string()]),
     };
     ActionRequest {
         id,
