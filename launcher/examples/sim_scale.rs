@@ -77,8 +77,16 @@ event = "worker_added"
 worker = "w-1000"
 "#;
 
+/// Flags: the scenario's seed.
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// The scenario seed (the figures are deterministic per seed).
+    #[arg(default_value_t = 0)]
+    seed: u64,
+}
+
 fn main() -> anyhow::Result<()> {
-    let seed: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(0);
+    let seed = <Args as clap::Parser>::parse().seed;
     let mut scenario = Scenario::parse(SCENARIO, std::path::Path::new("sim_scale"))?;
     scenario.seed = seed;
     let built = Instant::now();

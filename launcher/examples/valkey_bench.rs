@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use clap::Parser as _;
 use lb_launcher::up::Overrides;
 use lb_launcher::valkey_load::{NodeCounters, max_over_mean};
 use lb_launcher::valkey_up::{ValkeyUpOptions, hot_slots_on, up_valkey};
@@ -156,6 +157,24 @@ async fn run(strategy: &str, after_onset: Duration, too_hot: bool) -> anyhow::Re
     Ok(figures)
 }
 
+/// Flags (see the module doc).
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// How long each run goes on after the onset, in seconds (more than the steady window).
+    #[arg(long, default_value_t = 60)]
+    secs_after_onset: u64,
+    /// `hot-slots`: 70 % of the load on 3 slots of node 0; `too-hot`: one slot too hot to share
+    /// a node.
+    #[arg(long, value_enum, default_value_t = Workload::HotSlots)]
+    workload: Workload,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Workload {
+    HotSlots,
+    TooHot,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig {
@@ -163,20 +182,10 @@ async fn main() -> anyhow::Result<()> {
         ..Default::default()
     });
     lb_common::telemetry::metrics_handle();
-    let args: Vec<String> = std::env::args().collect();
-    let after_onset = args
-        .iter()
-        .position(|a| a == "--secs-after-onset")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.parse::<u64>().context("--secs-after-onset takes whole seconds"))
-        .transpose()?
-        .unwrap_or(60);
+    let args = Args::parse();
+    let after_onset = args.secs_after_onset;
     anyhow::ensure!(after_onset > STEADY_SECS, "--secs-after-onset must exceed the {STEADY_SECS} s steady window");
-    let too_hot = match args.iter().position(|a| a == "--workload").and_then(|i| args.get(i + 1)).map(String::as_str) {
-        None | Some("hot-slots") => false,
-        Some("too-hot") => true,
-        Some(other) => anyhow::bail!("--workload is hot-slots or too-hot, not {other}"),
-    };
+    let too_hot = args.workload == Workload::TooHot;
     let mut rows = Vec::new();
     for strategy in ["none", "redis-cli", "lb"] {
         let f = run(strategy, Duration::from_secs(after_onset), too_hot).await?;
