@@ -152,6 +152,29 @@ pub fn dataset_view(engine: &Engine) -> (Vec<DatasetInfo>, Vec<DatasetShardUsage
     (datasets, usage)
 }
 
+/// What the `lb` strategy hands the core each second. Virtual time has no collection lag or
+/// noise: the last second stands for every window, so evaluations read the planning input and
+/// there is no window for the correction of recent moves (`window_ms` 0).
+pub fn observation<'a>(
+    input: &'a mut PlannerInput,
+    datasets: &'a [DatasetInfo],
+    usage: &'a [DatasetShardUsage],
+    evaluation_due: bool,
+    updates: Vec<ActionUpdate>,
+    now_ms: i64,
+) -> Observation<'a> {
+    Observation {
+        window_end_ms: now_ms,
+        window_ms: 0,
+        input,
+        evaluation: if evaluation_due { EvaluationView::PlanningInput } else { EvaluationView::None },
+        datasets,
+        dataset_usage: usage,
+        updates,
+        approvals: Vec::new(),
+    }
+}
+
 impl Strategy for Lb {
     fn name(&self) -> &str {
         "lb"
@@ -166,22 +189,9 @@ impl Strategy for Lb {
             return Decision::default();
         };
         let (datasets, usage) = dataset_view(ctx.engine);
-        // Virtual time has no collection lag or noise: the last second stands for every window.
-        let evaluation = if self.core.evaluation_due(&self.config, ctx.now_ms) {
-            EvaluationView::PlanningInput
-        } else {
-            EvaluationView::None
-        };
-        let observation = Observation {
-            window_end_ms: ctx.now_ms,
-            window_ms: 0,
-            input,
-            evaluation,
-            datasets: &datasets,
-            dataset_usage: &usage,
-            updates: std::mem::take(&mut self.updates),
-            approvals: Vec::new(),
-        };
+        let due = self.core.evaluation_due(&self.config, ctx.now_ms);
+        let updates = std::mem::take(&mut self.updates);
+        let observation = observation(input, &datasets, &usage, due, updates, ctx.now_ms);
         let out = self.core.step(observation, &self.config, ctx.now_ms);
         let policies: HashMap<&str, Policy> = out.proposals.iter().map(|p| (p.policy.as_str(), p.policy)).collect();
         let mut actions: Vec<Proposed> = out

@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use lb_common::ids::ActionId;
-use lb_launcher::sim::strategy::dataset_view;
+use lb_launcher::sim::strategy::{dataset_view, observation};
 use lb_launcher::sim::{Context, Decision, Lb, Proposed, Sim, Strategy};
-use lb_master::online::{ActionUpdate, EvaluationView, Observation, OnlineConfig, OnlineCore};
+use lb_master::online::{ActionUpdate, OnlineConfig, OnlineCore};
 use lb_master::planner::{PlannerInput, PlannerState};
 use lb_testbed::scenario::Scenario;
 
@@ -37,21 +37,9 @@ impl Strategy for Mirror {
         let Some(input) = ctx.input.as_deref_mut() else { return Decision::default() };
         let mut live_input: PlannerInput = input.clone();
         let (datasets, usage) = dataset_view(ctx.engine);
-        let evaluation = if self.live.evaluation_due(&self.config, ctx.now_ms) {
-            EvaluationView::PlanningInput
-        } else {
-            EvaluationView::None
-        };
-        let observation = Observation {
-            window_end_ms: ctx.now_ms,
-            window_ms: 0,
-            input: &mut live_input,
-            evaluation,
-            datasets: &datasets,
-            dataset_usage: &usage,
-            updates: std::mem::take(&mut self.updates),
-            approvals: Vec::new(),
-        };
+        let due = self.live.evaluation_due(&self.config, ctx.now_ms);
+        let updates = std::mem::take(&mut self.updates);
+        let observation = observation(&mut live_input, &datasets, &usage, due, updates, ctx.now_ms);
         let live = self.live.step(observation, &self.config, ctx.now_ms);
         let decision = self.lb.decide(ctx);
         let sim: Vec<(Option<ActionId>, String, String)> = decision

@@ -245,7 +245,8 @@ pub struct RateReader<'a> {
     table: &'a MetricsTable,
     win: (i64, i64, f64),
     basis: RateBasis,
-    /// Per worker index: the fine slots of the window it reported in (any sample).
+    /// Per worker index: the fine slots of the window it reported in (any sample); empty for
+    /// a one-off read, which sums its worker's on the spot.
     worker_covered: Vec<f64>,
 }
 
@@ -266,7 +267,12 @@ impl RateReader<'_> {
                 let by_worker = e.last_worker.map_or(0.0, |w| match e.first_slot {
                     // Younger than the window: only the seconds since its first sample count.
                     Some(first) if first > a => t.wseries.sum(w, View::Col(super::metric::COL_OPS), first, b).1,
-                    _ => self.worker_covered.get(w as usize).copied().unwrap_or(0.0),
+                    // Precomputed for a whole pass; a single read sums its one worker.
+                    _ => self
+                        .worker_covered
+                        .get(w as usize)
+                        .copied()
+                        .unwrap_or_else(|| t.wseries.sum(w, View::Col(super::metric::COL_OPS), a, b).1),
                 });
                 // A sample late for the worker's series may still be in the partition's.
                 Some(own.max(by_worker))
@@ -522,8 +528,9 @@ impl MetricsTable {
     }
 
     /// One partition's rates over the `last` window ending at `now_ms`, read by id without
-    /// building a row: the online analyzer's read, once per topology partition every tick.
-    /// `None` for a partition the table has not heard of.
+    /// building a row. `None` for a partition the table has not heard of. Reading many
+    /// partitions (the online analyzer's pass) goes through [`MetricsTable::rate_reader`], which
+    /// works out every worker's reported seconds once; this reads only its partition's worker.
     pub fn partition_rates(
         &self,
         id: &PartitionId,
@@ -531,7 +538,8 @@ impl MetricsTable {
         now_ms: i64,
         basis: RateBasis,
     ) -> Result<Option<PartitionRates>, TableError> {
-        Ok(self.rate_reader(last, now_ms, basis)?.rates(id))
+        let win = window_slots(self, last, now_ms)?;
+        Ok(RateReader { table: self, win, basis, worker_covered: Vec::new() }.rates(id))
     }
 
     /// A reader of many partitions' rates over the `last` window ending at `now_ms`.
