@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use lb_common::http::HttpClient;
-use lb_common::protocol::{HeartbeatRequest, RegisterRequest, RegisterResponse};
+use lb_common::clients::OpsClient;
+use lb_common::protocol::{HeartbeatRequest, RegisterRequest};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -37,21 +37,21 @@ pub async fn run(
                 Duration::from_secs(5)
             }
             Some(ops) => {
-                let mut client = HttpClient::new(&ops.url, &cfg.client);
+                let mut client = OpsClient::new(&ops.url, &cfg.client);
                 if let Some(token) = &ops.token {
                     client = client.with_bearer_token(token);
                 }
                 let result = if registered_with.as_deref() == Some(ops.url.as_str()) {
                     let beat =
                         HeartbeatRequest { worker_id: cfg.worker_id.clone(), latest_cursor: store.latest_cursor() };
-                    client.post::<_, RegisterResponse>("/v1/agents/heartbeat", &beat).await
+                    client.heartbeat(&beat).await
                 } else {
                     let req = RegisterRequest {
                         worker_id: cfg.worker_id.clone(),
                         address: cfg.advertise_url(bound),
                         version: env!("CARGO_PKG_VERSION").to_owned(),
                     };
-                    let reply = client.post::<_, RegisterResponse>("/v1/agents/register", &req).await;
+                    let reply = client.register(&req).await;
                     if reply.is_ok() {
                         info!(ops_server = %ops.url, "registered with the ops server");
                         registered_with = Some(ops.url.clone());

@@ -16,6 +16,7 @@
 //!   subrings, shard → node permutation with stable node slots, the weighted ketama ring with
 //!   per-key migration, the adaptive shard allocator, EWMA rates and the placement rules builder.
 
+pub mod clients;
 pub mod config;
 pub mod fair_queue;
 pub mod http;

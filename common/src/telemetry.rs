@@ -34,6 +34,24 @@ pub fn init_tracing(config: &LogConfig) {
     drop(result);
 }
 
+/// Installs the global tracing subscriber writing to `path` (appended, no colours): the
+/// all-in-one launcher keeps the terminal for its event lines and puts component logs here.
+/// A second call is a no-op, as for [`init_tracing`].
+pub fn init_tracing_to_file(config: &LogConfig, path: &std::path::Path) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&config.filter))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::sync::Mutex::new(file));
+    let result = match config.format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+    };
+    drop(result);
+    Ok(())
+}
+
 /// The process's Prometheus recorder, installed on first use. Every component in one process
 /// (the all-in-one launcher, tests) shares it.
 pub fn metrics_handle() -> PrometheusHandle {

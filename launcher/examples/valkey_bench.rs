@@ -145,13 +145,13 @@ async fn run(strategy: &str, after_onset: Duration, too_hot: bool) -> anyhow::Re
     figures.errors = report.errors;
     let after = owners(&running).await?;
     figures.slots_moved = before.iter().filter(|(s, o)| after.get(s) != Some(o)).count();
-    let ops_server = lb_common::http::HttpClient::new(
+    let ops_server = lb_common::clients::OpsClient::new(
         format!("http://{}", running.ops_server.addr()),
         &lb_common::config::shared::HttpClientConfig::default(),
     );
-    let done: lb_common::protocol::ActionsResponse =
-        ops_server.get("/v1/actions?state=succeeded").await.context("ops server actions")?;
-    figures.migrations = done.actions.len();
+    let done =
+        ops_server.actions(Some(lb_common::protocol::ActionState::Succeeded)).await.context("ops server actions")?;
+    figures.migrations = done.len();
     figures.relief_secs = relief;
     running.stop(Duration::from_secs(20)).await;
     Ok(figures)

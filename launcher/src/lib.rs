@@ -5,12 +5,15 @@
 //!   written and watched in the data directory.
 //! - [`valkey_up`]: the same on a local cluster of real `valkey-server` primaries;
 //!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks.
+//! - [`events`]: the event lines `lb up` prints (hotspot, proposal, action, verdict), read
+//!   from the master's API.
 //! - [`sim`]: the scale simulator: the testbed's virtual-time engine driven by the master's
 //!   online core (or a baseline), one decision per simulated second.
 //!
 //! The launcher depends on every component; nothing depends on it (the testbed depends on
 //! `lb-common` alone).
 
+pub mod events;
 pub mod sim;
 pub mod up;
 pub mod valkey_load;

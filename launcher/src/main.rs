@@ -46,6 +46,9 @@ enum Command {
         /// Valkey primaries (`--backend valkey`).
         #[arg(long, default_value_t = 3)]
         nodes: usize,
+        /// Component logs on this terminal (stderr) instead of `<data dir>/lb.log`.
+        #[arg(long)]
+        verbose: bool,
     },
     /// Runs a scenario in real time with the admin API and report pushing.
     Serve {
@@ -109,6 +112,9 @@ fn parse_agent(s: &str) -> Result<(WorkerId, String), String> {
     Ok((WorkerId::new(worker).map_err(|e| e.to_string())?, url.to_owned()))
 }
 
+/// Where `lb up` writes the components' logs, in its data directory (unless `--verbose`).
+const LOG_FILE: &str = "lb.log";
+
 /// The scenario `lb up` runs without `--scenario`, compiled in so the command works from any
 /// directory.
 const BUILT_IN_SCENARIO: &str = include_str!("../../configs/scenarios/first-run.toml");
@@ -126,14 +132,26 @@ fn write_built_in_scenario(data_dir: &Path) -> anyhow::Result<PathBuf> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // The simulation's output is its table; only warnings go to the log there.
-    let filter = if matches!(args.command, Command::Sim { .. }) { "warn" } else { "info" };
-    lb_common::telemetry::init_tracing(&LogConfig { filter: filter.to_owned(), ..LogConfig::default() });
+    match &args.command {
+        // `up` keeps the terminal for its banner and event lines; component logs go to a file.
+        Command::Up { data_dir, verbose: false, backend, .. } if backend == "sim" => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+            let log = data_dir.join(LOG_FILE);
+            lb_common::telemetry::init_tracing_to_file(&LogConfig::default(), &log)
+                .with_context(|| format!("cannot open the log file {}", log.display()))?;
+        }
+        // The simulation's output is its table; only warnings go to the log there.
+        Command::Sim { .. } => {
+            lb_common::telemetry::init_tracing(&LogConfig { filter: "warn".to_owned(), ..LogConfig::default() });
+        }
+        _ => lb_common::telemetry::init_tracing(&LogConfig::default()),
+    }
     match args.command {
         Command::Up { backend, nodes, data_dir, interval_ms, .. } if backend == "valkey" => {
             lb_launcher::valkey_up::launch(nodes, data_dir, Duration::from_millis(interval_ms.max(100))).await
         }
-        Command::Up { scenario, data_dir, interval_ms, .. } => {
+        Command::Up { scenario, data_dir, interval_ms, verbose, .. } => {
             let scenario = match scenario {
                 Some(path) => path,
                 None => write_built_in_scenario(&data_dir)?,
@@ -145,6 +163,7 @@ async fn main() -> anyhow::Result<()> {
                 host: "127.0.0.1".to_owned(),
                 interval: Duration::from_millis(interval_ms.max(100)),
             };
+            let started_ms = chrono::Utc::now().timestamp_millis();
             let running = lb_launcher::up::up(&options).await?;
             println!("lb is up (scenario {}); Ctrl-C stops everything.", options.scenario.display());
             if !description.is_empty() {
@@ -153,11 +172,27 @@ async fn main() -> anyhow::Result<()> {
             for (what, url) in running.urls() {
                 println!("  {what:<30} {url}");
             }
+            if verbose {
+                println!("  component logs                 on this terminal (stderr)");
+            } else {
+                println!("  component logs                 {}", options.data_dir.join(LOG_FILE).display());
+            }
+            println!("events (minutes:seconds since start):");
+            let master = lb_common::clients::MasterClient::new(
+                format!("http://{}", running.master.addr()),
+                &lb_common::config::shared::HttpClientConfig::default(),
+            );
+            let stop_events = tokio_util::sync::CancellationToken::new();
+            let events = tokio::spawn(lb_launcher::events::follow(master, started_ms, stop_events.clone()));
             let signal = lb_common::shutdown::wait_for_signal().await;
             tracing::info!(signal, "shutting down");
+            println!("stopping ({signal})");
+            stop_events.cancel();
+            let _ = events.await;
             if !running.stop(Duration::from_secs(10)).await {
                 anyhow::bail!("shutdown did not finish within 10 s per component");
             }
+            println!("stopped");
             Ok(())
         }
         Command::Serve { scenario, listen, agents, agent_port_base, report_interval_ms } => {

@@ -185,8 +185,8 @@ impl Running {
     /// The URLs to print.
     pub fn urls(&self) -> Vec<(String, String)> {
         let mut urls = vec![
-            ("master (console and /api/v1)".to_owned(), format!("http://{}", self.master.addr())),
-            ("master config (edit to change policies live)".to_owned(), self.master_config_path.display().to_string()),
+            ("master API (/api/v1)".to_owned(), format!("http://{}", self.master.addr())),
+            ("master config (edited live)".to_owned(), self.master_config_path.display().to_string()),
             ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
             ("storage admin (testbed)".to_owned(), format!("http://{}", self.testbed.addr())),
         ];

@@ -18,10 +18,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lb_common::http::{ClientError, HttpClient};
+use lb_common::clients::OpsClient;
+use lb_common::http::ClientError;
 use lb_common::ids::WorkerId;
+pub use lb_common::protocol::{AgentCollectStatus, CollectorStatus};
 use lb_common::protocol::{CollectRequest, CollectResponse, CollectStatus, Cursor, Sample};
-use serde::{Deserialize, Serialize};
 
 use tokio_util::sync::CancellationToken;
 
@@ -36,47 +37,9 @@ pub const MIN_PAGE: u32 = 100;
 /// A page served within this share of the deadline is taken as room to grow the next one.
 const GROW_BELOW_DEADLINE_RATIO: f64 = 0.25;
 
-/// What the console and `/api/v1/collector` show.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CollectorStatus {
-    pub last_success_ms: Option<i64>,
-    pub last_attempt_ms: Option<i64>,
-    pub consecutive_failures: u32,
-    /// No successful round within `collector.stale_after_ms`: the table is behind.
-    pub stale: bool,
-    pub last_error: Option<String>,
-    pub samples_total: u64,
-    /// The largest [`AgentCollectStatus::lag_ms`] over agents that are not down, as of the
-    /// last round; `None` before any sample arrived.
-    pub max_lag_ms: Option<i64>,
-    /// Per agent: the last round's status, and how many gaps (expired data) it reported.
-    pub agents: BTreeMap<WorkerId, AgentCollectStatus>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentCollectStatus {
-    pub status: Option<CollectStatus>,
-    pub cursor: Cursor,
-    pub gaps: u64,
-    pub last_error: Option<String>,
-    /// Report time of the newest sample delivered from this agent.
-    #[serde(default)]
-    pub newest_sample_ms: Option<i64>,
-    /// The last round's time less `newest_sample_ms`: how far behind this agent's data is.
-    #[serde(default)]
-    pub lag_ms: Option<i64>,
-    /// The page this agent is asked for now (smaller than `limit_per_agent` after a missed
-    /// deadline).
-    #[serde(default)]
-    pub page_limit: u32,
-    /// How long the agent took to serve its last page.
-    #[serde(default)]
-    pub last_elapsed_ms: u64,
-}
-
 #[derive(Debug)]
 pub struct Collector {
-    client: HttpClient,
+    client: OpsClient,
     cursors: BTreeMap<WorkerId, Cursor>,
     /// Per-agent pages below the configured limit (an agent not listed gets the full page).
     limits: BTreeMap<WorkerId, u32>,
@@ -84,7 +47,7 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn new(ops_server: HttpClient) -> Self {
+    pub fn new(ops_server: OpsClient) -> Self {
         Self {
             client: ops_server,
             cursors: BTreeMap::new(),
@@ -111,7 +74,7 @@ impl Collector {
                 agent_deadline_ms: Some(config.agent_deadline_ms),
                 limits: self.limits.clone(),
             };
-            let reply: CollectResponse = match self.client.post("/v1/collect", &request).await {
+            let reply: CollectResponse = match self.client.collect(&request).await {
                 Ok(reply) => reply,
                 Err(err) => {
                     self.status.consecutive_failures += 1;
@@ -294,7 +257,7 @@ mod tests {
     #[test]
     fn a_slow_agent_gets_smaller_pages_until_it_answers_in_time_and_then_full_ones_again() {
         let config = CollectorConfig { limit_per_agent: 20_000, agent_deadline_ms: 3_000, ..Default::default() };
-        let mut c = Collector::new(HttpClient::new("http://127.0.0.1:9", &Default::default()));
+        let mut c = Collector::new(OpsClient::new("http://127.0.0.1:9", &Default::default()));
         let pages: Vec<u32> = (0..10).map(|_| c.next_page(&config, &reply(CollectStatus::Timeout, 3_000))).collect();
         assert_eq!(pages[..3], [10_000, 5_000, 2_500]);
         assert_eq!(pages[9], MIN_PAGE, "never below the floor: {pages:?}");
@@ -310,7 +273,7 @@ mod tests {
 
     #[test]
     fn lag_is_the_round_time_less_the_newest_sample_and_skips_down_agents() {
-        let mut c = Collector::new(HttpClient::new("http://127.0.0.1:9", &Default::default()));
+        let mut c = Collector::new(OpsClient::new("http://127.0.0.1:9", &Default::default()));
         let agent = |status, newest| AgentCollectStatus {
             status: Some(status),
             newest_sample_ms: newest,

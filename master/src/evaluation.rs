@@ -29,7 +29,8 @@
 //!
 //! Pure: no clock, no I/O — the live loop and the virtual-time tests call the same functions.
 
-use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::ids::{KeyRange, PartitionId, WorkerId};
+pub use lb_common::protocol::records::{Evaluation, Judgement, Snapshot, Subject, Verdict};
 use lb_common::protocol::{ActionKind, ActionSpec, Health};
 use lb_common::validate::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
@@ -101,68 +102,31 @@ impl EvaluationConfig {
     }
 }
 
-/// What an evaluation watches, fixed when the action is submitted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Subject {
-    pub partitions: Vec<PartitionId>,
-    /// The table and key range the target partitions covered: after a split, its pieces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<(TenantId, TableId, KeyRange)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<WorkerId>,
-    /// A move's destination; for a group, resolved afterwards as the target's new owner.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dest: Option<WorkerId>,
-    /// A group that dedicates the partition's own worker to it (its neighbours leave).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub dedication: bool,
+/// The subject of `spec` in the layout it was planned on.
+pub fn subject_of(spec: &ActionSpec, input: &PlannerInput) -> Subject {
+    let ids: Vec<PartitionId> = crate::planner::partitions_of(spec).into_iter().cloned().collect();
+    let views: Vec<_> = input.partitions.iter().filter(|p| ids.contains(&p.id)).collect();
+    let range = views.first().map(|first| {
+        let start = views.iter().map(|p| p.range.start).min().unwrap_or(first.range.start);
+        let end = views.iter().map(|p| p.range.end).max().unwrap_or(first.range.end);
+        (first.tenant.clone(), first.table.clone(), KeyRange { start, end })
+    });
+    let dest = match spec {
+        ActionSpec::Move { to_worker, .. } => Some(to_worker.clone()),
+        _ => None,
+    };
+    let dedication = crate::planner::is_dedication(spec, input);
+    Subject { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest, dedication }
 }
 
-impl Subject {
-    /// The subject of `spec` in the layout it was planned on.
-    pub fn of(spec: &ActionSpec, input: &PlannerInput) -> Self {
-        let ids: Vec<PartitionId> = crate::planner::partitions_of(spec).into_iter().cloned().collect();
-        let views: Vec<_> = input.partitions.iter().filter(|p| ids.contains(&p.id)).collect();
-        let range = views.first().map(|first| {
-            let start = views.iter().map(|p| p.range.start).min().unwrap_or(first.range.start);
-            let end = views.iter().map(|p| p.range.end).max().unwrap_or(first.range.end);
-            (first.tenant.clone(), first.table.clone(), KeyRange { start, end })
-        });
-        let dest = match spec {
-            ActionSpec::Move { to_worker, .. } => Some(to_worker.clone()),
-            _ => None,
-        };
-        let dedication = crate::planner::is_dedication(spec, input);
-        Self { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest, dedication }
-    }
-
-    /// Whether `p` now covers what the subject covered (a split's pieces included).
-    pub fn covers(&self, p: &PartitionView) -> bool {
-        match &self.range {
-            Some((tenant, table, range)) => {
-                &p.tenant == tenant && &p.table == table && p.range.start <= range.end && p.range.end >= range.start
-            }
-            None => self.partitions.contains(&p.id),
+/// Whether `p` now covers what `subject` covered (a split's pieces included).
+pub fn covers(subject: &Subject, p: &PartitionView) -> bool {
+    match &subject.range {
+        Some((tenant, table, range)) => {
+            &p.tenant == tenant && &p.table == table && p.range.start <= range.end && p.range.end >= range.start
         }
+        None => subject.partitions.contains(&p.id),
     }
-}
-
-/// The watched numbers over one window. Ratios are of capacity (a partition's: of its limit)
-/// and count demand, served plus rejected, so an overloaded worker does not look capped at 1.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Hottest of the subject's partitions (after a split: of its pieces), demand over limit.
-    pub target_ratio: f64,
-    /// Rejected share of the subject's demand.
-    pub target_rejected_ratio: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_ratio: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dest_ratio: Option<f64>,
-    /// Over healthy workers outside dedicated groups (the pool the planner balances).
-    pub cluster_max_ratio: f64,
-    pub cluster_mean_ratio: f64,
-    pub cluster_cv: f64,
 }
 
 /// Per worker: demand ratio in the tightest dimension (ops incl. rejected, bytes, CPU).
@@ -196,7 +160,7 @@ pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
     let ratio_of = |id: &WorkerId| input.workers.iter().position(|w| &w.id == id).map(|i| ratios[i]);
     let (mut target_ratio, mut demand, mut rejected) = (0.0f64, 0.0, 0.0);
     let mut owner_now = None;
-    for p in input.partitions.iter().filter(|p| subject.covers(p)) {
+    for p in input.partitions.iter().filter(|p| covers(subject, p)) {
         let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
         let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
         target_ratio = target_ratio.max(if limit > 0.0 { d / limit } else { 0.0 });
@@ -227,35 +191,6 @@ pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
         cluster_mean_ratio: mean,
         cluster_cv: cv,
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Effective,
-    NoEffect,
-    Harmful,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Effective => "effective",
-            Verdict::NoEffect => "no_effect",
-            Verdict::Harmful => "harmful",
-        }
-    }
-}
-
-/// The score and verdict of one action, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Judgement {
-    /// Relative improvement of the triggering metric: 1 = gone, 0 = unchanged, < 0 = worse.
-    pub score: f64,
-    pub verdict: Verdict,
-    /// Which metric was judged (`target_ratio`, `source_ratio`, `cluster_max_over_mean`).
-    pub metric: String,
-    pub why: String,
 }
 
 /// The metric an action is judged on: what its policy meant to fix.
@@ -354,28 +289,6 @@ pub fn revert(spec: &ActionSpec, subject: &Subject, input: &PlannerInput) -> Opt
     (healthy && exists).then(|| ActionSpec::Move { partition: partition.clone(), to_worker: source.clone() })
 }
 
-/// One action's evaluation as stored in the ResultDataStore (kind `evaluation`, key = action id).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Evaluation {
-    pub action_id: String,
-    pub spec: ActionSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<Policy>,
-    pub subject: Subject,
-    pub submitted_at_ms: i64,
-    pub finished_at_ms: i64,
-    pub evaluated_at_ms: i64,
-    pub settle_secs: u64,
-    pub window_secs: u64,
-    pub before: Snapshot,
-    pub after: Snapshot,
-    #[serde(flatten)]
-    pub judgement: Judgement,
-    /// The move back that a harmful move triggered, when reverts are on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revert: Option<ActionSpec>,
-}
-
 #[cfg(test)]
 mod tests {
     use lb_common::ids::Key;
@@ -421,7 +334,7 @@ mod tests {
             vec![partition("p1", "a", (0, 99), 500.0, 300.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
         );
         let spec = ActionSpec::Split { partition: "p1".parse().unwrap(), split_key: Key(50) };
-        let subject = Subject::of(&spec, &before);
+        let subject = subject_of(&spec, &before);
         let b = snapshot(&subject, &before);
         assert!((b.target_ratio - 1.6).abs() < 1e-9);
         assert!((b.target_rejected_ratio - 300.0 / 800.0).abs() < 1e-9);
@@ -448,7 +361,7 @@ mod tests {
             vec![partition("p1", "a", (0, 99), 450.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
         );
         let spec = ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "b".parse().unwrap() };
-        let subject = Subject::of(&spec, &before);
+        let subject = subject_of(&spec, &before);
         let b = snapshot(&subject, &before);
         let after = input(
             vec![worker("a", 500.0), worker("b", 1000.0), worker("c", 300.0)],
@@ -501,7 +414,7 @@ mod tests {
             target: lb_common::protocol::GroupTarget::Partition { partition: "hot".parse().unwrap() },
             group: "dedicated-hot".parse().unwrap(),
         };
-        let subject = Subject::of(&spec, &before_input);
+        let subject = subject_of(&spec, &before_input);
         assert!(subject.dedication, "{subject:?}");
         let b = snapshot(&subject, &before_input);
         let mut after_input = input(

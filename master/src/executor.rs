@@ -20,6 +20,7 @@
 //! HTTP calls and hands the results in, so the rules are unit-tested without a network.
 
 use lb_common::ids::ActionId;
+pub use lb_common::protocol::Pending;
 use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -42,16 +43,6 @@ pub struct Tracked {
     pub state: ActionState,
     /// When it succeeded (or was found applied after a "maybe executed" failure).
     pub finished_at_ms: Option<i64>,
-}
-
-/// A dry-run proposal waiting for approval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Pending {
-    /// The action id it gets if approved.
-    pub id: ActionId,
-    pub proposal: Proposal,
-    pub first_proposed_at_ms: i64,
-    pub last_proposed_at_ms: i64,
 }
 
 /// What happened to a tracked action at this refresh.
@@ -86,7 +77,7 @@ impl Executor {
         input: &PlannerInput,
         now_ms: i64,
     ) {
-        let subject = Subject::of(spec, input);
+        let subject = evaluation::subject_of(spec, input);
         let before = evaluation::snapshot(&subject, input);
         self.tracked.push(Tracked {
             id,
@@ -287,7 +278,7 @@ fn evaluate_one(
     let mut revert = None;
     if judgement.verdict == Verdict::Harmful {
         let rest_ms = (planner.caps.cooldown_secs * 1000 * u64::from(planner.feedback.harmful_cooldown_factor)) as i64;
-        let targets = after.partitions.iter().filter(|p| t.subject.covers(p)).map(|p| &p.id);
+        let targets = after.partitions.iter().filter(|p| evaluation::covers(&t.subject, p)).map(|p| &p.id);
         state.penalize(targets, t.policy, now_ms + rest_ms, now_ms);
         if config.revert_harmful_moves {
             revert = evaluation::revert(&t.spec, &t.subject, after);

@@ -7,18 +7,7 @@
 
 use std::fmt::Debug;
 
-/// What a master knows about leadership right now.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LeadershipStatus {
-    /// This master may act.
-    pub leader: bool,
-    /// The backend deciding it (`single`, later `etcd`).
-    pub backend: String,
-    /// The current leadership term, when the backend has terms (fencing epoch).
-    pub epoch: Option<u64>,
-    /// Who leads, when it is not this master and the backend knows.
-    pub leader_address: Option<String>,
-}
+pub use lb_common::protocol::LeadershipStatus;
 
 /// Decides whether this master may act. Cheap to ask: the online loop asks at every pass.
 pub trait Leadership: Send + Sync + Debug {

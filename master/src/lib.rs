@@ -42,8 +42,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::Context;
+use lb_common::clients::OpsClient;
 use lb_common::config::watch::SharedReloadStatus;
-use lb_common::http::{HttpClient, Readiness};
+use lb_common::http::Readiness;
 use lb_common::protocol::Topology;
 use lb_common::shutdown::{Shutdown, serve};
 use tokio::net::TcpListener;
@@ -155,8 +156,8 @@ impl RunningMaster {
 }
 
 /// The client for the ops server, with the service token when one is configured.
-pub(crate) fn ops_client(config: &MasterConfig) -> HttpClient {
-    let client = HttpClient::new(&config.ops_server.url, &config.client);
+pub(crate) fn ops_client(config: &MasterConfig) -> OpsClient {
+    let client = OpsClient::new(&config.ops_server.url, &config.client);
     match &config.ops_server.token {
         Some(token) => client.with_bearer_token(token),
         None => client,

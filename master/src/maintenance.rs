@@ -8,7 +8,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::Shared;
-use crate::store::RecordKind;
 
 /// Table maintenance (evicting partitions gone for longer than the history) and store
 /// retention run this often.
@@ -40,9 +39,7 @@ pub async fn record_config_reloads(shared: Shared, status: SharedReloadStatus, c
         if last_attempt != Some(current.last_attempt_at_ms) {
             last_attempt = Some(current.last_attempt_at_ms);
             let key = format!("{}-{}", current.last_attempt_at_ms, current.version);
-            if let Err(error) =
-                shared.store.put(RecordKind::ConfigReload, &key, current.last_attempt_at_ms, &current).await
-            {
+            if let Err(error) = shared.store.put_record(&key, current.last_attempt_at_ms, &current).await {
                 warn!(%error, "cannot record config reload");
             }
         }

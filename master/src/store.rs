@@ -10,36 +10,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use lb_common::protocol::{RecordBody, RecordKind, StoredRecord};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordKind {
-    /// A pass of an analyzer: what it saw and concluded.
-    Analysis,
-    /// A proposed action with its reasons, numbers and rejected alternatives.
-    Proposal,
-    /// An action as submitted to the ops server and as it progressed.
-    Action,
-    /// An action's before/after evaluation and verdict.
-    Evaluation,
-    /// A config reload attempt and its outcome.
-    ConfigReload,
-}
-
-impl RecordKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::Analysis => "analysis",
-            RecordKind::Proposal => "proposal",
-            RecordKind::Action => "action",
-            RecordKind::Evaluation => "evaluation",
-            RecordKind::ConfigReload => "config_reload",
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -49,15 +23,6 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("result store task failed: {0}")]
     Task(String),
-}
-
-/// A stored record, as read back.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct StoredRecord<T> {
-    pub kind: RecordKind,
-    pub key: String,
-    pub at_ms: i64,
-    pub body: T,
 }
 
 #[derive(Debug, Clone)]
@@ -87,8 +52,13 @@ impl ResultStore {
         Ok(Self { conn: Arc::new(Mutex::new(conn)) })
     }
 
+    /// Writes (or replaces) the record `(T::KIND, key)`: every body is its kind's type.
+    pub async fn put_record<T: RecordBody + Sync>(&self, key: &str, at_ms: i64, body: &T) -> Result<(), StoreError> {
+        self.put(T::KIND, key, at_ms, body).await
+    }
+
     /// Writes (or replaces) the record `(kind, key)`.
-    pub async fn put<T: Serialize>(&self, kind: RecordKind, key: &str, at_ms: i64, body: &T) -> Result<(), StoreError> {
+    async fn put<T: Serialize>(&self, kind: RecordKind, key: &str, at_ms: i64, body: &T) -> Result<(), StoreError> {
         let body = serde_json::to_string(body)?;
         let key = key.to_owned();
         self.blocking(move |conn| {

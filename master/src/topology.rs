@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lb_common::protocol::Topology;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -16,7 +15,7 @@ use crate::{Shared, lineage};
 pub async fn run(shared: Shared, cancel: CancellationToken) {
     loop {
         let cfg = shared.config.borrow().clone();
-        match crate::ops_client(&cfg).get::<Topology>("/v1/topology").await {
+        match crate::ops_client(&cfg).topology().await {
             Ok(topology) => {
                 let previous = shared.topology.read().expect("topology lock is never poisoned").clone();
                 let mut table = shared.table.write().expect("table lock is never poisoned");

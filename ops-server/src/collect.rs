@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use lb_common::clients::AgentClient;
 use lb_common::http::{ClientError, HttpClient};
 use lb_common::protocol::{
-    AgentCollect, AgentState, CollectRequest, CollectResponse, CollectStatus, Cursor, SamplesQuery, SamplesResponse,
+    AgentCollect, AgentState, CollectRequest, CollectResponse, CollectStatus, Cursor, SamplesQuery,
 };
 use tokio::task::JoinSet;
 
@@ -47,10 +48,9 @@ pub async fn collect(
             let started = Instant::now();
             let query = SamplesQuery { after, limit: Some(limit) };
             // The client enforces the deadline; the outer timeout is the hard cap.
-            let result =
-                tokio::time::timeout(deadline, peer.get_with_query::<_, SamplesResponse>("/v1/samples", &query))
-                    .await
-                    .unwrap_or_else(|_| Err(ClientError::Timeout { url: peer.base_url().to_owned(), deadline_ms }));
+            let result = tokio::time::timeout(deadline, AgentClient::from_http(peer.clone()).samples(&query))
+                .await
+                .unwrap_or_else(|_| Err(ClientError::Timeout { url: peer.base_url().to_owned(), deadline_ms }));
             let elapsed_ms = started.elapsed().as_millis() as u64;
             let reply = match result {
                 Ok(page) => AgentCollect {

@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lb_common::clients::AgentClient;
 use lb_common::config::shared::{HttpClientConfig, HttpServerConfig};
 use lb_common::http::{HttpClient, Readiness, with_standard_layers};
 use lb_common::ids::WorkerId;
-use lb_common::protocol::ReportAck;
 use lb_common::shutdown::{Shutdown, serve};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -130,13 +130,17 @@ async fn run_ticker(engine: SharedEngine, tick: Duration, cancel: CancellationTo
 #[derive(Debug, Clone)]
 pub struct Pusher {
     engine: SharedEngine,
-    clients: Vec<(WorkerId, HttpClient)>,
+    clients: Vec<(WorkerId, AgentClient)>,
 }
 
 impl Pusher {
     pub fn new(engine: SharedEngine, options: &RealtimeOptions) -> Self {
         let base = HttpClient::new("http://127.0.0.1", &options.client);
-        let clients = options.agents.iter().map(|(w, url)| (w.clone(), base.for_peer(url.clone()))).collect();
+        let clients = options
+            .agents
+            .iter()
+            .map(|(w, url)| (w.clone(), AgentClient::from_http(base.for_peer(url.clone()))))
+            .collect();
         Self { engine, clients }
     }
 
@@ -162,8 +166,8 @@ impl Pusher {
         let mut tasks = tokio::task::JoinSet::new();
         for (client, report) in reports {
             tasks.spawn(async move {
-                let result: Result<ReportAck, _> = client.post("/v1/report", &report).await;
-                (report.worker_id, report.seq, client.base_url().to_owned(), result)
+                let result = client.report(&report).await;
+                (report.worker_id, report.seq, client.http().base_url().to_owned(), result)
             });
         }
         let mut acked = 0;

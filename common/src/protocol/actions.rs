@@ -185,6 +185,47 @@ pub struct ActionsResponse {
     pub actions: Vec<ActionRecord>,
 }
 
+/// `GET /v1/actions`: every action the ops server keeps, or only those in `state`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionsQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ActionState>,
+}
+
+/// One line of an action's history (`GET /v1/actions/{id}/events`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    pub at_ms: i64,
+    pub state: ActionState,
+    /// Who caused it: a token name, or `executor`.
+    pub actor: String,
+    pub detail: String,
+}
+
+/// Reply of `GET /v1/actions/{id}/events`: oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsResponse {
+    pub events: Vec<AuditEvent>,
+}
+
+/// `POST /v1/halt`: stop (or resume) taking actions off the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaltRequest {
+    pub halted: bool,
+}
+
+/// Reply of `GET` and `POST /v1/halt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltStatus {
+    /// Whether the executor takes new actions off the queue.
+    pub halted: bool,
+    pub halted_by_api: bool,
+    pub halted_by_config: bool,
+    pub queued: usize,
+}
+
 impl ActionRequest {
     /// Checks what serde cannot; the error names the field.
     pub fn validate(&self) -> Result<(), ValidationError> {

@@ -7,7 +7,10 @@
 
 pub mod actions;
 pub mod error;
+pub mod master;
 pub mod placement;
+pub mod proposals;
+pub mod records;
 pub mod registry;
 pub mod report;
 pub mod samples;
@@ -15,7 +18,10 @@ pub mod storage;
 
 pub use actions::*;
 pub use error::ErrorBody;
+pub use master::*;
 pub use placement::*;
+pub use proposals::*;
+pub use records::*;
 pub use registry::*;
 pub use report::*;
 pub use samples::*;

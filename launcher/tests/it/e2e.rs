@@ -8,11 +8,14 @@
 
 use std::time::Duration;
 
+use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
-use lb_common::http::HttpClient;
-use lb_common::protocol::{ActionKind, ActionsResponse, Origin};
+use lb_common::http::ClientError;
+use lb_common::protocol::{
+    ActionKind, ActionState, AnalysisRecord, Evaluation, Origin, PartitionsQuery, PolicyMode, Proposal, RecordsQuery,
+    StoredRecord, Verdict,
+};
 use lb_launcher::up::{Overrides, UpOptions, up_with};
-use serde_json::Value;
 
 /// Evaluate soon after an action ends, so a case finishes within its budget: 2 s to settle, a
 /// 3 s window after (the master's defaults are 10 s and 10 s).
@@ -122,35 +125,36 @@ struct Seen {
     rejected: f64,
 }
 
-async fn look(master: &HttpClient, ops: &HttpClient, case: &Case) -> Seen {
+/// Every record kept, up to the API's cap.
+const ALL: RecordsQuery = RecordsQuery { since_ms: None, limit: Some(1000) };
+
+async fn evaluations(master: &MasterClient) -> Vec<StoredRecord<Evaluation>> {
+    master.records::<Evaluation>(&ALL).await.expect("evaluations")
+}
+
+async fn look(master: &MasterClient, ops: &OpsClient, case: &Case) -> Seen {
     let mut seen = Seen::default();
-    let proposals: Value = master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals");
-    seen.detected = proposals["records"].as_array().expect("records").iter().any(|r| {
-        r["body"]["spec"]["kind"] == case.kind.as_str()
-            && case.policies.iter().any(|&policy| r["body"]["policy"] == policy)
-    });
-    for r in proposals["records"].as_array().expect("records") {
-        let kind = r["body"]["spec"]["kind"].as_str().unwrap_or("");
-        assert!(!case.never.iter().any(|k| k.as_str() == kind), "{}: a {kind} was proposed: {}", case.name, r["body"]);
+    let proposals = master.records::<Proposal>(&ALL).await.expect("proposals");
+    seen.detected =
+        proposals.iter().any(|r| r.body.spec.kind() == case.kind && case.policies.contains(&r.body.policy.as_str()));
+    for r in &proposals {
+        let kind = r.body.spec.kind();
+        assert!(!case.never.contains(&kind), "{}: a {} was proposed: {:?}", case.name, kind.as_str(), r.body);
     }
-    let done: ActionsResponse = ops.get("/v1/actions?state=succeeded").await.expect("actions");
-    seen.ran = done.actions.iter().any(|a| {
+    let done = ops.actions(Some(ActionState::Succeeded)).await.expect("actions");
+    seen.ran = done.iter().any(|a| {
         a.request.origin == Origin::Online
             && a.request.policy.as_deref().is_some_and(|p| case.policies.contains(&p))
             && a.request.spec.kind() == case.kind
     });
-    let evaluations: Value = master.get("/api/v1/records/evaluation?limit=1000").await.expect("evaluations");
-    seen.effective = evaluations["records"]
-        .as_array()
-        .expect("records")
+    seen.effective = evaluations(master)
+        .await
         .iter()
-        .any(|r| r["body"]["verdict"] == "effective" && r["body"]["spec"]["kind"] == case.kind.as_str());
-    let partitions: Vec<Value> = master.get("/api/v1/partitions?window_secs=2").await.expect("partitions");
-    for p in &partitions {
-        let ops = p["ops_per_sec"].as_f64().unwrap_or(0.0);
-        let rejected = p["rejected_per_sec"].as_f64().unwrap_or(0.0);
-        seen.demand += ops + rejected;
-        seen.rejected += rejected;
+        .any(|r| r.body.judgement.verdict == Verdict::Effective && r.body.spec.kind() == case.kind);
+    let query = PartitionsQuery { window_secs: Some(2), ..PartitionsQuery::default() };
+    for p in master.partitions(&query).await.expect("partitions") {
+        seen.demand += p.ops_per_sec + p.rejected_per_sec;
+        seen.rejected += p.rejected_per_sec;
     }
     seen
 }
@@ -171,8 +175,8 @@ async fn run(case: Case) {
     };
     let running =
         up_with(&options, &Overrides { master: FAST_EVALUATION.to_owned() }).await.expect("everything starts");
-    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     let started = tokio::time::Instant::now();
     let mut peak = 0.0f64;
     // Relief must hold: rejections under 1 % for 3 s in a row (12 looks), after the fix ran.
@@ -203,12 +207,12 @@ async fn run(case: Case) {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let evaluations: Value = master.get("/api/v1/records/evaluation?limit=1000").await.expect("evaluations");
-    let verdicts: Vec<String> = evaluations["records"]
-        .as_array()
-        .expect("records")
+    let verdicts: Vec<String> = evaluations(&master)
+        .await
         .iter()
-        .map(|r| format!("{} {}: {}", r["body"]["spec"]["kind"], r["body"]["verdict"], r["body"]["why"]))
+        .map(|r| {
+            format!("{} {}: {}", r.body.spec.kind().as_str(), r.body.judgement.verdict.as_str(), r.body.judgement.why)
+        })
         .collect();
     match outcome {
         Ok((at, _, share)) => eprintln!(
@@ -221,9 +225,9 @@ async fn run(case: Case) {
         ),
         Err((seen, share)) => {
             let truth = running.testbed.engine().lock().expect("engine").summary();
-            let collector = master.get::<Value>("/api/v1/collector").await.expect("collector");
+            let collector = master.collector().await.expect("collector");
             panic!(
-                "{}: not done within {:?}: {seen:?}, rejected now {:.2} % (peak {:.1} %); testbed truth: {truth:?}; collector: {collector}; evaluations: {verdicts:#?}",
+                "{}: not done within {:?}: {seen:?}, rejected now {:.2} % (peak {:.1} %); testbed truth: {truth:?}; collector: {collector:?}; evaluations: {verdicts:#?}",
                 case.name,
                 case.budget,
                 share * 100.0,
@@ -304,71 +308,66 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
     );
     let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
     let base = format!("http://{}", running.master.addr());
-    let master = HttpClient::new(&base, &HttpClientConfig::default());
-    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(&base, &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     let online_actions = || async {
         let mut n = 0;
-        for state in ["queued", "running", "succeeded", "failed"] {
-            let r: ActionsResponse = ops.get(&format!("/v1/actions?state={state}")).await.expect("actions");
-            n += r.actions.iter().filter(|a| a.request.origin == Origin::Online).count();
+        for state in [ActionState::Queued, ActionState::Running, ActionState::Succeeded, ActionState::Failed] {
+            let actions = ops.actions(Some(state)).await.expect("actions");
+            n += actions.iter().filter(|a| a.request.origin == Origin::Online).count();
         }
         n
     };
 
     let started = tokio::time::Instant::now();
     let pending = loop {
-        let p: Value = master.get("/api/v1/proposals/pending").await.expect("pending");
-        if p["proposals"].as_array().is_some_and(|a| !a.is_empty()) {
+        let p = master.pending().await.expect("pending");
+        if !p.is_empty() {
             break p;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no dry-run proposal: {p}");
+        assert!(started.elapsed() < Duration::from_secs(30), "no dry-run proposal: {p:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let records = |v: Value| v["records"].as_array().map_or(0, Vec::len);
-    let before = records(master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals"));
+    let before = master.records::<Proposal>(&ALL).await.expect("proposals").len();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = records(master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals"));
+    let after = master.records::<Proposal>(&ALL).await.expect("proposals").len();
     assert!(after <= before + 2, "dry-run proposals are kept once, not recorded every tick ({before} -> {after})");
     assert_eq!(online_actions().await, 0, "dry run acts on nothing by itself");
     // Each pass's decisions are on record: what it proposed (in dry run) and the counters.
-    let analyses: Value = master.get("/api/v1/records/analysis?limit=1000").await.expect("analysis records");
-    let analyses = analyses["records"].as_array().expect("records");
+    let analyses = master.records::<AnalysisRecord>(&ALL).await.expect("analysis records");
     assert!(
-        analyses.iter().any(|r| r["body"]["proposed"].as_array().is_some_and(|p| p.iter().any(|x| x[1] == "dry_run"))
-            && r["body"]["stats"]["partitions"].as_u64().is_some_and(|n| n > 0)),
+        analyses
+            .iter()
+            .any(|r| r.body.proposed.iter().any(|(_, mode, _)| *mode == PolicyMode::DryRun)
+                && r.body.stats.partitions > 0),
         "an analysis record holds the dry-run proposal: {analyses:?}"
     );
     assert!(analyses.len() < 40, "analysis records are written on change, not every tick: {}", analyses.len());
     // The pass snapshot the API serves holds the same pending proposal, and says who may act.
-    let pass: Value = master.get("/api/v1/pass").await.expect("pass snapshot");
-    assert!(pass["pass"].as_u64().is_some_and(|n| n > 0), "{pass}");
-    assert_eq!(pass["leadership"]["leader"], true, "{pass}");
-    assert!(
-        pass["pending"].as_array().is_some_and(|p| p.iter().any(|x| x["id"] == pending["proposals"][0]["id"])),
-        "{pass}"
-    );
-    assert!(pass["stats"]["partitions"].as_u64().is_some_and(|n| n > 0), "{pass}");
+    let pass = master.pass().await.expect("pass snapshot");
+    assert!(pass.pass > 0, "{pass:?}");
+    assert!(pass.leadership.as_ref().is_some_and(|l| l.leader), "{pass:?}");
+    assert!(pass.pending.iter().any(|x| x.id == pending[0].id), "{pass:?}");
+    assert!(pass.stats.partitions > 0, "{pass:?}");
 
-    let id = pending["proposals"][0]["id"].as_str().expect("id").to_owned();
-    let path = format!("/api/v1/proposals/{id}/approve");
-    let status = |e: lb_common::http::ClientError| match e {
-        lb_common::http::ClientError::Status { status, .. } => status.as_u16(),
+    let id = pending[0].id.clone();
+    let status = |e: ClientError| match e {
+        ClientError::Status { status, .. } => status.as_u16(),
         other => panic!("unexpected error {other}"),
     };
-    let anonymous = master.post::<_, Value>(&path, &serde_json::json!({})).await.expect_err("no token");
+    let anonymous = master.approve(&id).await.expect_err("no token");
     assert_eq!(status(anonymous), 401);
-    let viewer = HttpClient::new(&base, &HttpClientConfig::default()).with_bearer_token(VIEWER_TOKEN);
-    assert_eq!(status(viewer.post::<_, Value>(&path, &serde_json::json!({})).await.expect_err("viewer")), 403);
-    let sre = HttpClient::new(&base, &HttpClientConfig::default()).with_bearer_token(SRE_TOKEN);
-    let record: lb_common::protocol::ActionRecord =
-        sre.post(&path, &serde_json::json!({})).await.expect("the operator approves");
+    let viewer = MasterClient::new(&base, &HttpClientConfig::default()).with_bearer_token(VIEWER_TOKEN);
+    assert_eq!(status(viewer.approve(&id).await.expect_err("viewer")), 403);
+    let sre = MasterClient::new(&base, &HttpClientConfig::default()).with_bearer_token(SRE_TOKEN);
+    let record = sre.approve(&id).await.expect("the operator approves");
     assert!(record.request.reason.contains("approved by sre"), "{}", record.request.reason);
-    assert_eq!(record.request.id.as_str(), id);
-    assert_eq!(status(sre.post::<_, Value>(&path, &serde_json::json!({})).await.expect_err("twice")), 404);
+    assert_eq!(record.request.id, id);
+    assert_eq!(status(sre.approve(&id).await.expect_err("twice")), 404);
     let started = tokio::time::Instant::now();
     loop {
-        let done: ActionsResponse = ops.get("/v1/actions?state=succeeded").await.expect("actions");
-        if done.actions.iter().any(|a| a.request.id.as_str() == id) {
+        let done = ops.actions(Some(ActionState::Succeeded)).await.expect("actions");
+        if done.iter().any(|a| a.request.id == id) {
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "the approved action did not run");
@@ -389,19 +388,12 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
     std::fs::rename(&tmp, &running.master_config_path).expect("rename over");
     let started = tokio::time::Instant::now();
     loop {
-        let status: Value = master.get("/v1/config/status").await.expect("status");
-        if status["version"].as_u64() == Some(2) {
-            assert!(
-                status["changed_fields"]
-                    .as_array()
-                    .expect("fields")
-                    .iter()
-                    .any(|f| f == "planner.partition_overload.mode"),
-                "{status}"
-            );
+        let status = master.config_status().await.expect("status");
+        if status.version == 2 {
+            assert!(status.changed_fields.iter().any(|f| f == "planner.partition_overload.mode"), "{status:?}");
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "the edit was not applied: {status}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the edit was not applied: {status:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let started = tokio::time::Instant::now();

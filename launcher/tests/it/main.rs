@@ -2,7 +2,7 @@
 //! (`up` in process, the end-to-end hot-range, hot-key, worker-loss and dry-run runs), the
 //! report pusher against a real in-process agent, the master's online core driving the
 //! testbed's engine through the simulator (scenario, convergence and parity tests), and
-//! `lb sim` end to end.
+//! `lb sim` and `lb up` (the binary, from an empty directory) end to end.
 
 mod core_parity;
 mod e2e;
@@ -14,3 +14,4 @@ mod sim_cli;
 #[path = "../../../testbed/tests/it/support.rs"]
 mod support;
 mod up;
+mod up_cli;

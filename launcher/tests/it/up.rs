@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
-use lb_common::http::HttpClient;
+use lb_common::protocol::{HistoryQuery, Metric, OverviewQuery, PartitionsQuery};
 use lb_launcher::up::{UpOptions, up};
 
 use crate::support::scenarios_dir;
@@ -22,21 +23,21 @@ async fn up_starts_everything_and_data_reaches_the_master() {
     };
     let running = up(&options).await.expect("everything starts");
     assert_eq!(running.agents.len(), 8, "one agent per worker of the scenario");
-    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
     let started = tokio::time::Instant::now();
     loop {
-        let overview: serde_json::Value =
-            master.get("/api/v1/overview?metric=ops&window_secs=5").await.expect("overview");
-        let topology_ok = master.get::<serde_json::Value>("/api/v1/topology").await.is_ok();
-        let loaded = overview["workers"].as_array().is_some_and(|w| w.len() == 8)
-            && overview["mean"].as_f64().is_some_and(|m| m > 0.0);
+        let query = OverviewQuery { metric: Some(Metric::Ops), window_secs: Some(5) };
+        let overview = master.overview(&query).await.expect("overview");
+        let topology_ok = master.topology().await.is_ok();
+        let loaded = overview.workers.len() == 8 && overview.mean > 0.0;
         if loaded && topology_ok {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no load reached the master: {overview}");
+        assert!(started.elapsed() < Duration::from_secs(30), "no load reached the master: {overview:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let partitions: Vec<serde_json::Value> = master.get("/api/v1/partitions?window_secs=5").await.expect("partitions");
+    let query = PartitionsQuery { window_secs: Some(5), ..PartitionsQuery::default() };
+    let partitions = master.partitions(&query).await.expect("partitions");
     assert_eq!(partitions.len(), 32, "every partition of the scenario is in the table");
     for dir_entry in ["ops-server-audit.sqlite", "master-results.sqlite", "agent-w-0000.sqlite"] {
         assert!(dir.path().join(dir_entry).exists(), "{dir_entry} was created");
@@ -55,11 +56,11 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
         interval: Duration::from_millis(200),
     };
     let running = up(&options).await.expect("everything starts");
-    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     // Let the parent build up a few seconds of history.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let topology: lb_common::protocol::Topology = master.get("/api/v1/topology").await.expect("topology");
+    let topology = master.topology().await.expect("topology");
     let parent = topology.partitions.iter().min_by_key(|p| p.range.start).expect("a partition").clone();
     let mid = lb_common::ids::Key(parent.range.start.0 + (parent.range.end.0 - parent.range.start.0) / 2);
     let split_at_ms = chrono::Utc::now().timestamp_millis();
@@ -71,11 +72,11 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
         reason: "test lineage".to_owned(),
         actor_path: vec!["manual".to_owned(), "test".to_owned()],
     };
-    let _: lb_common::protocol::ActionRecord = ops.post("/v1/actions", &request).await.expect("accepted");
+    ops.submit(&request).await.expect("accepted");
     // Wait for the master to see the new partition.
     let started = tokio::time::Instant::now();
     let child = loop {
-        let t: lb_common::protocol::Topology = master.get("/api/v1/topology").await.expect("topology");
+        let t = master.topology().await.expect("topology");
         if let Some(child) = t.partitions.iter().find(|p| p.range.start == mid) {
             break child.clone();
         }
@@ -83,18 +84,9 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let history: serde_json::Value = master
-        .get(&format!("/api/v1/partitions/{}/history?metric=ops&from_ms={}", child.id, split_at_ms - 10_000))
-        .await
-        .expect("history");
-    let before_split = history["points"]
-        .as_array()
-        .expect("points")
-        .iter()
-        .filter(|p| {
-            p["ts_ms"].as_i64().is_some_and(|t| t < split_at_ms - 1_000) && p["value"].as_f64().is_some_and(|v| v > 0.0)
-        })
-        .count();
-    assert!(before_split > 0, "the child's history reaches back into its parent's: {history}");
+    let query = HistoryQuery { metric: Some(Metric::Ops), from_ms: Some(split_at_ms - 10_000), to_ms: None };
+    let history = master.history(&child.id, &query).await.expect("history");
+    let before_split = history.points.iter().filter(|p| p.ts_ms < split_at_ms - 1_000 && p.value > 0.0).count();
+    assert!(before_split > 0, "the child's history reaches back into its parent's: {history:?}");
     assert!(running.stop(Duration::from_secs(20)).await);
 }

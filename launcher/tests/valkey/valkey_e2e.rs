@@ -23,13 +23,15 @@
 
 use std::time::{Duration, Instant};
 
+use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
-use lb_common::http::HttpClient;
-use lb_common::protocol::{ActionKind, ActionsResponse, Origin, Topology};
+use lb_common::protocol::{
+    ActionKind, ActionSpec, ActionState, Evaluation, GroupTarget, Origin, Policy, Proposal, RecordsQuery, Verdict,
+    WindowQuery,
+};
 use lb_launcher::up::Overrides;
 use lb_launcher::valkey_load::{NodeCounters, max_over_mean, verify};
 use lb_launcher::valkey_up::{RunningValkey, ValkeyUpOptions, hot_slots_on, up_valkey};
-use serde_json::Value;
 
 /// The whole run must finish within this (start-up, onset, detection, migrations, relief).
 const BUDGET: Duration = Duration::from_secs(120);
@@ -42,6 +44,8 @@ const HIGH_WATERMARK: f64 = 0.85;
 const MAX_OVER_MEAN_AFTER: f64 = 1.15;
 /// Consecutive 1 s INFO windows that must meet the target.
 const RELIEF_WINDOWS: u32 = 3;
+/// Every record kept, up to the API's cap.
+const ALL: RecordsQuery = RecordsQuery { since_ms: None, limit: Some(1000) };
 
 /// One Valkey end-to-end run at a time: each is 3 nodes, 3 agents reading all 16,384 slots a
 /// second, lb and 6,000 ops/s of load, and the relief budgets are for one run on a 2-core
@@ -54,8 +58,8 @@ async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {
     let hot = options.load.as_ref().expect("the launcher drives load").hot_slots.clone();
     let capacity = options.node_ops_per_sec;
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
-    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     let node0 = running.cluster.node_id(0).clone();
     let mut counters = NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
     let onset_at = running.load.as_ref().expect("load").onset_at();
@@ -66,36 +70,33 @@ async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {
         (meets, format!("hot slots moved {moved}"))
     })
     .await;
-    let proposals: Value = master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals");
+    let proposals: Vec<Proposal> =
+        master.records::<Proposal>(&ALL).await.expect("proposals").into_iter().map(|r| r.body).collect();
     let hot_ids: Vec<String> = hot.iter().map(|s| format!("slot-{:05}", s.get())).collect();
-    let proposed: Vec<String> = proposals["records"]
-        .as_array()
-        .expect("records")
-        .iter()
-        .map(|r| format!("{} {} {}", r["body"]["policy"], r["body"]["spec"]["kind"], r["body"]["spec"]["partition"]))
-        .collect();
-    let done: ActionsResponse = ops.get("/v1/actions?state=succeeded").await.expect("actions");
+    let proposed: Vec<String> =
+        proposals.iter().map(|p| format!("{} {}", p.policy.as_str(), spec_summary(&p.spec))).collect();
+    let done = ops.actions(Some(ActionState::Succeeded)).await.expect("actions");
     let moves: Vec<String> = done
-        .actions
         .iter()
         .filter(|a| a.request.origin == Origin::Online && a.request.spec.kind() == ActionKind::Move)
         .map(|a| format!("{:?}", a.request.spec))
         .collect();
-    let failed: ActionsResponse = ops.get("/v1/actions?state=failed").await.expect("actions");
+    let failed = ops.actions(Some(ActionState::Failed)).await.expect("actions");
     eprintln!("valkey e2e: {log}\nproposals: {proposed:#?}\nmoves: {moves:#?}\n{}", lb_figures(&master).await);
     assert!(relieved, "node load did not come under target within {BUDGET:?} (peak max/mean {peak:.2})");
     assert!(peak > 2.0, "the hot slots did overload node 0 first (peak max/mean {peak:.2})");
     assert!(
-        proposed.iter().any(|p| p.contains("\"move\"") && hot_ids.iter().any(|id| p.contains(id.as_str()))),
+        proposals.iter().any(|p| matches!(&p.spec, ActionSpec::Move { partition, .. }
+            if hot_ids.iter().any(|id| id == partition.as_str()))),
         "a move of a hot slot was proposed: {proposed:?}"
     );
     assert!(
         moves.iter().any(|m| hot_ids.iter().any(|id| m.contains(id.as_str()))),
         "a hot slot was moved by an online action: {moves:?}"
     );
-    assert!(failed.actions.is_empty(), "no action failed: {:?}", failed.actions);
+    assert!(failed.is_empty(), "no action failed: {failed:?}");
     assert!(
-        !proposed.iter().any(|p| p.contains("\"split\"") || p.contains("\"merge\"")),
+        !proposals.iter().any(|p| matches!(p.spec.kind(), ActionKind::Split | ActionKind::Merge)),
         "slots are never split or merged: {proposed:?}"
     );
 
@@ -122,8 +123,8 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     let hot_id = format!("slot-{:05}", hot.get());
     let capacity = options.node_ops_per_sec;
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
-    let master = HttpClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = HttpClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     let mut counters = NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
     let onset_at = running.load.as_ref().expect("load").onset_at();
     let (relieved, peak, log) = observe(&master, &mut counters, capacity, onset_at, async |rates: &[f64]| {
@@ -141,27 +142,20 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     // The evaluation comes settle + window seconds after the group ended.
     let waited = Instant::now();
     let evaluations = loop {
-        let evaluations: Value = master.get("/api/v1/records/evaluation?limit=1000").await.expect("evaluations");
-        let groups: Vec<Value> = evaluations["records"]
-            .as_array()
-            .expect("records")
-            .iter()
-            .filter(|r| r["body"]["spec"]["kind"] == "group")
-            .map(|r| r["body"].clone())
-            .collect();
+        let evaluations = master.records::<Evaluation>(&ALL).await.expect("evaluations");
+        let groups: Vec<Evaluation> =
+            evaluations.into_iter().filter(|r| r.body.spec.kind() == ActionKind::Group).map(|r| r.body).collect();
         if !groups.is_empty() || !relieved || waited.elapsed() > EVALUATION_BUDGET {
             break groups;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let proposals: Value = master.get("/api/v1/records/proposal?limit=1000").await.expect("proposals");
-    let proposed: Vec<&Value> = proposals["records"].as_array().expect("records").iter().map(|r| &r["body"]).collect();
-    let done: ActionsResponse = ops.get("/v1/actions?state=succeeded").await.expect("actions");
-    let failed: ActionsResponse = ops.get("/v1/actions?state=failed").await.expect("actions");
-    let summary: Vec<String> = proposed
-        .iter()
-        .map(|p| format!("{} {} {} {}", p["policy"], p["spec"]["kind"], p["spec"], p["reason"]))
-        .collect();
+    let proposed: Vec<Proposal> =
+        master.records::<Proposal>(&ALL).await.expect("proposals").into_iter().map(|r| r.body).collect();
+    let done = ops.actions(Some(ActionState::Succeeded)).await.expect("actions");
+    let failed = ops.actions(Some(ActionState::Failed)).await.expect("actions");
+    let summary: Vec<String> =
+        proposed.iter().map(|p| format!("{} {} {}", p.policy.as_str(), spec_summary(&p.spec), p.reason)).collect();
     eprintln!(
         "valkey e2e (too hot to share): {log}\nproposals: {summary:#?}\nevaluations: {evaluations:#?}\n{}",
         lb_figures(&master).await
@@ -170,30 +164,35 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     assert!(peak > 1.8, "the hot slot did overload node 0 first (peak max/mean {peak:.2})");
     let group = proposed
         .iter()
-        .find(|p| p["spec"]["kind"] == "group" && p["spec"]["target"]["partition"] == hot_id.as_str())
+        .find(|p| {
+            matches!(&p.spec, ActionSpec::Group { target: GroupTarget::Partition { partition }, .. }
+                if partition.as_str() == hot_id)
+        })
         .unwrap_or_else(|| panic!("a group of {hot_id} was proposed: {summary:#?}"));
-    assert_eq!(group["policy"], "worker_overload", "{group}");
-    assert_eq!(group["spec"]["group"], format!("dedicated-{hot_id}"), "{group}");
-    assert!(group["reason"].as_str().is_some_and(|r| r.contains("no shared worker can take")), "{group}");
+    assert_eq!(group.policy, Policy::WorkerOverload, "{group:?}");
+    let ActionSpec::Group { group: group_id, .. } = &group.spec else { unreachable!("found as a group") };
+    assert_eq!(group_id.as_str(), format!("dedicated-{hot_id}"), "{group:?}");
+    assert!(group.reason.contains("no shared worker can take"), "{group:?}");
     // The slot may have been moved once, early in the onset, while the master's window still
     // showed it smaller than its node's other load (a move the data justified then); after that
     // it is never moved again, only given a node.
-    let hot_moves =
-        proposed.iter().filter(|p| p["spec"]["kind"] == "move" && p["spec"]["partition"] == hot_id.as_str());
+    let hot_moves = proposed
+        .iter()
+        .filter(|p| matches!(&p.spec, ActionSpec::Move { partition, .. } if partition.as_str() == hot_id));
     assert!(hot_moves.count() <= 1, "the slot too hot to share is not moved around: {summary:#?}");
     assert!(
-        done.actions.iter().any(|a| a.request.origin == Origin::Online && a.request.spec.kind() == ActionKind::Group),
+        done.iter().any(|a| a.request.origin == Origin::Online && a.request.spec.kind() == ActionKind::Group),
         "the group ran as an online action"
     );
-    assert!(failed.actions.is_empty(), "no action failed: {:?}", failed.actions);
-    let verdicts: Vec<(&str, &str)> =
-        evaluations.iter().filter_map(|e| Some((e["verdict"].as_str()?, e["metric"].as_str()?))).collect();
+    assert!(failed.is_empty(), "no action failed: {failed:?}");
+    let verdicts: Vec<(Verdict, &str)> =
+        evaluations.iter().map(|e| (e.judgement.verdict, e.judgement.metric.as_str())).collect();
     assert_eq!(
         verdicts,
-        [("effective", "neighbours_ratio")],
+        [(Verdict::Effective, "neighbours_ratio")],
         "the group was judged effective on where the neighbours went: {evaluations:#?}"
     );
-    let topology: Topology = ops.get("/v1/topology").await.expect("topology");
+    let topology = ops.topology().await.expect("topology");
     let dedicated: Vec<&str> = topology.workers.iter().filter_map(|w| w.group.as_ref().map(|g| g.as_str())).collect();
     assert_eq!(dedicated, [format!("dedicated-{hot_id}")], "one node dedicated, as the topology shows it");
     every_write_reads_back(running).await;
@@ -261,7 +260,7 @@ async fn every_write_reads_back(mut running: RunningValkey) {
 /// `done` gets the nodes' ops/s and says whether the target is met and what else to log.
 /// Returns whether it was met, the peak max/mean after the onset and the log.
 async fn observe(
-    master: &HttpClient,
+    master: &MasterClient,
     counters: &mut NodeCounters,
     capacity: f64,
     onset_at: Instant,
@@ -282,18 +281,18 @@ async fn observe(
         }
         let (meets, note) = done(&rates).await;
         let seen: Vec<String> = master
-            .get::<Vec<Value>>("/api/v1/workers")
+            .workers(&WindowQuery::default())
             .await
             .map(|ws| {
                 ws.iter()
                     .map(|w| {
                         // Its load, the seconds of the window it reported in, and how old its newest data is.
-                        let lag = w["last_sample_ms"].as_i64().map(|t| chrono::Utc::now().timestamp_millis() - t);
+                        let lag = w.last_sample_ms.map(|t| chrono::Utc::now().timestamp_millis() - t);
                         format!(
                             "{}={:.0} ({:.0}/10 s, lag {})",
-                            w["id"].as_str().unwrap_or("?"),
-                            w["ops_per_sec"].as_f64().unwrap_or(0.0),
-                            w["covered_secs"].as_f64().unwrap_or(0.0),
+                            w.id,
+                            w.ops_per_sec,
+                            w.covered_secs,
                             lag.map_or_else(|| "-".to_owned(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
                         )
                     })
@@ -320,7 +319,7 @@ async fn observe(
 /// collected, the collector's state and lag per agent (`/api/v1/collector`), and how far behind
 /// the wall clock the planner's windows ended. Every component runs in this process, so the
 /// metrics are the shared recorder's.
-async fn lb_figures(master: &HttpClient) -> String {
+async fn lb_figures(master: &MasterClient) -> String {
     const PREFIXES: [&str; 13] = [
         "lb_agent_valkey_poll_seconds",
         "lb_agent_valkey_polls_total",
@@ -341,7 +340,7 @@ async fn lb_figures(master: &HttpClient) -> String {
         .lines()
         .filter(|l| !l.starts_with('#') && PREFIXES.iter().any(|p| l.starts_with(p)) && !l.contains("_bucket"))
         .collect();
-    let collector: Value = master.get("/api/v1/collector").await.unwrap_or(Value::Null);
+    let collector = master.collector().await.map_or_else(|e| e.to_string(), |c| format!("{c:?}"));
     format!("lb figures:\n  {}\ncollector: {collector}", lines.join("\n  "))
 }
 
@@ -352,4 +351,13 @@ async fn moved_hot_slots(running: &RunningValkey, hot: &[lb_valkey::Slot], node0
     hot.iter()
         .filter(|&&s| nodes.iter().any(|n| n.is_primary() && &n.id != node0 && n.slots.iter().any(|r| r.contains(s))))
         .count()
+}
+
+/// `move slot-00012 -> valkey-7001`, `group slot-00012 into dedicated-slot-00012`, ...
+fn spec_summary(spec: &ActionSpec) -> String {
+    match spec {
+        ActionSpec::Move { partition, to_worker } => format!("move {partition} -> {to_worker}"),
+        ActionSpec::Group { target, group } => format!("group {target:?} into {group}"),
+        other => format!("{other:?}"),
+    }
 }

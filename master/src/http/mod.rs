@@ -14,18 +14,19 @@ use axum::routing::{get, post};
 use lb_common::config::watch::SharedReloadStatus;
 use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
-use lb_common::ids::{PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{ActionRecord, PlacementRules, Topology};
-use serde::{Deserialize, Serialize};
+use lb_common::ids::PartitionId;
+use lb_common::protocol::{
+    ActionRecord, HeatmapQuery, HistoryQuery, LeadershipStatus, OverviewQuery, PartitionsQuery, PassSnapshot,
+    PendingResponse, PlacementRules, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+};
 
 use crate::Shared;
 use crate::collector::CollectorStatus;
-use crate::executor::{ApprovalError, Pending};
+use crate::executor::ApprovalError;
 use crate::online::Approval;
-use crate::store::{RecordKind, StoredRecord};
+use crate::store::RecordKind;
 use crate::table::{
-    ClusterOverview, GroupBy, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN,
-    WorkerRow,
+    ClusterOverview, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN, WorkerRow,
 };
 
 /// 10 s: long enough to smooth a 1 s report's noise, short enough to show a hotspot now.
@@ -84,13 +85,6 @@ fn bad_query(e: QueryRejection) -> ApiError {
     ApiError::bad_request(e.body_text())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OverviewQuery {
-    metric: Option<Metric>,
-    window_secs: Option<u64>,
-}
-
 fn window(secs: Option<u64>) -> Duration {
     Duration::from_secs(secs.unwrap_or(DEFAULT_WINDOW_SECS).max(1))
 }
@@ -104,12 +98,6 @@ async fn overview(
     query(&shared, move |t| t.cluster_overview(metric, last, now)).await.map(ApiJson)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WindowQuery {
-    window_secs: Option<u64>,
-}
-
 async fn workers(
     State(shared): State<Shared>,
     q: Result<Query<WindowQuery>, QueryRejection>,
@@ -117,19 +105,6 @@ async fn workers(
     let Query(q) = q.map_err(bad_query)?;
     let (last, now) = (window(q.window_secs), now_ms());
     query(&shared, move |t| t.workers(last, now)).await.map(ApiJson)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PartitionsQuery {
-    window_secs: Option<u64>,
-    tenant: Option<TenantId>,
-    table: Option<TableId>,
-    worker: Option<WorkerId>,
-    /// Only partitions at or above this many ops per second.
-    min_ops_per_sec: Option<f64>,
-    /// Include partitions that no longer exist (split, merged) but still have history.
-    include_gone: Option<bool>,
 }
 
 async fn partitions(
@@ -149,15 +124,6 @@ async fn partitions(
     Ok(ApiJson(rows))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopQuery {
-    metric: Option<Metric>,
-    n: Option<usize>,
-    group_by: Option<GroupBy>,
-    window_secs: Option<u64>,
-}
-
 async fn top(
     State(shared): State<Shared>,
     q: Result<Query<TopQuery>, QueryRejection>,
@@ -167,21 +133,6 @@ async fn top(
     let n = q.n.unwrap_or(100).clamp(1, MAX_TOP_N);
     let (group_by, last, now) = (q.group_by.unwrap_or_default(), window(q.window_secs), now_ms());
     query(&shared, move |t| t.top_n(metric, n, group_by, last, now)).await.map(ApiJson)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HeatmapQuery {
-    tenant: TenantId,
-    table: TableId,
-    metric: Option<Metric>,
-    /// Default: the last hour.
-    from_ms: Option<i64>,
-    to_ms: Option<i64>,
-    /// Default: one minute per row.
-    step_ms: Option<i64>,
-    /// Default: 64 key-range columns.
-    buckets: Option<usize>,
 }
 
 async fn heatmap(
@@ -195,14 +146,6 @@ async fn heatmap(
     let (metric, step, buckets) =
         (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000), q.buckets.unwrap_or(64));
     query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HistoryQuery {
-    metric: Option<Metric>,
-    from_ms: Option<i64>,
-    to_ms: Option<i64>,
 }
 
 async fn history(
@@ -233,23 +176,11 @@ async fn memory(State(shared): State<Shared>) -> Result<ApiJson<MemoryUsage>, Ap
     query(&shared, |t| Ok(t.memory_usage())).await.map(ApiJson)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecordsQuery {
-    since_ms: Option<i64>,
-    limit: Option<usize>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RecordsResponse {
-    pub records: Vec<StoredRecord<serde_json::Value>>,
-}
-
 async fn records(
     State(shared): State<Shared>,
     Path(kind): Path<String>,
     q: Result<Query<RecordsQuery>, QueryRejection>,
-) -> Result<ApiJson<RecordsResponse>, ApiError> {
+) -> Result<ApiJson<RecordsResponse<serde_json::Value>>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
     let kind = record_kind(&kind)?;
     let records = shared
@@ -261,8 +192,7 @@ async fn records(
 }
 
 fn record_kind(kind: &str) -> Result<RecordKind, ApiError> {
-    serde_json::from_value(serde_json::Value::String(kind.to_owned()))
-        .map_err(|_| ApiError::not_found(format!("no record kind {kind:?}")))
+    RecordKind::parse(kind).ok_or_else(|| ApiError::not_found(format!("no record kind {kind:?}")))
 }
 
 async fn record(
@@ -277,11 +207,6 @@ async fn record(
         .map_err(|e| ApiError::unavailable("store_unavailable", e.to_string()))?
         .map(ApiJson)
         .ok_or_else(|| ApiError::not_found(format!("no {} record {key:?}", kind.as_str())))
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct PendingResponse {
-    pub proposals: Vec<Pending>,
 }
 
 async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
@@ -326,12 +251,12 @@ async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<Placeme
 
 /// The latest online pass as published (counters, proposals, declines with why, pending
 /// proposals, placement rules, leadership).
-async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<crate::online::PassSnapshot> {
+async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<PassSnapshot> {
     let snapshot = shared.snapshot.borrow().clone();
     ApiJson((*snapshot).clone())
 }
 
 /// Whether this master may act, and who leads.
-async fn leadership(State(shared): State<Shared>) -> ApiJson<crate::leadership::LeadershipStatus> {
+async fn leadership(State(shared): State<Shared>) -> ApiJson<LeadershipStatus> {
     ApiJson(shared.leadership.status())
 }

@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionRecord, ActionRequest, ActionSpec, DatasetInfo, Origin, PlacementRules, Topology};
-use serde::Serialize;
+use lb_common::protocol::{
+    ActionEntry, ActionOutcome, ActionRecord, ActionRequest, ActionSpec, AnalysisRecord, DatasetInfo, Origin,
+    PlacementRules, Topology,
+};
 
 use super::analyzer::{self, AnalysisContext, Analyzer};
 use crate::config::MasterConfig;
-use crate::evaluation::{Evaluation, EvaluationConfig, Subject, Verdict};
+use crate::evaluation::{Evaluation, EvaluationConfig, Verdict};
 use crate::executor::{ApprovalError, DEFAULT_APPROVAL_TTL_SECS, Executor, Pending, Settled};
 use crate::placement_manager::{DatasetShardUsage, PlacementManagerConfig};
 use crate::planner::{
-    Declined, Plan, PlanStats, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal, partitions_of,
+    Declined, Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal, partitions_of,
 };
-use crate::store::RecordKind;
 
 /// Declined items an analysis record keeps (the plan keeps up to 256).
 pub const MAX_DECLINED_RECORDED: usize = 64;
@@ -114,7 +115,7 @@ pub enum Command {
     /// the approval to answer with the outcome.
     Submit { request: ActionRequest, approval: Option<String> },
     /// Write a ResultDataStore record.
-    Record { kind: RecordKind, key: String, body: serde_json::Value },
+    Record(Box<Record>),
     /// An approval that cannot be carried out, to answer now.
     RefuseApproval { proposal_id: String, error: ApprovalError },
 }
@@ -269,7 +270,7 @@ impl OnlineCore {
         if let Some(after) = judged_on {
             let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
             for e in due {
-                out.commands.push(record(RecordKind::Evaluation, &e.action_id, &e));
+                out.commands.push(Command::Record(Box::new(Record::Evaluation(e.clone()))));
                 if e.judgement.verdict == Verdict::Harmful
                     && let (Some(spec), Some(policy)) = (e.revert.clone(), e.policy)
                 {
@@ -340,10 +341,11 @@ impl OnlineCore {
                     Settled::Done { note } => (true, note),
                     Settled::NotApplied { note } => (false, Some(note)),
                 };
-                let body = serde_json::json!({ "record": record, "applied": applied, "note": note });
                 let id = record.request.id.clone();
-                out.commands.push(Command::Record { kind: RecordKind::Action, key: id.to_string(), body });
-                out.ended.push(Ended { id, applied, note });
+                out.ended.push(Ended { id, applied, note: note.clone() });
+                let outcome = if applied { ActionOutcome::Applied } else { ActionOutcome::NotApplied };
+                let entry = ActionEntry { request: record.request.clone(), outcome, record: Some(*record), note };
+                out.commands.push(Command::Record(Box::new(Record::Action(entry))));
             }
             ActionUpdate::Finished { id, applied, at_ms } => {
                 self.executor.finish(&id, applied, at_ms);
@@ -361,14 +363,18 @@ impl OnlineCore {
         match proposal.mode {
             PolicyMode::Auto => {
                 let id = self.ids.next();
-                out.commands.push(record(RecordKind::Proposal, id.as_str(), &proposal));
+                out.commands
+                    .push(Command::Record(Box::new(Record::Proposal { id: id.clone(), proposal: proposal.clone() })));
                 let reason = proposal.reason.clone();
                 self.submit(&proposal, id, reason, input, now_ms, None, out);
             }
             PolicyMode::DryRun => {
                 let ids = &mut self.ids;
                 if let Some(p) = self.executor.offer(proposal.clone(), now_ms, || ids.next()) {
-                    out.commands.push(record(RecordKind::Proposal, p.id.as_str(), p));
+                    out.commands.push(Command::Record(Box::new(Record::Proposal {
+                        id: p.id.clone(),
+                        proposal: p.proposal.clone(),
+                    })));
                 }
             }
             PolicyMode::Off => return,
@@ -413,7 +419,7 @@ impl OnlineCore {
         let reason = format!("{} (dry run, approved by {})", proposal.reason, approval.approved_by);
         // The approved action rests its partitions like an auto one.
         let until = now_ms + (config.planner.caps.cooldown_secs * 1000) as i64;
-        for p in Subject::of(&proposal.spec, input).partitions {
+        for p in crate::evaluation::subject_of(&proposal.spec, input).partitions {
             self.planner.cooldown_until_ms.insert(p, until);
         }
         self.submit(&proposal, id, reason, input, now_ms, Some(approval.proposal_id), out);
@@ -426,18 +432,12 @@ impl OnlineCore {
             self.last_analysis = None;
             return None;
         }
-        let record = AnalysisRecord {
-            window_end_ms,
-            stats: &plan.stats,
-            proposed: plan.proposals.iter().map(|p| (p.policy, p.mode, &p.spec)).collect(),
-            declined: &plan.rejected[..plan.rejected.len().min(MAX_DECLINED_RECORDED)],
-            declined_total: plan.rejected.len() + plan.stats.declined_dropped,
-        };
-        let fingerprint = record.fingerprint();
+        let declined = &plan.rejected[..plan.rejected.len().min(MAX_DECLINED_RECORDED)];
+        let fingerprint = fingerprint(&plan.proposals, declined);
         let due = match self.last_analysis {
             None => true,
             Some((last, at)) => {
-                record.proposed.iter().any(|(_, mode, _)| *mode == PolicyMode::Auto)
+                plan.proposals.iter().any(|p| p.mode == PolicyMode::Auto)
                     || last != fingerprint
                     || now_ms - at >= ANALYSIS_HEARTBEAT_MS
             }
@@ -446,18 +446,33 @@ impl OnlineCore {
             return None;
         }
         self.last_analysis = Some((fingerprint, now_ms));
-        Some(record_of(RecordKind::Analysis, now_ms.to_string(), &record))
+        let body = AnalysisRecord {
+            window_end_ms,
+            stats: plan.stats,
+            proposed: plan.proposals.iter().map(|p| (p.policy, p.mode, p.spec.clone())).collect(),
+            declined: declined.to_vec(),
+            declined_total: plan.rejected.len() + plan.stats.declined_dropped,
+        };
+        Some(Command::Record(Box::new(Record::Analysis { at_ms: now_ms, body })))
     }
 }
 
-fn record<T: Serialize>(kind: RecordKind, key: &str, body: &T) -> Command {
-    record_of(kind, key.to_owned(), body)
-}
-
-fn record_of<T: Serialize>(kind: RecordKind, key: String, body: &T) -> Command {
-    // Every body is a plain struct of numbers, strings and maps with string keys.
-    let body = serde_json::to_value(body).expect("a record body serialises");
-    Command::Record { kind, key, body }
+/// A ResultDataStore record a pass writes: one typed body per kind
+/// (`lb_common::protocol::records`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// Keyed by the pass's time.
+    Analysis {
+        at_ms: i64,
+        body: AnalysisRecord,
+    },
+    /// Keyed by the action id the proposal has or gets.
+    Proposal {
+        id: ActionId,
+        proposal: Proposal,
+    },
+    Action(ActionEntry),
+    Evaluation(Evaluation),
 }
 
 /// The request for `proposal`: its fair-queue path is the target's `[tenant, table]` (a
@@ -482,32 +497,17 @@ fn action_request(
     }
 }
 
-/// What a pass saw and decided, stored as an `analysis` record keyed by the pass's time: the
-/// plan's counters, what it proposed and the first [`MAX_DECLINED_RECORDED`] of what it declined,
-/// each with why. Written when the pass submitted something, when what it proposes in dry run
-/// or declines changed, and every [`ANALYSIS_HEARTBEAT_MS`] while that stays; a quiet cluster
-/// writes nothing. The why of an action not taken is what an SRE asks first.
-#[derive(Debug, Serialize)]
-struct AnalysisRecord<'a> {
-    window_end_ms: i64,
-    stats: &'a PlanStats,
-    proposed: Vec<(Policy, PolicyMode, &'a ActionSpec)>,
-    declined: &'a [Declined],
-    declined_total: usize,
-}
-
-impl AnalysisRecord<'_> {
-    /// Proposals and declined `(policy, subject)` pairs, ignoring the numbers in the whys (they
-    /// move every pass). A dry-run proposal repeated every pass is the same fingerprint.
-    fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for (policy, _, spec) in &self.proposed {
-            crate::executor::target_key(*policy, spec).hash(&mut h);
-        }
-        for d in self.declined {
-            (d.policy.as_str(), d.subject.as_str()).hash(&mut h);
-        }
-        h.finish()
+/// What an analysis record says, ignoring the numbers in the whys (they move every pass):
+/// proposals by policy and target, declined items by `(policy, subject)`. A dry-run proposal
+/// repeated every pass is the same fingerprint.
+fn fingerprint(proposals: &[Proposal], declined: &[Declined]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in proposals {
+        crate::executor::target_key(p.policy, &p.spec).hash(&mut h);
     }
+    for d in declined {
+        (d.policy.as_str(), d.subject.as_str()).hash(&mut h);
+    }
+    h.finish()
 }

@@ -11,15 +11,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lb_common::http::{ClientError, HttpClient};
+use lb_common::clients::OpsClient;
+use lb_common::http::ClientError;
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionRecord, ActionsResponse, Execution, Topology};
+use lb_common::protocol::{ActionEntry, ActionOutcome, ActionRecord, ActionState, Execution, Topology};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::core::{
-    ActionUpdate, ApprovalRequest, Command, EvaluationView, Observation, OnlineConfig, OnlineCore, PassOutput,
+    ActionUpdate, ApprovalRequest, Command, EvaluationView, Observation, OnlineConfig, OnlineCore, PassOutput, Record,
 };
 use super::observe::{planner_input, refresh_planner_input};
 use super::snapshot::PassSnapshot;
@@ -28,8 +29,7 @@ use crate::config::MasterConfig;
 use crate::executor::ApprovalError;
 use crate::leadership::LeadershipStatus;
 use crate::placement_manager;
-use crate::planner::{InFlightAction, PlannerInput, PolicyMode};
-use crate::store::RecordKind;
+use crate::planner::{InFlightAction, PlannerInput};
 
 /// An SRE's approval of a dry-run proposal, answered by the loop at its next pass.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ struct Online {
 /// The online loop; see the module doc.
 pub async fn run(
     shared: Shared,
-    ops: impl Fn() -> HttpClient + Send,
+    ops: impl Fn() -> OpsClient + Send,
     mut approvals: mpsc::Receiver<Approval>,
     publish: watch::Sender<Arc<PassSnapshot>>,
     cancel: CancellationToken,
@@ -93,7 +93,7 @@ impl Online {
     async fn pass(
         &mut self,
         cfg: &MasterConfig,
-        client: &HttpClient,
+        client: &OpsClient,
         topology: &Arc<Topology>,
         approvals: &mut mpsc::Receiver<Approval>,
         publish: &watch::Sender<Arc<PassSnapshot>>,
@@ -158,7 +158,7 @@ impl Online {
         let plan = std::mem::take(&mut out.plan);
         let proposals = out.proposals.clone();
         self.carry_out(client, out, &mut replies, now).await;
-        let (declined, declined_total) = PassSnapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
+        let (declined, declined_total) = super::snapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
         let pass = publish.borrow().pass + 1;
         publish.send_replace(Arc::new(PassSnapshot {
             pass,
@@ -176,11 +176,11 @@ impl Online {
     }
 
     /// What became of every tracked action that has not ended, as the ops server tells it.
-    async fn action_updates(&mut self, client: &HttpClient) -> Vec<ActionUpdate> {
+    async fn action_updates(&mut self, client: &OpsClient) -> Vec<ActionUpdate> {
         let mut updates = Vec::new();
         let mut fresh_topology: Option<Arc<Topology>> = None;
         for id in self.core.open_actions() {
-            let record = match client.get::<ActionRecord>(&format!("/v1/actions/{id}")).await {
+            let record = match client.action(&id).await {
                 Ok(record) => record,
                 Err(ClientError::Status { status, .. }) if status == axum::http::StatusCode::NOT_FOUND => {
                     warn!(action = %id, "the ops server does not know this action: its submission never arrived");
@@ -195,7 +195,7 @@ impl Online {
             let maybe = record.failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted);
             if maybe && fresh_topology.is_none() {
                 // Never guess: the storage system's current layout says whether it happened.
-                fresh_topology = client.get::<Topology>("/v1/topology").await.ok().map(Arc::new);
+                fresh_topology = client.topology().await.ok().map(Arc::new);
             }
             let topology = if maybe { fresh_topology.clone() } else { None };
             updates.push(ActionUpdate::Record { record: Box::new(record), topology });
@@ -206,7 +206,7 @@ impl Online {
     /// Carries out a pass's commands in order, and logs and counts what it decided.
     async fn carry_out(
         &mut self,
-        client: &HttpClient,
+        client: &OpsClient,
         out: PassOutput,
         replies: &mut HashMap<String, oneshot::Sender<Result<ActionRecord, ApprovalError>>>,
         now: i64,
@@ -223,12 +223,12 @@ impl Online {
             info!(action = %e.action_id, verdict = e.judgement.verdict.as_str(), score = e.judgement.score, why = %e.judgement.why, "action evaluated");
         }
         for p in &out.proposals {
-            metrics::counter!("lb_master_proposals_total", "policy" => p.policy.as_str(), "mode" => mode_label(p.mode))
+            metrics::counter!("lb_master_proposals_total", "policy" => p.policy.as_str(), "mode" => p.mode.as_str())
                 .increment(1);
         }
         for command in out.commands {
             match command {
-                Command::Record { kind, key, body } => self.record(kind, &key, now, &body).await,
+                Command::Record(record) => self.record(&record, now).await,
                 Command::Submit { request, approval } => {
                     let result = self.submit(client, request, now).await;
                     if let Some(reply) = approval.and_then(|id| replies.remove(&id)) {
@@ -247,9 +247,16 @@ impl Online {
         }
     }
 
-    async fn record<T: serde::Serialize>(&self, kind: RecordKind, key: &str, now: i64, body: &T) {
-        if let Err(error) = self.shared.store.put(kind, key, now, body).await {
-            warn!(%error, kind = kind.as_str(), key, "cannot write to the result store");
+    async fn record(&self, record: &Record, now: i64) {
+        let store = &self.shared.store;
+        let (kind, result) = match record {
+            Record::Analysis { at_ms, body } => ("analysis", store.put_record(&at_ms.to_string(), now, body).await),
+            Record::Proposal { id, proposal } => ("proposal", store.put_record(id.as_str(), now, proposal).await),
+            Record::Action(entry) => ("action", store.put_record(entry.request.id.as_str(), now, entry).await),
+            Record::Evaluation(e) => ("evaluation", store.put_record(&e.action_id, now, e).await),
+        };
+        if let Err(error) = result {
+            warn!(%error, kind, "cannot write to the result store");
         }
     }
 
@@ -258,17 +265,23 @@ impl Online {
     /// reply was lost stays followed (the ops server may have it).
     async fn submit(
         &mut self,
-        client: &HttpClient,
+        client: &OpsClient,
         request: lb_common::protocol::ActionRequest,
         now: i64,
     ) -> Result<ActionRecord, ApprovalError> {
         let id: ActionId = request.id.clone();
-        match client.post::<_, ActionRecord>("/v1/actions", &request).await {
+        match client.submit(&request).await {
             Ok(record) => {
                 info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
                 metrics::counter!("lb_master_actions_submitted_total", "kind" => request.spec.kind().as_str())
                     .increment(1);
-                self.record(RecordKind::Action, id.as_str(), now, &record).await;
+                let entry = ActionEntry {
+                    request,
+                    outcome: ActionOutcome::Submitted,
+                    record: Some(record.clone()),
+                    note: None,
+                };
+                self.record(&Record::Action(entry), now).await;
                 Ok(record)
             }
             Err(error) => {
@@ -278,34 +291,22 @@ impl Online {
                 if refused {
                     self.core.refused(&id);
                 }
-                let body = serde_json::json!({
-                    "request": request,
-                    "state": if refused { "failed" } else { "unknown" },
-                    "error": error.to_string(),
-                });
-                self.record(RecordKind::Action, id.as_str(), now, &body).await;
+                let outcome = if refused { ActionOutcome::Refused } else { ActionOutcome::Unanswered };
+                let entry = ActionEntry { request, outcome, record: None, note: Some(error.to_string()) };
+                self.record(&Record::Action(entry), now).await;
                 Err(ApprovalError::Refused(error.to_string()))
             }
         }
     }
 }
 
-async fn in_flight(ops: &HttpClient) -> Result<Vec<InFlightAction>, ClientError> {
+async fn in_flight(ops: &OpsClient) -> Result<Vec<InFlightAction>, ClientError> {
     let mut out = Vec::new();
-    for state in ["queued", "running"] {
-        let reply: ActionsResponse = ops.get(&format!("/v1/actions?state={state}")).await?;
-        out.extend(reply.actions.into_iter().map(|r: ActionRecord| InFlightAction {
+    for state in [ActionState::Queued, ActionState::Running] {
+        out.extend(ops.actions(Some(state)).await?.into_iter().map(|r: ActionRecord| InFlightAction {
             started_at_ms: r.started_at_ms.unwrap_or(r.created_at_ms),
             spec: r.request.spec,
         }));
     }
     Ok(out)
-}
-
-fn mode_label(mode: PolicyMode) -> &'static str {
-    match mode {
-        PolicyMode::Off => "off",
-        PolicyMode::DryRun => "dry_run",
-        PolicyMode::Auto => "auto",
-    }
 }

@@ -1,6 +1,7 @@
 //! The planner's dynamic config: one section per policy plus the shared caps. Every threshold
 //! pair has `engage > release` (hysteresis); every default says why it has its value.
 
+pub use lb_common::protocol::PolicyMode;
 use lb_common::validate::{Scope, ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
@@ -69,16 +70,6 @@ pub const DEFAULT_HARMFUL_COOLDOWN_FACTOR: u32 = 4;
 /// Strikes decay after an hour without harm: long enough to span a workload's burst, short
 /// enough that one bad afternoon does not slow a policy for days.
 pub const DEFAULT_STRIKE_DECAY_SECS: u64 = 3_600;
-
-/// Whether a policy acts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PolicyMode {
-    Off,
-    /// Proposals are produced and explained but marked dry-run; the caller does not execute them.
-    DryRun,
-    Auto,
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

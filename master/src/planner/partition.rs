@@ -98,15 +98,21 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                 let how = if quantile == 0.5 {
                     "at the key that best halves the load".to_owned()
                 } else {
+                    // Rounded before printing so a small decline reads "+0", not "-0".
+                    let growth = h.growth_per_sec.round() + 0.0;
                     format!(
-                        "peeling {:.0} % into the side that keeps the id (load grows {:.0} ops/s per s; it must stay under the limit through its cooldown)",
+                        "peeling {:.0} % into the side that keeps the id (load changes {growth:+.0} ops/s per s; it must stay under the limit through its cooldown)",
                         left_share * 100.0,
-                        h.growth_per_sec
                     )
                 };
+                let how_long = match h.hysteresis.windows {
+                    // A piece of a split that is over its limit from its first window on.
+                    0 => "as soon as it was split off".to_owned(),
+                    n => format!("for {n} windows"),
+                };
                 let reason = format!(
-                    "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split at {key} {how}; the new side goes to the coolest eligible worker",
-                    h.demand_ops, h.hysteresis.windows
+                    "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, {how_long}: split at {key} {how}; the new side goes to the coolest eligible worker",
+                    h.demand_ops
                 );
                 let predicted = Prediction {
                     target_before_ratio: ratio,

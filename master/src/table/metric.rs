@@ -1,142 +1,46 @@
-//! The metrics the table answers for, and how each maps onto stored columns.
+//! How each metric the API answers for maps onto the table's stored columns.
 
-use std::fmt;
-use std::str::FromStr;
+pub use lb_common::protocol::Metric;
 
-use serde::{Deserialize, Serialize};
-
-use super::TableError;
-
-/// A metric that queries can ask for (`?metric=ops`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Read + write operations per second.
-    Ops,
-    /// Read operations per second (derived: ops − write ops, per point).
-    ReadOps,
-    WriteOps,
-    /// Read + write bytes per second.
-    Bytes,
-    /// CPU cores busy serving (CPU-seconds per second).
-    Cpu,
-    /// Requests refused per second (over the partition's limit).
-    Rejected,
-    Errors,
-    /// Latency p99 in microseconds; a worker's is the max over its partitions.
-    LatencyP99,
-    /// Stored bytes: the latest value only, no history.
-    StoredBytes,
-    /// Host busy share of all cores, 0..=1 (worker series only, from host samples).
-    HostCpu,
-    /// Host network bytes per second, rx + tx (worker series only, from host samples).
-    NetBytes,
+/// Where a [`Metric`] lives in the table's series.
+pub(crate) trait MetricColumns: Copy {
+    /// Where the metric lives in a partition series, if it has history there.
+    fn partition_view(self) -> Option<View>;
+    /// Where the metric lives in a worker series, if it has history there.
+    fn worker_view(self) -> Option<View>;
 }
 
-impl Metric {
-    pub const ALL: [Metric; 11] = [
-        Metric::Ops,
-        Metric::ReadOps,
-        Metric::WriteOps,
-        Metric::Bytes,
-        Metric::Cpu,
-        Metric::Rejected,
-        Metric::Errors,
-        Metric::LatencyP99,
-        Metric::StoredBytes,
-        Metric::HostCpu,
-        Metric::NetBytes,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Ops => "ops",
-            Metric::ReadOps => "read_ops",
-            Metric::WriteOps => "write_ops",
-            Metric::Bytes => "bytes",
-            Metric::Cpu => "cpu",
-            Metric::Rejected => "rejected",
-            Metric::Errors => "errors",
-            Metric::LatencyP99 => "latency_p99",
-            Metric::StoredBytes => "stored_bytes",
-            Metric::HostCpu => "host_cpu",
-            Metric::NetBytes => "net_bytes",
-        }
-    }
-
-    /// The unit of the metric's values, for display.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::Ops | Metric::ReadOps | Metric::WriteOps | Metric::Rejected | Metric::Errors => "per_sec",
-            Metric::Bytes | Metric::NetBytes => "bytes_per_sec",
-            Metric::Cpu => "cores",
-            Metric::LatencyP99 => "us",
-            Metric::StoredBytes => "bytes",
-            Metric::HostCpu => "ratio",
-        }
-    }
-
-    /// Whether values are rates that add up across partitions and over time (sums, per-second
-    /// rates over a window with missing seconds counted as zero). Gauges are averaged over the
-    /// seconds that have a sample, and grouped by max.
-    pub fn is_rate(self) -> bool {
-        matches!(
-            self,
-            Metric::Ops
-                | Metric::ReadOps
-                | Metric::WriteOps
-                | Metric::Bytes
-                | Metric::Cpu
-                | Metric::Rejected
-                | Metric::Errors
-        )
-    }
-
-    /// Where the metric lives in a partition series, if it has history there.
-    pub(crate) fn partition_view(self) -> Option<View> {
+impl MetricColumns for Metric {
+    fn partition_view(self) -> Option<View> {
         Some(match self {
             Metric::ReadOps => View::Diff(COL_OPS, COL_WRITE_OPS),
             Metric::StoredBytes | Metric::HostCpu | Metric::NetBytes => return None,
-            m => View::Col(m.base_column()?),
+            m => View::Col(base_column(m)?),
         })
     }
 
-    /// Where the metric lives in a worker series, if it has history there.
-    pub(crate) fn worker_view(self) -> Option<View> {
+    fn worker_view(self) -> Option<View> {
         Some(match self {
             Metric::ReadOps => View::Diff(COL_OPS, COL_WRITE_OPS),
             Metric::HostCpu => View::Col(COL_HOST_CPU),
             Metric::NetBytes => View::Col(COL_NET_BYTES),
             Metric::StoredBytes => return None,
-            m => View::Col(m.base_column()?),
-        })
-    }
-
-    fn base_column(self) -> Option<usize> {
-        Some(match self {
-            Metric::Ops => COL_OPS,
-            Metric::WriteOps => COL_WRITE_OPS,
-            Metric::Bytes => COL_BYTES,
-            Metric::Cpu => COL_CPU,
-            Metric::Rejected => COL_REJECTED,
-            Metric::Errors => COL_ERRORS,
-            Metric::LatencyP99 => COL_LATENCY_P99,
-            _ => return None,
+            m => View::Col(base_column(m)?),
         })
     }
 }
 
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Metric {
-    type Err = TableError;
-    fn from_str(s: &str) -> Result<Self, TableError> {
-        Metric::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| TableError::UnknownMetric(s.to_owned()))
-    }
+fn base_column(m: Metric) -> Option<usize> {
+    Some(match m {
+        Metric::Ops => COL_OPS,
+        Metric::WriteOps => COL_WRITE_OPS,
+        Metric::Bytes => COL_BYTES,
+        Metric::Cpu => COL_CPU,
+        Metric::Rejected => COL_REJECTED,
+        Metric::Errors => COL_ERRORS,
+        Metric::LatencyP99 => COL_LATENCY_P99,
+        _ => return None,
+    })
 }
 
 /// How a column merges samples within a slot and rolls fine slots up into a coarse one.
@@ -186,22 +90,3 @@ pub(crate) const PARTITION_RANGES: [(f64, f64); 7] = [
     (1.0, 1e8),    // errors/s
     (1.0, 1e8),    // latency p99 µs (100 s)
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_names_round_trip_through_str_and_serde() {
-        for m in Metric::ALL {
-            assert_eq!(m.as_str().parse::<Metric>().ok(), Some(m));
-            let json = format!("\"{}\"", m.as_str());
-            assert_eq!(serde_json_like(m), json);
-        }
-        assert!("opz".parse::<Metric>().is_err());
-    }
-
-    fn serde_json_like(m: Metric) -> String {
-        serde_json::to_string(&m).expect("unit variant serialises")
-    }
-}

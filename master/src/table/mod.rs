@@ -167,8 +167,6 @@ impl Default for TableConfig {
 pub enum TableError {
     #[error("invalid table config: {0}")]
     InvalidConfig(String),
-    #[error("unknown metric {0:?}")]
-    UnknownMetric(String),
     #[error("metric {metric} has no {scope} history")]
     MetricNotAvailable { metric: Metric, scope: &'static str },
     #[error("unknown partition {0}")]

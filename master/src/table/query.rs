@@ -1,15 +1,17 @@
 //! Window queries, top-N, cluster overview and listings. Every result carries its averaging
 //! window (`window_secs`).
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{Capacity, Health};
+use lb_common::ids::{PartitionId, WorkerId};
+use lb_common::protocol::Health;
+pub use lb_common::protocol::{
+    ClusterOverview, GroupBy, GroupKey, PartitionRow, TopEntry, TopN, WorkerLoad, WorkerRow,
+};
 use serde::{Deserialize, Serialize};
 
 use super::codec::Codec;
-use super::metric::View;
+use super::metric::{MetricColumns, View};
 use super::ring::{Point, SeriesStore};
 use super::store::{MetricsTable, PartState};
 use super::{Metric, TableError};
@@ -38,124 +40,6 @@ pub struct WindowStats {
     /// Duration-weighted percentiles over the points; `None` when there is no data.
     pub p50: Option<f64>,
     pub p99: Option<f64>,
-}
-
-/// How [`MetricsTable::top_n`] groups partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GroupBy {
-    /// One entry per live partition.
-    #[default]
-    None,
-    /// One entry per worker, from the worker series (load attributed to the worker that served it).
-    Worker,
-    /// Partitions summed (rates) or maxed (gauges) per table.
-    Table,
-    Tenant,
-}
-
-impl FromStr for GroupBy {
-    type Err = TableError;
-    fn from_str(s: &str) -> Result<Self, TableError> {
-        Ok(match s {
-            "none" | "partition" => GroupBy::None,
-            "worker" => GroupBy::Worker,
-            "table" => GroupBy::Table,
-            "tenant" => GroupBy::Tenant,
-            other => return Err(TableError::InvalidQuery(format!("unknown group_by {other:?}"))),
-        })
-    }
-}
-
-/// What a top-N entry is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum GroupKey {
-    Partition { partition: PartitionId },
-    Worker { worker: WorkerId },
-    Table { tenant: TenantId, table: TableId },
-    Tenant { tenant: TenantId },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopEntry {
-    pub key: GroupKey,
-    pub value: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopN {
-    pub metric: Metric,
-    pub group_by: GroupBy,
-    pub window_secs: f64,
-    /// Highest first.
-    pub entries: Vec<TopEntry>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkerLoad {
-    pub worker: WorkerId,
-    pub value: f64,
-    /// `value` over the worker's capacity for ops and bytes, when the topology gives one.
-    pub capacity_ratio: Option<f64>,
-}
-
-/// Per-worker load and its spread, for the console's overview and the imbalance policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClusterOverview {
-    pub metric: Metric,
-    pub window_secs: f64,
-    pub workers: Vec<WorkerLoad>,
-    pub max: f64,
-    pub mean: f64,
-    /// `max / mean`; 0 when the mean is 0.
-    pub max_over_mean: f64,
-    /// Coefficient of variation (population std-dev / mean); 0 when the mean is 0.
-    pub cv: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PartitionRow {
-    pub id: PartitionId,
-    pub tenant: TenantId,
-    pub table: TableId,
-    pub key_range: KeyRange,
-    pub owner: Option<WorkerId>,
-    pub last_worker: Option<WorkerId>,
-    pub gone: bool,
-    pub parents: Vec<PartitionId>,
-    pub stored_bytes: u64,
-    pub limit: Option<Capacity>,
-    pub window_secs: f64,
-    pub ops_per_sec: f64,
-    pub bytes_per_sec: f64,
-    pub cpu_cores: f64,
-    pub rejected_per_sec: f64,
-    pub errors_per_sec: f64,
-    pub latency_p99_us: Option<f64>,
-    pub has_sketch: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkerRow {
-    pub id: WorkerId,
-    pub in_topology: bool,
-    pub health: Option<Health>,
-    pub capacity: Option<Capacity>,
-    pub window_secs: f64,
-    pub ops_per_sec: f64,
-    pub bytes_per_sec: f64,
-    pub cpu_cores: f64,
-    pub rejected_per_sec: f64,
-    pub latency_p99_us: Option<f64>,
-    pub host_cpu_ratio: Option<f64>,
-    pub net_bytes_per_sec: Option<f64>,
-    /// Seconds of the window in which this worker reported (any sample): less than
-    /// `window_secs` means the window is incomplete for it (it is down, or its data has not
-    /// been collected yet), and its rates count the missing seconds as zero.
-    pub covered_secs: f64,
-    /// Report time of the newest sample ingested from this worker.
-    pub last_sample_ms: Option<i64>,
 }
 
 /// Slots `[a, b]` of the window `last` ending at `now_ms` (exclusive), and its length in seconds.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use lb_common::ids::{GroupId, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+pub use lb_common::protocol::MemoryUsage;
 use lb_common::protocol::{Capacity, Health, KeySketch, MAX_SKETCH_BUCKETS, MAX_SKETCH_TOP_KEYS, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -40,20 +41,6 @@ impl IngestStats {
             + self.invalid
             + self.over_capacity
     }
-}
-
-/// Memory held by the table, measured from capacities and sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryUsage {
-    pub partitions: usize,
-    pub workers: usize,
-    /// History rings of one partition (fixed by the config): the figure the 4 KiB budget is about.
-    pub history_bytes_per_partition: usize,
-    /// Entry of one partition outside its rings (ids, range, lineage), averaged.
-    pub entry_bytes_per_partition: usize,
-    /// Latest key sketches of all partitions (outside the history budget, ≤ ~1.6 KiB each).
-    pub sketch_bytes: usize,
-    pub total_bytes: usize,
 }
 
 /// How exact a metric's stored values are: relative error at or above `unit`, absolute error

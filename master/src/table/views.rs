@@ -3,51 +3,14 @@
 use std::collections::BTreeMap;
 
 use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId};
-use serde::{Deserialize, Serialize};
+pub use lb_common::protocol::{Heatmap, History, HistoryPoint};
 
-use super::metric::View;
+use super::metric::{MetricColumns, View};
 use super::store::MetricsTable;
 use super::{MAX_HEATMAP_CELLS, MAX_LINEAGE_DEPTH, Metric, TableError};
 
 /// Most key buckets of a heatmap: finer than any screen shows.
 pub const MAX_HEATMAP_KEY_BUCKETS: usize = 4096;
-
-/// Time × key-range grid of one table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Heatmap {
-    pub tenant: TenantId,
-    pub table: TableId,
-    pub metric: Metric,
-    /// The averaging window of each cell.
-    pub step_ms: i64,
-    /// Start of each row (a time cell `[t, t + step_ms)`).
-    pub times_ms: Vec<i64>,
-    /// Equal-width buckets over the key span of the table's partitions (live and gone).
-    pub key_buckets: Vec<KeyRange>,
-    /// Row-major: `values[row * key_buckets.len() + bucket]`. Rates: the rate that landed in the
-    /// bucket (a partition's rate spread over the buckets its range covers, in proportion to
-    /// the overlap — sums over buckets equal the table's rate). Gauges: max over the partitions
-    /// overlapping the bucket. 0 where there is no data.
-    pub values: Vec<f32>,
-}
-
-/// One point of a history.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct HistoryPoint {
-    /// Start of the point's interval.
-    pub ts_ms: i64,
-    /// Length of the interval: the fine step, or the coarse step (shorter when cut by the query).
-    pub step_ms: i64,
-    pub value: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct History {
-    pub partition: PartitionId,
-    pub metric: Metric,
-    /// Oldest first. Points before the partition's first sample come from its ancestors.
-    pub points: Vec<HistoryPoint>,
-}
 
 impl MetricsTable {
     /// Time × key-range heatmap of `metric` for one table over `[from_ms, to_ms)`, in cells of

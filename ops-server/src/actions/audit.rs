@@ -8,7 +8,6 @@ use std::time::Duration;
 use lb_common::ids::ActionId;
 use lb_common::protocol::{ActionRecord, ActionState};
 use rusqlite::{Connection, params};
-use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -20,15 +19,8 @@ pub enum AuditError {
     Task(String),
 }
 
-/// One line of an action's history (`GET /v1/actions/{id}/events`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditEvent {
-    pub at_ms: i64,
-    pub state: ActionState,
-    /// Who caused it: a token name, or `executor`.
-    pub actor: String,
-    pub detail: String,
-}
+/// One line of an action's history, as `GET /v1/actions/{id}/events` serves it.
+pub use lb_common::protocol::AuditEvent;
 
 #[derive(Debug, Clone)]
 pub struct Audit {

@@ -6,11 +6,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionRecord, ActionRequest, ActionState, ActionsResponse};
-use serde::{Deserialize, Serialize};
+use lb_common::protocol::{
+    ActionRecord, ActionRequest, ActionState, ActionsQuery, ActionsResponse, EventsResponse, HaltRequest, HaltStatus,
+};
 
 use super::{AppState, now_ms};
-use crate::actions::audit::AuditEvent;
 use crate::actions::book::{BookError, Submitted};
 use crate::auth::Caller;
 
@@ -66,23 +66,12 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Resul
     state.book.get(&id).map(ApiJson).ok_or_else(|| ApiError::not_found(format!("no action {id}")))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    state: Option<ActionState>,
-}
-
 pub async fn list(
     State(state): State<AppState>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<ActionsQuery>, QueryRejection>,
 ) -> Result<ApiJson<ActionsResponse>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     Ok(ApiJson(ActionsResponse { actions: state.book.list(query.state) }))
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct EventsResponse {
-    pub events: Vec<AuditEvent>,
 }
 
 pub async fn events(
@@ -121,21 +110,6 @@ pub async fn cancel(
         }
         other => Err(ApiError::conflict(format!("action {id} is {other:?} and cannot be cancelled"))),
     }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HaltRequest {
-    pub halted: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct HaltStatus {
-    /// Whether the executor takes new actions off the queue.
-    pub halted: bool,
-    pub halted_by_api: bool,
-    pub halted_by_config: bool,
-    pub queued: usize,
 }
 
 fn halt_status_of(state: &AppState) -> HaltStatus {
