@@ -139,8 +139,25 @@ impl MasterClient {
         self.http.post(&path, &serde_json::json!({})).await
     }
 
+    /// Refuses a pending dry-run proposal: it is dropped and not offered again for the
+    /// approval TTL (needs an `operator` token). The reply is the proposal as it was pending.
+    pub async fn reject(&self, proposal_id: &ActionId) -> Result<Pending, ClientError> {
+        let path = format!("/api/v1/proposals/{}/reject", segment(proposal_id.as_str()));
+        self.http.post(&path, &serde_json::json!({})).await
+    }
+
+    /// An action by hand, through the master (tracked and evaluated); `dry_run` only predicts.
+    pub async fn submit_manual(&self, request: &ManualActionRequest) -> Result<ManualActionReply, ClientError> {
+        self.http.post("/api/v1/actions", request).await
+    }
+
     pub async fn placement_rules(&self) -> Result<PlacementRules, ClientError> {
         self.http.get("/api/v1/placement/rules").await
+    }
+
+    /// The live policy config, its version, source file and last reload outcome.
+    pub async fn policy(&self) -> Result<PolicyStatus, ClientError> {
+        self.http.get("/api/v1/policy").await
     }
 
     /// The latest online pass as published.
@@ -187,8 +204,9 @@ impl OpsClient {
         self.http.get("/v1/halt").await
     }
 
-    pub async fn set_halt(&self, halted: bool) -> Result<HaltStatus, ClientError> {
-        self.http.post("/v1/halt", &HaltRequest { halted }).await
+    /// Flips the API halt switch (needs an `operator` token); `reason` is kept with it.
+    pub async fn set_halt(&self, halted: bool, reason: Option<String>) -> Result<HaltStatus, ClientError> {
+        self.http.post("/v1/halt", &HaltRequest { halted, reason }).await
     }
 
     /// The storage system's topology, read through the ops server.

@@ -210,20 +210,28 @@ pub struct EventsResponse {
 }
 
 /// `POST /v1/halt`: stop (or resume) taking actions off the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HaltRequest {
     pub halted: bool,
+    /// Why, shown in `GET /v1/halt` and the audit log until the next change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Reply of `GET` and `POST /v1/halt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HaltStatus {
     /// Whether the executor takes new actions off the queue.
     pub halted: bool,
     pub halted_by_api: bool,
     pub halted_by_config: bool,
     pub queued: usize,
+    /// Who last flipped the API switch (a token's name), and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl ActionRequest {

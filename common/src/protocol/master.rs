@@ -11,11 +11,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::actions::{ActionRecord, ActionSpec};
 use super::placement::PlacementRules;
-use super::proposals::{Declined, PlanStats, Proposal};
+use super::proposals::{Declined, PlanStats, PolicyMode, Proposal};
 use super::registry::CollectStatus;
 use super::samples::Cursor;
 use super::storage::{Capacity, Health};
+use crate::config::watch::ReloadStatus;
 use crate::ids::{ActionId, KeyRange, PartitionId, TableId, TenantId, WorkerId};
 
 /// A metric the table answers for (`?metric=ops`).
@@ -470,6 +472,49 @@ pub struct Pending {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PendingResponse {
     pub proposals: Vec<Pending>,
+}
+
+/// `POST /api/v1/actions`: an action by hand (needs an `operator` token), submitted through the
+/// master so it is tracked and evaluated like the analyzers' own. The master checks it against
+/// its current view (the partition exists, a split key lies strictly inside its range, a move's
+/// destination is another healthy worker, a merge's partitions are adjacent) and answers 422
+/// naming the field when it does not fit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManualActionRequest {
+    pub spec: ActionSpec,
+    /// Why, for the audit trail and the console.
+    pub reason: String,
+    /// Only predict: nothing is submitted.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Reply of `POST /api/v1/actions`: the action as a proposal (origin `manual`, policy `manual`,
+/// with the predicted before/after on the master's current view) and, unless a dry run, the
+/// ops server's record of the submitted action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManualActionReply {
+    pub proposal: Proposal,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ActionRecord>,
+}
+
+/// `GET /api/v1/policy`: the live policy config and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStatus {
+    /// The master's config file, its version and its last reload attempt.
+    pub config: ReloadStatus,
+    /// Each policy's mode now, by policy name (`partition_overload`, `worker_overload`,
+    /// `imbalance`, `dataset_placement`).
+    pub modes: BTreeMap<String, PolicyMode>,
+    /// `planner.caps.halt`: no proposals at all (the ops server's halt switch is separate).
+    pub halted: bool,
+    /// The `[planner]`, `[evaluation]` and `[placement]` sections as loaded (they hold no
+    /// secrets), every default filled in.
+    pub planner: serde_json::Value,
+    pub evaluation: serde_json::Value,
+    pub placement: serde_json::Value,
 }
 
 /// `GET /api/v1/leadership`: what a master knows about leadership right now.

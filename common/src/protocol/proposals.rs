@@ -35,6 +35,8 @@ pub enum Policy {
     Imbalance,
     /// Reshards of hash-sharded datasets (the master's placement manager).
     DatasetPlacement,
+    /// An SRE's action by hand (`POST /api/v1/actions`, `lbctl split|move|…`).
+    Manual,
 }
 
 impl Policy {
@@ -44,6 +46,7 @@ impl Policy {
             Policy::WorkerOverload => "worker_overload",
             Policy::Imbalance => "imbalance",
             Policy::DatasetPlacement => "dataset_placement",
+            Policy::Manual => "manual",
         }
     }
 }

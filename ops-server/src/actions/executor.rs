@@ -58,6 +58,8 @@ pub struct Executor {
     config: watch::Receiver<Arc<OpsServerConfig>>,
     storage: Mutex<Option<(StorageConfig, Arc<dyn StorageAdapter>)>>,
     api_halt: AtomicBool,
+    /// Who last flipped the API switch, and why.
+    halt_note: std::sync::Mutex<(Option<String>, Option<String>)>,
     slots: Mutex<Slots>,
     wake: Notify,
     topology: Mutex<Option<(Topology, Instant)>>,
@@ -81,6 +83,7 @@ impl Executor {
             config,
             storage: Mutex::new(None),
             api_halt: AtomicBool::new(false),
+            halt_note: std::sync::Mutex::new((None, None)),
             slots: Mutex::new(Slots::default()),
             wake: Notify::new(),
             topology: Mutex::new(None),
@@ -107,8 +110,10 @@ impl Executor {
         self.api_halt.load(Ordering::Acquire) || self.config.borrow().executor.halted
     }
 
-    /// The API's halt switch (the config's `executor.halted` is the other one).
-    pub fn set_halt(&self, halted: bool) {
+    /// The API's halt switch (the config's `executor.halted` is the other one), with who
+    /// flipped it and why.
+    pub fn set_halt(&self, halted: bool, by: &str, reason: Option<String>) {
+        *self.halt_note.lock().expect("halt note lock is never poisoned") = (Some(by.to_owned()), reason);
         self.api_halt.store(halted, Ordering::Release);
         metrics::gauge!("lb_ops_executor_halted").set(if halted { 1.0 } else { 0.0 });
         self.wake.notify_one();
@@ -116,6 +121,11 @@ impl Executor {
 
     pub fn api_halted(&self) -> bool {
         self.api_halt.load(Ordering::Acquire)
+    }
+
+    /// Who last flipped the API switch, and why.
+    pub fn halt_note(&self) -> (Option<String>, Option<String>) {
+        self.halt_note.lock().expect("halt note lock is never poisoned").clone()
     }
 
     /// Asks a running action to stop waiting for its operation. `false` if it is not running here.

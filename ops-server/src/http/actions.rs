@@ -113,11 +113,14 @@ pub async fn cancel(
 }
 
 fn halt_status_of(state: &AppState) -> HaltStatus {
+    let (changed_by, reason) = state.executor.halt_note();
     HaltStatus {
         halted: state.executor.halted(),
         halted_by_api: state.executor.api_halted(),
         halted_by_config: state.config.borrow().executor.halted,
         queued: state.executor.queue_len(),
+        changed_by,
+        reason,
     }
 }
 
@@ -130,8 +133,9 @@ pub async fn set_halt(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<HaltRequest>,
 ) -> ApiJson<HaltStatus> {
-    tracing::warn!(by = %caller.name, halted = req.halted, "executor halt switch changed");
-    state.executor.set_halt(req.halted);
+    let reason = req.reason.filter(|r| !r.trim().is_empty());
+    tracing::warn!(by = %caller.name, halted = req.halted, reason = reason.as_deref().unwrap_or(""), "executor halt switch changed");
+    state.executor.set_halt(req.halted, &caller.name, reason);
     ApiJson(halt_status_of(&state))
 }
 
