@@ -60,6 +60,9 @@ pub enum Settled {
 pub struct Executor {
     pub tracked: Vec<Tracked>,
     pub pending: Vec<Pending>,
+    /// Targets (policy, kind, target) whose dry-run proposal an SRE rejected, until when they
+    /// are not offered again.
+    rejected: std::collections::HashMap<String, i64>,
 }
 
 impl Executor {
@@ -98,6 +101,10 @@ impl Executor {
         // key that follows the load, a destination) move from tick to tick; it keeps its id and
         // shows the newest details.
         let key = target_key(proposal.policy, &proposal.spec);
+        self.rejected.retain(|_, until| *until > now_ms);
+        if self.rejected.contains_key(&key) {
+            return None;
+        }
         if let Some(i) = self.pending.iter().position(|p| target_key(p.proposal.policy, &p.proposal.spec) == key) {
             let p = &mut self.pending[i];
             p.last_proposed_at_ms = now_ms;
@@ -124,6 +131,15 @@ impl Executor {
         self.expire_pending(ttl_secs, now_ms);
         let i = self.pending.iter().position(|p| p.id.as_str() == id).ok_or(ApprovalError::NotPending)?;
         Ok(self.pending.remove(i))
+    }
+
+    /// Drops a pending proposal an SRE rejected; the same action on the same target is not
+    /// offered again for `ttl_secs` (it would be back at the next pass otherwise).
+    pub fn reject_pending(&mut self, id: &str, ttl_secs: u64, now_ms: i64) -> Result<Pending, ApprovalError> {
+        let pending = self.take_pending(id, ttl_secs, now_ms)?;
+        let key = target_key(pending.proposal.policy, &pending.proposal.spec);
+        self.rejected.insert(key, now_ms + (ttl_secs * 1000) as i64);
+        Ok(pending)
     }
 
     /// Applies the ops server's record of a tracked action. `topology` is a fresh read, needed

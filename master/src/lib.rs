@@ -70,11 +70,14 @@ pub struct Shared {
     pub snapshot: watch::Receiver<Arc<PassSnapshot>>,
     /// Whether this master may act.
     pub leadership: Arc<dyn Leadership>,
-    /// Approvals to the online loop, which submits them at its next pass.
-    pub approvals: tokio::sync::mpsc::Sender<online::Approval>,
+    /// SREs' requests (approve, reject, act by hand) to the online loop, answered at its next
+    /// pass.
+    pub approvals: tokio::sync::mpsc::Sender<online::Request>,
+    /// The config file's version and last reload, when started from a file.
+    pub config_status: Option<SharedReloadStatus>,
 }
 
-/// Approvals queued for the online loop; more than this at once is an SRE script gone wrong.
+/// Requests queued for the online loop; more than this at once is an SRE script gone wrong.
 const APPROVAL_QUEUE: usize = 64;
 
 #[derive(Debug)]
@@ -111,6 +114,7 @@ pub async fn start(
         snapshot: snapshot_rx,
         leadership: Arc::new(SingleLeader),
         approvals: approvals_tx,
+        config_status: config_status.clone(),
     };
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");

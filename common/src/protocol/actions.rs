@@ -51,6 +51,16 @@ pub enum ActionSpec {
 }
 
 impl ActionSpec {
+    /// The partitions the action names (a group of a table or tenant names none).
+    pub fn partitions(&self) -> Vec<&PartitionId> {
+        match self {
+            ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => vec![partition],
+            ActionSpec::Merge { left, right } => vec![left, right],
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition],
+            _ => vec![],
+        }
+    }
+
     pub fn kind(&self) -> ActionKind {
         match self {
             ActionSpec::Split { .. } => ActionKind::Split,

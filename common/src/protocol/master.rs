@@ -508,7 +508,7 @@ pub struct PolicyStatus {
     /// Each policy's mode now, by policy name (`partition_overload`, `worker_overload`,
     /// `imbalance`, `dataset_placement`).
     pub modes: BTreeMap<String, PolicyMode>,
-    /// `planner.caps.halt`: no proposals at all (the ops server's halt switch is separate).
+    /// `planner.halt`: no proposals at all (the ops server's halt switch is separate).
     pub halted: bool,
     /// The `[planner]`, `[evaluation]` and `[placement]` sections as loaded (they hold no
     /// secrets), every default filled in.

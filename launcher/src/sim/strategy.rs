@@ -172,6 +172,7 @@ pub fn observation<'a>(
         dataset_usage: usage,
         updates,
         approvals: Vec::new(),
+        manual: Vec::new(),
     }
 }
 

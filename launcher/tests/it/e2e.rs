@@ -12,8 +12,8 @@ use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::http::ClientError;
 use lb_common::protocol::{
-    ActionKind, ActionState, AnalysisRecord, Evaluation, Origin, PartitionsQuery, PolicyMode, Proposal, RecordsQuery,
-    StoredRecord, Verdict,
+    ActionEntry, ActionKind, ActionOutcome, ActionSpec, ActionState, AnalysisRecord, Evaluation, Health,
+    ManualActionRequest, Origin, PartitionsQuery, Policy, PolicyMode, Proposal, RecordsQuery, StoredRecord, Verdict,
 };
 use lb_launcher::up::{Overrides, UpOptions, up_with};
 
@@ -401,5 +401,117 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
         assert!(started.elapsed() < Duration::from_secs(30), "auto mode did not act after the reload");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    assert!(running.stop(Duration::from_secs(20)).await, "clean stop");
+}
+
+/// The SRE's other writes over real HTTP: a rejected dry-run proposal is not offered again;
+/// `GET /api/v1/policy` shows each policy's live mode; an action by hand is refused with the
+/// field when it does not fit, only predicted in a dry run, and otherwise submitted through the
+/// master as `manual`, run by the ops server and evaluated like the analyzers' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_proposal_stays_away_and_a_manual_action_is_tracked_and_evaluated() {
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = dir.path().join("hot-range.toml");
+    std::fs::write(&scenario, HOT_RANGE).expect("scenario");
+    let options = UpOptions {
+        scenario,
+        data_dir: dir.path().join("data"),
+        host: "127.0.0.1".to_owned(),
+        interval: Duration::from_millis(250),
+    };
+    let master_extra = format!(
+        "{FAST_EVALUATION}[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
+         [planner.imbalance]\nmode = \"off\"\n\
+         [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n"
+    );
+    let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
+    let base = format!("http://{}", running.master.addr());
+    let anonymous = MasterClient::new(&base, &HttpClientConfig::default());
+    let sre = MasterClient::new(&base, &HttpClientConfig::default()).with_bearer_token(SRE_TOKEN);
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let status = |e: ClientError| match e {
+        ClientError::Status { status, body, .. } => (status.as_u16(), body.error),
+        other => panic!("unexpected error {other}"),
+    };
+
+    let policy = sre.policy().await.expect("policy");
+    assert_eq!(policy.modes.get("partition_overload"), Some(&PolicyMode::DryRun), "{policy:?}");
+    assert_eq!(policy.modes.get("imbalance"), Some(&PolicyMode::Off), "{policy:?}");
+    assert!(policy.config.version >= 1 && policy.config.path.ends_with("master.toml"), "{policy:?}");
+
+    let started = tokio::time::Instant::now();
+    let pending = loop {
+        let p = sre.pending().await.expect("pending");
+        if let Some(first) = p.into_iter().next() {
+            break first;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no dry-run proposal");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(status(anonymous.reject(&pending.id).await.expect_err("no token")).0, 401);
+    let rejected = sre.reject(&pending.id).await.expect("the operator rejects");
+    assert_eq!(rejected.id, pending.id);
+    assert_eq!(status(sre.reject(&pending.id).await.expect_err("twice")).0, 404);
+    let target = pending.proposal.spec.partitions();
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let again = sre.pending().await.expect("pending");
+        assert!(
+            !again
+                .iter()
+                .any(|p| p.proposal.spec.partitions() == target
+                    && p.proposal.spec.kind() == pending.proposal.spec.kind()),
+            "a rejected proposal is not offered again: {again:?}"
+        );
+    }
+
+    // By hand: a partition away from the hot range, moved to another worker.
+    let topology = sre.topology().await.expect("topology");
+    let hot = lb_common::ids::Key(0x4000_0000_0000_0000);
+    let cold = topology.partitions.iter().find(|p| !p.range.contains(hot)).expect("a partition off the hot range");
+    let outside = ManualActionRequest {
+        spec: ActionSpec::Split { partition: cold.id.clone(), split_key: cold.range.start },
+        reason: "drill".to_owned(),
+        dry_run: false,
+    };
+    let (code, message) = status(sre.submit_manual(&outside).await.expect_err("a split at the range start"));
+    assert_eq!(code, 422, "{message}");
+    assert!(message.contains("spec.split_key"), "the refusal names the field: {message}");
+    let owner = cold.owner.clone();
+    let to = topology.workers.iter().find(|w| w.id != owner && w.health == Health::Healthy).expect("another worker");
+    let mut by_hand = ManualActionRequest {
+        spec: ActionSpec::Move { partition: cold.id.clone(), to_worker: to.id.clone() },
+        reason: "drill".to_owned(),
+        dry_run: true,
+    };
+    let predicted = sre.submit_manual(&by_hand).await.expect("a dry run");
+    assert!(predicted.action.is_none(), "a dry run submits nothing");
+    assert!(
+        predicted.proposal.predicted.dest_after_ratio > predicted.proposal.predicted.dest_before_ratio,
+        "{predicted:?}"
+    );
+    by_hand.dry_run = false;
+    assert_eq!(status(anonymous.submit_manual(&by_hand).await.expect_err("no token")).0, 401);
+    let submitted = sre.submit_manual(&by_hand).await.expect("submitted through the master");
+    let record = submitted.action.expect("the ops server's record");
+    assert_eq!((record.request.origin, record.request.policy.as_deref()), (Origin::Manual, None));
+    assert_eq!(record.request.actor_path, ["manual", "sre"]);
+    let id = record.request.id.clone();
+    let started = tokio::time::Instant::now();
+    loop {
+        let evaluated = sre.record::<Evaluation>(id.as_str()).await;
+        if let Ok(e) = evaluated {
+            assert_eq!(e.body.spec, by_hand.spec, "{e:?}");
+            assert_eq!(e.body.policy, Some(Policy::Manual), "{e:?}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "the manual move was not evaluated");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let done = ops.actions(Some(ActionState::Succeeded)).await.expect("actions");
+    assert!(done.iter().any(|a| a.request.id == id), "the ops server ran it");
+    let entry = sre.record::<ActionEntry>(id.as_str()).await.expect("its action record");
+    assert_eq!(entry.body.outcome, ActionOutcome::Applied, "{entry:?}");
     assert!(running.stop(Duration::from_secs(20)).await, "clean stop");
 }

@@ -16,14 +16,15 @@ use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::PartitionId;
 use lb_common::protocol::{
-    ActionRecord, HeatmapQuery, HistoryQuery, LeadershipStatus, OverviewQuery, PartitionsQuery, PassSnapshot,
-    PendingResponse, PlacementRules, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+    ActionRecord, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply, ManualActionRequest, OverviewQuery,
+    PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules, Policy, PolicyStatus, RecordsQuery,
+    RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
 };
 
 use crate::Shared;
 use crate::collector::CollectorStatus;
 use crate::executor::ApprovalError;
-use crate::online::Approval;
+use crate::online::{ManualError, Request};
 use crate::store::RecordKind;
 use crate::table::{
     ClusterOverview, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN, WorkerRow,
@@ -53,6 +54,9 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/pass", get(pass_snapshot))
         .route("/api/v1/leadership", get(leadership))
         .route("/api/v1/proposals/{id}/approve", post(approve))
+        .route("/api/v1/proposals/{id}/reject", post(reject))
+        .route("/api/v1/actions", post(manual_action))
+        .route("/api/v1/policy", get(policy))
         .with_state(shared)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
     with_standard_layers(api, &http)
@@ -224,14 +228,26 @@ async fn approve(
     let caller = identify(&cfg.auth, &headers)?;
     require(&caller, &[Role::Operator], "approve proposals")?;
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let approval = Approval { proposal_id: id, approved_by: caller.name, reply };
-    shared.approvals.try_send(approval).map_err(|_| {
-        ApiError::unavailable("approvals_busy", "too many approvals are waiting for the online loop; retry shortly")
-    })?;
-    // The loop answers at its next pass; a stale collector holds passes back.
+    send(&shared, Request::Approve { proposal_id: id, approved_by: caller.name, reply })?;
+    approval_reply(wait_for_pass(&cfg, answer).await)
+}
+
+/// Hands a request to the online loop.
+fn send(shared: &Shared, request: Request) -> Result<(), ApiError> {
+    shared.approvals.try_send(request).map_err(|_| {
+        ApiError::unavailable("requests_busy", "too many requests are waiting for the online loop; retry shortly")
+    })
+}
+
+/// The loop answers at its next pass; a stale collector holds passes back. `None`: no answer
+/// in time.
+async fn wait_for_pass<T>(cfg: &crate::config::MasterConfig, answer: tokio::sync::oneshot::Receiver<T>) -> Option<T> {
     let wait = Duration::from_millis((cfg.analyzer.interval_ms * 3).max(5_000));
-    let result = tokio::time::timeout(wait, answer).await.map_err(|_| ApprovalError::Timeout);
-    match result.and_then(|r| r.map_err(|_| ApprovalError::Timeout)).and_then(|r| r) {
+    tokio::time::timeout(wait, answer).await.ok().and_then(Result::ok)
+}
+
+fn approval_reply<T>(answer: Option<Result<T, ApprovalError>>) -> Result<ApiJson<T>, ApiError> {
+    match answer.unwrap_or(Err(ApprovalError::Timeout)) {
         Ok(record) => Ok(ApiJson(record)),
         Err(e @ ApprovalError::NotPending) => Err(ApiError::not_found(e.to_string())),
         Err(e @ ApprovalError::Refused(_)) => Err(ApiError::conflict(e.to_string())),
@@ -240,6 +256,77 @@ async fn approve(
             format!("{e} (is the collector stale or the ops server down?)"),
         )),
     }
+}
+
+/// Rejects a dry-run proposal: dropped, and the same action on the same target is not offered
+/// again for `analyzer.approval_ttl_secs`. Needs the `operator` role.
+async fn reject(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<ApiJson<Pending>, ApiError> {
+    let cfg = shared.config.borrow().clone();
+    let caller = identify(&cfg.auth, &headers)?;
+    require(&caller, &[Role::Operator], "reject proposals")?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    send(&shared, Request::Reject { proposal_id: id, rejected_by: caller.name, reply })?;
+    approval_reply(wait_for_pass(&cfg, answer).await)
+}
+
+/// An action by hand, through the online loop: checked against the current view (422 naming
+/// the field when it does not fit), predicted, and unless `dry_run` submitted, tracked and
+/// evaluated like the analyzers' own. Needs the `operator` role.
+async fn manual_action(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<ManualActionRequest>,
+) -> Result<ApiJson<ManualActionReply>, ApiError> {
+    let cfg = shared.config.borrow().clone();
+    let caller = identify(&cfg.auth, &headers)?;
+    require(&caller, &[Role::Operator], "submit actions")?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    send(&shared, Request::Manual { request, requested_by: caller.name, reply })?;
+    match wait_for_pass(&cfg, answer).await {
+        Some(Ok(reply)) => Ok(ApiJson(reply)),
+        Some(Err(ManualError::Refused(refusal))) => {
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_action", refusal.to_string()))
+        }
+        Some(Err(e @ ManualError::Submission(_))) => Err(ApiError::conflict(e.to_string())),
+        None => Err(ApiError::unavailable(
+            "online_loop_unavailable",
+            "no online pass answered in time (is the collector stale or the ops server down?)",
+        )),
+    }
+}
+
+/// The live policy config: each policy's mode, the halt switch, the planner, evaluation and
+/// placement sections, and the config file's version and last reload.
+async fn policy(State(shared): State<Shared>) -> Result<ApiJson<PolicyStatus>, ApiError> {
+    let cfg = shared.config.borrow().clone();
+    let config = shared
+        .config_status
+        .as_ref()
+        .map(|s| s.read().expect("reload status lock is never poisoned").clone())
+        .ok_or_else(|| ApiError::unavailable("no_config_file", "this master was not started from a config file"))?;
+    let p = &cfg.planner;
+    let modes = [
+        (Policy::PartitionOverload, p.partition_overload.mode),
+        (Policy::WorkerOverload, p.worker_overload.mode),
+        (Policy::Imbalance, p.imbalance.mode),
+        (Policy::DatasetPlacement, cfg.placement.mode),
+    ]
+    .into_iter()
+    .map(|(policy, mode)| (policy.as_str().to_owned(), mode))
+    .collect();
+    let value = |v: serde_json::Result<serde_json::Value>| v.map_err(ApiError::internal);
+    Ok(ApiJson(PolicyStatus {
+        config,
+        modes,
+        halted: p.halt,
+        planner: value(serde_json::to_value(&cfg.planner))?,
+        evaluation: value(serde_json::to_value(&cfg.evaluation))?,
+        placement: value(serde_json::to_value(&cfg.placement))?,
+    }))
 }
 
 /// The placement rules routers follow: per hash-sharded dataset its shard limits and strategy,

@@ -15,7 +15,8 @@ use crate::evaluation::{Evaluation, EvaluationConfig, Verdict};
 use crate::executor::{ApprovalError, DEFAULT_APPROVAL_TTL_SECS, Executor, Pending, Settled};
 use crate::placement_manager::{DatasetShardUsage, PlacementManagerConfig};
 use crate::planner::{
-    Declined, Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal, partitions_of,
+    Declined, ManualRefusal, Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal,
+    manual_proposal, partitions_of,
 };
 
 /// Declined items an analysis record keeps (the plan keeps up to 256).
@@ -75,6 +76,8 @@ pub struct Observation<'a> {
     pub updates: Vec<ActionUpdate>,
     /// SREs' approvals of dry-run proposals, in the order they came.
     pub approvals: Vec<ApprovalRequest>,
+    /// SREs' actions by hand, in the order they came.
+    pub manual: Vec<ManualRequest>,
 }
 
 /// What due evaluations are judged on.
@@ -105,6 +108,19 @@ pub enum ActionUpdate {
 pub struct ApprovalRequest {
     pub proposal_id: String,
     pub approved_by: String,
+}
+
+/// An SRE's action by hand (`POST /api/v1/actions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualRequest {
+    /// Names the request in [`PassOutput::manual`] and in the submission's `approval`.
+    pub key: String,
+    pub spec: ActionSpec,
+    pub reason: String,
+    /// The token's name: the action's fair-queue path is `["manual", <who>]`.
+    pub requested_by: String,
+    /// Only predict.
+    pub dry_run: bool,
 }
 
 /// What the loop must do after a pass, in order.
@@ -138,6 +154,9 @@ pub struct PassOutput {
     pub proposals: Vec<Proposal>,
     pub evaluations: Vec<Evaluation>,
     pub ended: Vec<Ended>,
+    /// Each manual request by key: its proposal (submitted unless a dry run; the submission is a
+    /// [`Command::Submit`] with the key as `approval`) or why it does not fit.
+    pub manual: Vec<(String, Result<Proposal, ManualRefusal>)>,
 }
 
 impl PassOutput {
@@ -329,7 +348,49 @@ impl OnlineCore {
         for approval in obs.approvals {
             self.approve(approval, input, config, now_ms, &mut out);
         }
+        for request in obs.manual {
+            self.manual(request, input, obs.datasets, config, now_ms, &mut out);
+        }
         out
+    }
+
+    /// Refuses a pending dry-run proposal: dropped, and not offered again for the approval TTL.
+    pub fn reject(&mut self, proposal_id: &str, config: &OnlineConfig, now_ms: i64) -> Result<Pending, ApprovalError> {
+        self.executor.reject_pending(proposal_id, config.approval_ttl_secs, now_ms)
+    }
+
+    fn manual(
+        &mut self,
+        request: ManualRequest,
+        input: &PlannerInput,
+        datasets: &[DatasetInfo],
+        config: &OnlineConfig,
+        now_ms: i64,
+        out: &mut PassOutput,
+    ) {
+        let reason = format!("{} (by hand, {})", request.reason.trim(), request.requested_by);
+        let result = manual_proposal(&request.spec, &reason, input, datasets, &config.planner, now_ms);
+        if let (Ok(proposal), false) = (&result, request.dry_run) {
+            let id = self.ids.next();
+            out.commands
+                .push(Command::Record(Box::new(Record::Proposal { id: id.clone(), proposal: proposal.clone() })));
+            let until = now_ms + (config.planner.caps.cooldown_secs * 1000) as i64;
+            for p in partitions_of(&proposal.spec) {
+                self.planner.cooldown_until_ms.insert(p.clone(), until);
+            }
+            self.executor.track(id.clone(), proposal, input, now_ms);
+            let actor_path = vec!["manual".to_owned(), request.requested_by.clone()];
+            let request_body = ActionRequest {
+                id,
+                spec: proposal.spec.clone(),
+                origin: Origin::Manual,
+                policy: None,
+                reason: proposal.reason.clone(),
+                actor_path,
+            };
+            out.commands.push(Command::Submit { request: request_body, approval: Some(request.key.clone()) });
+        }
+        out.manual.push((request.key, result));
     }
 
     fn settle(&mut self, update: ActionUpdate, now_ms: i64, out: &mut PassOutput) {

@@ -38,7 +38,7 @@ mod tests;
 
 pub use self::core::{
     ANALYSIS_HEARTBEAT_MS, ActionUpdate, ApprovalRequest, Command, Ended, EvaluationView, MAX_DECLINED_RECORDED,
-    Observation, OnlineConfig, OnlineCore, PassOutput,
+    ManualRequest, Observation, OnlineConfig, OnlineCore, PassOutput,
 };
-pub use run::{Approval, run};
+pub use run::{ManualError, Request, run};
 pub use snapshot::PassSnapshot;

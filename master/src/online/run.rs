@@ -14,29 +14,58 @@ use std::time::Duration;
 use lb_common::clients::OpsClient;
 use lb_common::http::ClientError;
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionEntry, ActionOutcome, ActionRecord, ActionState, Execution, Topology};
+use lb_common::protocol::{
+    ActionEntry, ActionOutcome, ActionRecord, ActionState, Execution, ManualActionReply, ManualActionRequest, Topology,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::core::{
-    ActionUpdate, ApprovalRequest, Command, EvaluationView, Observation, OnlineConfig, OnlineCore, PassOutput, Record,
+    ActionUpdate, ApprovalRequest, Command, EvaluationView, ManualRequest, Observation, OnlineConfig, OnlineCore,
+    PassOutput, Record,
 };
 use super::observe::{planner_input, refresh_planner_input};
 use super::snapshot::PassSnapshot;
 use crate::Shared;
 use crate::config::MasterConfig;
-use crate::executor::ApprovalError;
+use crate::executor::{ApprovalError, Pending};
 use crate::leadership::LeadershipStatus;
 use crate::placement_manager;
-use crate::planner::{InFlightAction, PlannerInput};
+use crate::planner::{InFlightAction, ManualRefusal, PlannerInput, Proposal};
 
-/// An SRE's approval of a dry-run proposal, answered by the loop at its next pass.
+/// What an SRE asks of the online loop through the API, answered at its next pass.
 #[derive(Debug)]
-pub struct Approval {
-    pub proposal_id: String,
-    pub approved_by: String,
-    pub reply: oneshot::Sender<Result<ActionRecord, ApprovalError>>,
+pub enum Request {
+    /// Approve a dry-run proposal: it is submitted like an `auto` one.
+    Approve { proposal_id: String, approved_by: String, reply: oneshot::Sender<Result<ActionRecord, ApprovalError>> },
+    /// Reject a dry-run proposal: dropped, not offered again for the approval TTL.
+    Reject { proposal_id: String, rejected_by: String, reply: oneshot::Sender<Result<Pending, ApprovalError>> },
+    /// An action by hand, checked against the current view, predicted and (unless a dry run)
+    /// submitted, tracked and evaluated.
+    Manual {
+        request: ManualActionRequest,
+        requested_by: String,
+        reply: oneshot::Sender<Result<ManualActionReply, ManualError>>,
+    },
+}
+
+/// Why a manual action was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ManualError {
+    /// It does not fit the current layout (422, naming the field).
+    #[error(transparent)]
+    Refused(#[from] ManualRefusal),
+    /// The ops server did not take it.
+    #[error("the ops server did not take it: {0}")]
+    Submission(String),
+}
+
+/// Who waits for the outcome of a submission the pass makes.
+#[derive(Debug)]
+enum Reply {
+    Approval(oneshot::Sender<Result<ActionRecord, ApprovalError>>),
+    Manual(oneshot::Sender<Result<ManualActionReply, ManualError>>, Option<Box<Proposal>>),
 }
 
 /// The loop's state between passes.
@@ -46,19 +75,21 @@ struct Online {
     /// The last pass's input and the topology version its partitions were built from: while the
     /// layout holds, a pass only re-reads the load.
     input: Option<(u64, PlannerInput)>,
+    /// Numbers manual requests within this master's life.
+    manual_seq: u64,
 }
 
 /// The online loop; see the module doc.
 pub async fn run(
     shared: Shared,
     ops: impl Fn() -> OpsClient + Send,
-    mut approvals: mpsc::Receiver<Approval>,
+    mut approvals: mpsc::Receiver<Request>,
     publish: watch::Sender<Arc<PassSnapshot>>,
     cancel: CancellationToken,
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
     let core = OnlineCore::new(&OnlineConfig::of(&shared.config.borrow()), boot_ms);
-    let mut online = Online { shared, core, input: None };
+    let mut online = Online { shared, core, input: None, manual_seq: 0 };
     loop {
         let cfg = online.shared.config.borrow().clone();
         tokio::select! {
@@ -95,7 +126,7 @@ impl Online {
         cfg: &MasterConfig,
         client: &OpsClient,
         topology: &Arc<Topology>,
-        approvals: &mut mpsc::Receiver<Approval>,
+        approvals: &mut mpsc::Receiver<Request>,
         publish: &watch::Sender<Arc<PassSnapshot>>,
         leadership: LeadershipStatus,
     ) {
@@ -135,13 +166,34 @@ impl Online {
         let Ok((mut input, after, usage, at)) = built else { return };
         metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let mut requests = Vec::new();
+        let mut manual = Vec::new();
         let mut replies = HashMap::new();
-        while let Ok(approval) = approvals.try_recv() {
-            requests.push(ApprovalRequest {
-                proposal_id: approval.proposal_id.clone(),
-                approved_by: approval.approved_by.clone(),
-            });
-            replies.insert(approval.proposal_id, approval.reply);
+        while let Ok(request) = approvals.try_recv() {
+            match request {
+                Request::Approve { proposal_id, approved_by, reply } => {
+                    requests.push(ApprovalRequest { proposal_id: proposal_id.clone(), approved_by });
+                    replies.insert(proposal_id, Reply::Approval(reply));
+                }
+                Request::Reject { proposal_id, rejected_by, reply } => {
+                    let result = self.core.reject(&proposal_id, &config, now);
+                    if result.is_ok() {
+                        info!(proposal = %proposal_id, by = %rejected_by, "dry-run proposal rejected");
+                    }
+                    let _ = reply.send(result);
+                }
+                Request::Manual { request, requested_by, reply } => {
+                    self.manual_seq += 1;
+                    let key = format!("manual-{}", self.manual_seq);
+                    manual.push(ManualRequest {
+                        key: key.clone(),
+                        spec: request.spec,
+                        reason: request.reason,
+                        requested_by,
+                        dry_run: request.dry_run,
+                    });
+                    replies.insert(key, Reply::Manual(reply, None));
+                }
+            }
         }
         let observation = Observation {
             window_end_ms: at,
@@ -152,8 +204,25 @@ impl Online {
             dataset_usage: &usage,
             updates,
             approvals: requests,
+            manual,
         };
         let mut out = self.core.step(observation, &config, now);
+        for (key, result) in std::mem::take(&mut out.manual) {
+            let submitted =
+                out.commands.iter().any(|c| matches!(c, Command::Submit { approval: Some(k), .. } if k == &key));
+            match (replies.remove(&key), result) {
+                (Some(Reply::Manual(reply, _)), Ok(proposal)) if submitted => {
+                    replies.insert(key, Reply::Manual(reply, Some(Box::new(proposal))));
+                }
+                (Some(Reply::Manual(reply, _)), Ok(proposal)) => {
+                    let _ = reply.send(Ok(ManualActionReply { proposal, action: None }));
+                }
+                (Some(Reply::Manual(reply, _)), Err(refusal)) => {
+                    let _ = reply.send(Err(ManualError::Refused(refusal)));
+                }
+                _ => {}
+            }
+        }
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
         let plan = std::mem::take(&mut out.plan);
         let proposals = out.proposals.clone();
@@ -204,13 +273,7 @@ impl Online {
     }
 
     /// Carries out a pass's commands in order, and logs and counts what it decided.
-    async fn carry_out(
-        &mut self,
-        client: &OpsClient,
-        out: PassOutput,
-        replies: &mut HashMap<String, oneshot::Sender<Result<ActionRecord, ApprovalError>>>,
-        now: i64,
-    ) {
+    async fn carry_out(&mut self, client: &OpsClient, out: PassOutput, replies: &mut HashMap<String, Reply>, now: i64) {
         for ended in &out.ended {
             info!(action = %ended.id, applied = ended.applied, note = ended.note.as_deref().unwrap_or(""), "action ended");
             metrics::counter!("lb_master_actions_ended_total", "applied" => if ended.applied { "yes" } else { "no" })
@@ -231,15 +294,24 @@ impl Online {
                 Command::Record(record) => self.record(&record, now).await,
                 Command::Submit { request, approval } => {
                     let result = self.submit(client, request, now).await;
-                    if let Some(reply) = approval.and_then(|id| replies.remove(&id)) {
-                        if let Ok(record) = &result {
-                            info!(action = %record.request.id, "dry-run proposal approved");
+                    match approval.and_then(|id| replies.remove(&id)) {
+                        Some(Reply::Approval(reply)) => {
+                            if let Ok(record) = &result {
+                                info!(action = %record.request.id, "dry-run proposal approved");
+                            }
+                            let _ = reply.send(result);
                         }
-                        let _ = reply.send(result);
+                        Some(Reply::Manual(reply, Some(proposal))) => {
+                            let reply_body = result
+                                .map(|record| ManualActionReply { proposal: *proposal, action: Some(record) })
+                                .map_err(|e| ManualError::Submission(e.to_string()));
+                            let _ = reply.send(reply_body);
+                        }
+                        Some(Reply::Manual(_, None)) | None => {}
                     }
                 }
                 Command::RefuseApproval { proposal_id, error } => {
-                    if let Some(reply) = replies.remove(&proposal_id) {
+                    if let Some(Reply::Approval(reply)) = replies.remove(&proposal_id) {
                         let _ = reply.send(Err(error));
                     }
                 }

@@ -45,6 +45,7 @@ fn pass(core: &mut OnlineCore, input: &mut PlannerInput, updates: Vec<ActionUpda
         dataset_usage: &[],
         updates,
         approvals: Vec::new(),
+        manual: Vec::new(),
     };
     core.step(observation, &config(), now_ms)
 }
@@ -226,6 +227,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
         dataset_usage: &[],
         updates: vec![update],
         approvals: Vec::new(),
+        manual: Vec::new(),
     };
     core.step(observation, &config, 2_000);
     assert!(core.evaluation_due(&config, due));
@@ -238,6 +240,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
         dataset_usage: &[],
         updates: Vec::new(),
         approvals: Vec::new(),
+        manual: Vec::new(),
     };
     let out = core.step(observation, &config, due);
     assert_eq!(out.evaluations.len(), 1);
@@ -250,4 +253,116 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
         "nothing else on p0 in the pass that found the harm: {submitted:?}"
     );
     assert!(core.planner_state().in_cooldown(&"p0".parse().expect("id"), due).is_some(), "p0 rests");
+}
+
+/// One pass with the SREs' manual requests.
+fn manual_pass(core: &mut OnlineCore, input: &mut PlannerInput, manual: Vec<ManualRequest>, now_ms: i64) -> PassOutput {
+    let observation = Observation {
+        window_end_ms: now_ms,
+        window_ms: WINDOW_MS,
+        input,
+        evaluation: EvaluationView::None,
+        datasets: &[],
+        dataset_usage: &[],
+        updates: Vec::new(),
+        approvals: Vec::new(),
+        manual,
+    };
+    core.step(observation, &config(), now_ms)
+}
+
+fn by_hand(key: &str, spec: ActionSpec, dry_run: bool) -> ManualRequest {
+    ManualRequest { key: key.to_owned(), spec, reason: "drill".to_owned(), requested_by: "sre".to_owned(), dry_run }
+}
+
+/// A manual action is checked against the view (the refusal names the field), predicted like
+/// a policy's, and submitted as `manual` on the SRE's fair-queue path and tracked for
+/// evaluation; a dry run only predicts.
+#[test]
+fn a_manual_action_is_checked_predicted_submitted_and_tracked() {
+    let mut core = OnlineCore::new(&config(), 0);
+    let mut input = cluster(&[6_000.0, 2_000.0, 2_000.0], &[0, 0, 1], 2);
+    sum_worker_loads(&mut input);
+    let p0 = input.partitions[0].clone();
+    let outside = ActionSpec::Split { partition: p0.id.clone(), split_key: p0.range.start };
+    let to_self = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(0) };
+    let dry = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1) };
+    let out = manual_pass(
+        &mut core,
+        &mut input,
+        vec![by_hand("m1", outside, false), by_hand("m2", to_self, false), by_hand("m3", dry.clone(), true)],
+        1_000,
+    );
+    let results: Vec<_> =
+        out.manual.iter().map(|(k, r)| (k.as_str(), r.as_ref().map_err(|e| e.field.as_str()))).collect();
+    assert_eq!(results[0].1.as_ref().err(), Some(&"spec.split_key"), "{results:?}");
+    assert_eq!(results[1].1.as_ref().err(), Some(&"spec.to_worker"), "{results:?}");
+    let predicted = &results[2].1.as_ref().expect("the dry run fits").predicted;
+    assert!((predicted.source_before_ratio - 0.08).abs() < 1e-9, "w-0 carries 8k of 100k: {predicted:?}");
+    assert!((predicted.source_after_ratio - 0.02).abs() < 1e-9, "{predicted:?}");
+    assert_eq!(predicted.dest_after_ratio.map(|r| (r * 100.0).round()), Some(8.0), "{predicted:?}");
+    assert_eq!(out.submissions().count(), 0, "nothing refused or dry is submitted");
+
+    let out = manual_pass(&mut core, &mut input, vec![by_hand("m4", dry, false)], 2_000);
+    let proposal = out.manual[0].1.as_ref().expect("fits");
+    assert_eq!((proposal.origin, proposal.policy), (Origin::Manual, Policy::Manual));
+    let submitted: Vec<_> = out
+        .commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Submit { request, approval } => Some((request, approval.as_deref())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(submitted.len(), 1);
+    let (request, approval) = submitted[0];
+    assert_eq!(approval, Some("m4"), "the reply waits on the submission");
+    assert_eq!((request.origin, request.policy.as_deref()), (Origin::Manual, None));
+    assert_eq!(request.actor_path, ["manual", "sre"]);
+    assert!(request.reason.starts_with("drill (by hand, sre)"), "{}", request.reason);
+    assert_eq!(core.open_actions(), vec![request.id.clone()], "tracked for settling and evaluation");
+    assert!(core.planner_state().in_cooldown(&p0.id, 2_000).is_some(), "its partition rests like after any action");
+}
+
+/// A rejected dry-run proposal is dropped and not offered again while the planner keeps
+/// proposing it, until the approval TTL has passed.
+#[test]
+fn a_rejected_proposal_is_not_offered_again_within_the_ttl() {
+    let mut config = config();
+    config.planner.partition_overload.mode = PolicyMode::DryRun;
+    let mut core = OnlineCore::new(&config, 0);
+    let mut input = cluster(&[14_000.0, 2_000.0], &[0, 1], 2);
+    sum_worker_loads(&mut input);
+    let mut now = 0;
+    while core.pending().is_empty() {
+        now += 1_000;
+        assert!(now < 10_000, "a dry-run split is offered");
+        step_with(&mut core, &mut input, &config, now);
+    }
+    let id = core.pending()[0].id.to_string();
+    assert!(core.reject(&id, &config, now).is_ok());
+    assert!(core.reject(&id, &config, now).is_err(), "gone after one rejection");
+    for _ in 0..5 {
+        now += 1_000;
+        step_with(&mut core, &mut input, &config, now);
+        assert!(core.pending().is_empty(), "not offered again at {now}");
+    }
+    now += (config.approval_ttl_secs * 1000) as i64;
+    step_with(&mut core, &mut input, &config, now);
+    assert_eq!(core.pending().len(), 1, "offered again once the TTL has passed");
+}
+
+fn step_with(core: &mut OnlineCore, input: &mut PlannerInput, config: &OnlineConfig, now_ms: i64) -> PassOutput {
+    let observation = Observation {
+        window_end_ms: now_ms,
+        window_ms: WINDOW_MS,
+        input,
+        evaluation: EvaluationView::None,
+        datasets: &[],
+        dataset_usage: &[],
+        updates: Vec::new(),
+        approvals: Vec::new(),
+        manual: Vec::new(),
+    };
+    core.step(observation, config, now_ms)
 }

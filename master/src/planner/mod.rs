@@ -45,6 +45,7 @@
 pub mod config;
 mod dedicate;
 pub mod input;
+mod manual;
 mod model;
 mod partition;
 pub mod proposal;
@@ -62,6 +63,7 @@ pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, P
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
+pub use manual::{ManualRefusal, manual_proposal};
 pub use model::partitions_of;
 
 /// Whether `spec` dedicates its partition's own worker to it in the layout of `input` (a group

@@ -348,12 +348,7 @@ impl Model {
 
 /// The partitions an action keeps busy (group of a table or tenant: none resolved here).
 pub fn partitions_of(spec: &ActionSpec) -> Vec<&lb_common::ids::PartitionId> {
-    match spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => vec![partition],
-        ActionSpec::Merge { left, right } => vec![left, right],
-        ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition],
-        _ => vec![],
-    }
+    spec.partitions()
 }
 
 /// The partition and group of `spec` when it is a dedication: a group of one partition naming
@@ -389,6 +384,22 @@ pub fn sketch_shape(sketch: Option<&KeySketch>) -> SketchShape {
         },
         None => SketchShape { top_key_share_ratio: 0.0, sequential_write_ratio: 0.0 },
     }
+}
+
+/// The share of a partition's ops below `key` (the left side of a split there): from the
+/// sketch's buckets, uniform inside a bucket; uniform over the range without a sketch.
+pub fn split_key_share(range: KeyRange, sketch: Option<&KeySketch>, key: Key) -> f64 {
+    let offset = key.0.saturating_sub(range.start.0) as f64;
+    let buckets = sketch.map(|s| s.bucket_ops.as_slice()).unwrap_or_default();
+    let total: f64 = buckets.iter().map(|&b| b as f64).sum();
+    if total <= 0.0 {
+        return (offset / range.width()).clamp(0.0, 1.0);
+    }
+    let left_offset = offset / (range.width() / buckets.len() as f64);
+    let whole = left_offset.floor() as usize;
+    let mut left: f64 = buckets.iter().take(whole).map(|&b| b as f64).sum();
+    left += buckets.get(whole).map_or(0.0, |&b| b as f64 * (left_offset - whole as f64));
+    (left / total).clamp(0.0, 1.0)
 }
 
 /// The key below which `quantile` of the sketch's ops fall, interpolated inside the crossing
