@@ -61,13 +61,51 @@ impl ConfigError {
 
 /// Parses and validates config text; `path` only names the source in errors.
 pub fn parse<C: ServiceConfig>(text: &str, path: &Path) -> Result<C, ConfigError> {
-    let config: C = toml::from_str(text).map_err(|e| ConfigError::Parse {
-        path: path.to_owned(),
-        // toml's message carries line, column and a caret under the bad token.
-        message: e.to_string().trim_end().to_owned(),
-    })?;
+    let config: C = toml::from_str(text)
+        .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: parse_message(text, &e) })?;
     config.validate().map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })?;
     Ok(config)
+}
+
+/// Keys whose values are secrets: their line is never quoted in an error.
+const SECRET_KEY_PARTS: [&str; 4] = ["token", "secret", "password", "key"];
+
+/// toml's own message quotes the offending line with a caret under the bad token; on a token
+/// line that is the secret itself (an unclosed quote, the key written twice, a bad escape). The
+/// message names the line and column and what is wrong, quotes the line only when its key is
+/// not a secret, and redacts quoted strings from the description when it is.
+fn parse_message(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else { return e.message().trim_end().to_owned() };
+    let before = &text[..span.start.min(text.len())];
+    let line_no = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let key = line.split('=').next().unwrap_or("").trim().to_ascii_lowercase();
+    let secret = SECRET_KEY_PARTS.iter().any(|part| key.contains(part));
+    if secret {
+        let description = redact_quoted(e.message().trim_end());
+        format!("line {line_no}, column {column}: {description} (the line is not shown: it holds a secret)")
+    } else {
+        format!("line {line_no}, column {column}: {}\n  | {line}", e.message().trim_end())
+    }
+}
+
+/// `invalid type: string "abc", expected u64` → `invalid type: string <redacted>, expected u64`.
+fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    for c in message.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                quoted = true;
+                out.push_str("<redacted>");
+            }
+            ('"', true) => quoted = false,
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 /// Reads, parses and validates a config file.
@@ -123,6 +161,44 @@ fn diff_values(path: &str, old: &serde_json::Value, new: &serde_json::Value, out
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Tokens {
+        #[serde(default)]
+        listen: String,
+        #[serde(default)]
+        token: String,
+    }
+
+    impl ServiceConfig for Tokens {
+        const STATIC_FIELDS: &'static [&'static str] = &[];
+        fn validate(&self) -> Result<(), ValidationError> {
+            Ok(())
+        }
+    }
+
+    /// Issue 17: a syntax error on a token line put the token into `last_error` (served
+    /// unauthenticated at `/v1/config/status`) and the log.
+    #[test]
+    fn a_syntax_error_on_a_token_line_never_shows_the_token() {
+        let secret = "s3cr3t-operator-token-0123";
+        for text in [
+            format!("token = \"{secret}\n"),
+            format!("token = \"{secret}\"\ntoken = \"{secret}\"\n"),
+            format!("token = \"{secret}\\q\"\n"),
+            format!("token = [\"{secret}\"]\n"),
+        ] {
+            let err = parse::<Tokens>(&text, Path::new("t.toml")).expect_err("does not parse").to_string();
+            assert!(!err.contains(secret) && !err.contains("s3cr3t"), "{err}");
+            assert!(err.contains("line "), "the error still says where: {err}");
+        }
+        let err = parse::<Tokens>("listen = 0.0.0.0:80\n", Path::new("t.toml")).expect_err("bad").to_string();
+        assert!(
+            err.contains("line 1, column") && err.contains("| listen = 0.0.0.0:80"),
+            "a line without a secret is quoted: {err}"
+        );
+    }
 
     #[test]
     fn diff_names_leaves_and_static_prefixes() {

@@ -80,6 +80,14 @@ impl Caller {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1) and may be followed by more than one space.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The caller behind a request's `Authorization: Bearer` header: 401 without one or with an
 /// unknown token. Compares against every token without stopping at a match.
 pub fn identify(auth: &AuthConfig, headers: &HeaderMap) -> Result<Caller, ApiError> {
@@ -89,7 +97,7 @@ pub fn identify(auth: &AuthConfig, headers: &HeaderMap) -> Result<Caller, ApiErr
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing bearer token"))?;
     let mut found = None;
     for t in &auth.tokens {
@@ -149,6 +157,22 @@ mod tests {
         assert_eq!(identify(&auth, &headers("nope-nope-nope-nope")).expect_err("unknown").body().code, "unauthorized");
         assert_eq!(identify(&auth, &HeaderMap::new()).expect_err("missing").body().code, "unauthorized");
         assert_eq!(identify(&AuthConfig::default(), &HeaderMap::new()).expect("auth off"), Caller::anonymous());
+    }
+
+    /// Issue 17: the scheme was matched case-sensitively.
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let auth = config();
+        for value in ["bearer operator-secret-0001", "BEARER operator-secret-0001", "Bearer  operator-secret-0001"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).expect("header"));
+            assert_eq!(identify(&auth, &h).expect(value).role, Some(Role::Operator), "{value}");
+        }
+        for value in ["Basic operator-secret-0001", "Bearer", "Bearer ", "Bearer operator-secret-0001x"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).expect("header"));
+            assert!(identify(&auth, &h).is_err(), "{value}");
+        }
     }
 
     #[test]

@@ -30,7 +30,13 @@ pub fn with_standard_layers(router: Router, config: &HttpServerConfig) -> Router
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn(move |req, next| track(req, next, deadline)))
         .layer(CatchPanicLayer::custom(|_panic| ApiError::internal("handler panicked").into_response()))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+}
+
+/// The span every request is traced in: method and path, never the query string (a caller may
+/// put a token there; tower-http's default span records the full URI).
+fn request_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
+    tracing::debug_span!("request", method = %req.method(), path = %req.uri().path(), version = ?req.version())
 }
 
 async fn track(req: Request, next: Next, deadline: Duration) -> Response {
@@ -51,4 +57,57 @@ async fn track(req: Request, next: Next, deadline: Duration) -> Response {
     metrics::histogram!("lb_http_request_duration_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("capture lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Issue 17: a token sent in a query string was logged with the full URI at DEBUG.
+    #[tokio::test]
+    async fn a_query_string_never_reaches_the_request_log() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let router = with_standard_layers(
+            Router::new().route("/v1/x", get(|| async { "ok" })),
+            &HttpServerConfig {
+                listen: "127.0.0.1:0".parse().expect("addr"),
+                body_limit_bytes: 4096,
+                request_timeout_ms: 1_000,
+            },
+        );
+        let request =
+            axum::http::Request::get("/v1/x?token=leaked-secret-token-0001").body(Body::empty()).expect("request");
+        let response = router.oneshot(request).await.expect("served");
+        assert_eq!(response.status(), StatusCode::OK);
+        let log = String::from_utf8(captured.0.lock().expect("capture lock").clone()).expect("utf-8");
+        assert!(log.contains("path=/v1/x"), "the request is traced: {log}");
+        assert!(!log.contains("leaked-secret") && !log.contains("token="), "{log}");
+    }
 }

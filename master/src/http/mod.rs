@@ -116,6 +116,13 @@ async fn partitions(
     q: Result<Query<PartitionsQuery>, QueryRejection>,
 ) -> Result<ApiJson<Vec<PartitionRow>>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
+    if q.min_ops_per_sec.is_some_and(|m| !m.is_finite()) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_query",
+            "min_ops_per_sec must be a finite number",
+        ));
+    }
     let (last, now) = (window(q.window_secs), now_ms());
     let mut rows = query(&shared, move |t| t.partitions(last, now)).await?;
     rows.retain(|r| {

@@ -49,6 +49,14 @@ pub(crate) fn window_slots(table: &MetricsTable, last: Duration, now_ms: i64) ->
     if last_ms <= 0 {
         return Err(TableError::InvalidQuery("window must be longer than zero".into()));
     }
+    let history_ms = table.geo.history_ms();
+    if last_ms > history_ms {
+        return Err(TableError::InvalidQuery(format!(
+            "window_secs: {} s is longer than the table's history ({} s)",
+            last.as_secs(),
+            history_ms / 1000
+        )));
+    }
     let n = (last_ms + step - 1) / step;
     let b = table.geo.slot_of(now_ms - 1);
     Ok((b - n + 1, b, (n * step) as f64 / 1000.0))

@@ -34,6 +34,11 @@ pub(crate) struct Geometry {
 }
 
 impl Geometry {
+    /// How far back the table holds data: the coarse ring's span.
+    pub(crate) fn history_ms(&self) -> i64 {
+        self.coarse_len.saturating_mul(self.factor).saturating_mul(self.fine_step_ms)
+    }
+
     pub(crate) fn slot_of(&self, ts_ms: i64) -> i64 {
         ts_ms.div_euclid(self.fine_step_ms)
     }

@@ -562,6 +562,35 @@ fn unknown_table_and_bad_heatmaps_are_refused() {
     assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 0), Err(TableError::InvalidQuery(_))));
 }
 
+/// Queries beyond what the table holds are refused by name (422), not answered with zeros, a
+/// negative window or hundreds of megabytes (issue 17: 46-day heatmaps, window_secs 9.2e15,
+/// from/to at the i64 extremes).
+#[test]
+fn queries_beyond_the_history_or_at_the_extremes_are_refused() {
+    let mut t = table();
+    t.ingest(&wid("w1"), &[sample(1, T0_MS, pstats("p1", "orders", range(0, 99), 100))], T0_MS);
+    let (tenant, tbl) = (TenantId::new("acme").expect("valid"), TableId::new("orders").expect("valid"));
+    let history = t.geo.history_ms();
+    let invalid = |r: Result<_, TableError>, what: &str| match r {
+        Err(TableError::InvalidQuery(m)) => assert!(m.contains(what), "{m}"),
+        other => panic!("expected a refusal naming {what}: {other:?}"),
+    };
+    let now = T0_MS + 1_000;
+    invalid(t.workers(Duration::from_millis(history as u64 + 1_000), now).map(|_| ()), "window_secs");
+    invalid(
+        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now).map(|_| ()),
+        "window_secs",
+    );
+    invalid(t.top_n(Metric::Ops, 5, GroupBy::None, Duration::from_secs(u64::MAX), now).map(|_| ()), "window_secs");
+    let day46 = 46 * 86_400_000;
+    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - day46, now, 1_000, 4).map(|_| ()), "history");
+    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, i64::MIN, i64::MAX, 1_000, 4).map(|_| ()), "history");
+    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000 * 1_000_000, 4).map(|_| ()), "step_ms");
+    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - history, now, 1_000, 4096).map(|_| ()), "cells");
+    invalid(t.history(&pid("p1"), Metric::Ops, i64::MIN, i64::MAX).map(|_| ()), "history");
+    assert!(t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000, 64).is_ok(), "a minute of seconds is fine");
+}
+
 #[test]
 fn parallel_top_n_over_many_partitions_matches_the_sequential_answer() {
     // Above PARALLEL_SCAN_MIN_PARTITIONS the scan runs on several threads: the five hot

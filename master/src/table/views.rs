@@ -31,10 +31,18 @@ impl MetricsTable {
         if step_ms <= 0 || !(step_ms as u64).is_multiple_of(fine as u64) || to_ms <= from_ms {
             return bad(format!("step_ms must be a positive multiple of {fine} and to_ms > from_ms"));
         }
+        let history_ms = self.geo.history_ms();
+        let span_ms = to_ms.checked_sub(from_ms).filter(|&s| s <= history_ms);
+        let Some(span_ms) = span_ms else {
+            return bad(format!("from_ms..to_ms spans more than the table's history ({} s)", history_ms / 1000));
+        };
+        if step_ms > span_ms {
+            return bad(format!("step_ms: {step_ms} is longer than from_ms..to_ms ({span_ms} ms)"));
+        }
         if key_buckets == 0 || key_buckets > MAX_HEATMAP_KEY_BUCKETS {
             return bad(format!("key_buckets must be 1..={MAX_HEATMAP_KEY_BUCKETS}"));
         }
-        let rows = ((to_ms - from_ms) + step_ms - 1) / step_ms;
+        let rows = (span_ms + step_ms - 1) / step_ms;
         if rows as usize > MAX_HEATMAP_CELLS / key_buckets {
             return bad(format!("heatmap over {MAX_HEATMAP_CELLS} cells"));
         }
@@ -157,6 +165,13 @@ impl MetricsTable {
         let view = metric.partition_view().ok_or(TableError::MetricNotAvailable { metric, scope: "partition" })?;
         if to_ms <= from_ms {
             return Err(TableError::InvalidQuery("to_ms must be after from_ms".into()));
+        }
+        let history_ms = self.geo.history_ms();
+        if to_ms.checked_sub(from_ms).is_none_or(|span| span > history_ms) {
+            return Err(TableError::InvalidQuery(format!(
+                "from_ms..to_ms spans more than the table's history ({} s)",
+                history_ms / 1000
+            )));
         }
         let a = self.geo.slot_of(from_ms);
         let b = self.geo.slot_of(to_ms - 1);
