@@ -10,6 +10,7 @@
 //!   HTTP client with timeouts.
 //! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
 //! - [`service`]: the body of every binary's `main`.
+//! - [`rng`]: SplitMix64, the seeded generator wherever a run must be reproducible.
 //! - [`fair_queue`]: the hierarchical fair queue (per tenant, per table, any depth) the ops
 //!   server runs actions through.
 //! - [`placement`]: the placement decision core for hash-sharded datasets: jump hash, nested
@@ -22,6 +23,7 @@ pub mod http;
 pub mod ids;
 pub mod placement;
 pub mod protocol;
+pub mod rng;
 pub mod service;
 pub mod shutdown;
 pub mod telemetry;
