@@ -384,6 +384,9 @@ fn worker_index(worker: &WorkerId) -> Option<u32> {
     worker.as_str().strip_prefix("w-")?.parse().ok()
 }
 
+// Every table of a scenario has a required field (`name`, the capacities, `partitions`,
+// `ops_per_sec`, ...), so defaulted fields keep a default each: a struct-level
+// `#[serde(default)]` would make the required ones optional too.
 fn default_start_ms() -> i64 {
     DEFAULT_START_MS
 }
