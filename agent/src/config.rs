@@ -169,11 +169,9 @@ impl StoreConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WindowConfig {
-    #[serde(default = "default_window_duration_ms")]
     pub duration_ms: u64,
-    #[serde(default = "default_window_max_bytes")]
     pub max_bytes: u64,
 }
 
@@ -184,11 +182,9 @@ impl Default for WindowConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct HostConfig {
-    #[serde(default = "default_true")]
     pub enabled: bool,
-    #[serde(default = "default_host_interval_ms")]
     pub interval_ms: u64,
 }
 
@@ -199,9 +195,8 @@ impl Default for HostConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
-    #[serde(default = "default_max_samples_per_page")]
     pub max_samples_per_page: u64,
 }
 
@@ -313,9 +308,8 @@ fn is_http_url(s: &str) -> bool {
     (s.starts_with("http://") || s.starts_with("https://")) && s.len() > "https://".len()
 }
 
-fn default_true() -> bool {
-    true
-}
+// `[store]` requires `path` and `[source]` requires `address`, so their other fields keep a
+// default each: a struct-level `#[serde(default)]` would make the required ones optional too.
 fn default_raw_retention_hours() -> u64 {
     DEFAULT_RAW_RETENTION_HOURS
 }
@@ -330,18 +324,6 @@ fn default_rollup_flush_interval_ms() -> u64 {
 }
 fn default_max_batch_reports() -> u64 {
     DEFAULT_MAX_BATCH_REPORTS
-}
-fn default_window_duration_ms() -> u64 {
-    DEFAULT_WINDOW_DURATION_MS
-}
-fn default_window_max_bytes() -> u64 {
-    DEFAULT_WINDOW_MAX_BYTES
-}
-fn default_host_interval_ms() -> u64 {
-    DEFAULT_HOST_INTERVAL_MS
-}
-fn default_max_samples_per_page() -> u64 {
-    DEFAULT_MAX_SAMPLES_PER_PAGE
 }
 fn default_valkey_cluster_name() -> String {
     DEFAULT_VALKEY_CLUSTER_NAME.to_owned()
@@ -383,6 +365,28 @@ mod tests {
         let unknown = "worker_id = \"w\"\nworkerid = 1\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\n";
         let err = lb_common::config::parse::<AgentConfig>(unknown, Path::new("agent.toml")).unwrap_err().to_string();
         assert!(err.contains("unknown field `workerid`"), "{err}");
+    }
+
+    #[test]
+    fn a_partial_table_takes_the_rest_from_its_defaults_and_required_fields_stay_required() {
+        let base = "worker_id = \"w\"\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"x\"\n";
+        let text = format!(
+            "{base}[window]\nduration_ms = 5000\n[host]\nenabled = false\n[runtime]\nreload_debounce_ms = 100\n"
+        );
+        let config = lb_common::config::parse::<AgentConfig>(&text, Path::new("agent.toml")).expect("valid");
+        assert_eq!(config.window, WindowConfig { duration_ms: 5000, max_bytes: DEFAULT_WINDOW_MAX_BYTES });
+        assert_eq!(config.host, HostConfig { enabled: false, interval_ms: DEFAULT_HOST_INTERVAL_MS });
+        assert_eq!(config.runtime, RuntimeConfig { reload_debounce_ms: 100, ..RuntimeConfig::default() });
+        assert_eq!(config.store.raw_retention_hours, DEFAULT_RAW_RETENTION_HOURS);
+        let typo = format!("{base}[window]\nduration = 5000\n");
+        let err = lb_common::config::parse::<AgentConfig>(&typo, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("unknown field `duration`"), "{err}");
+        let no_path = "worker_id = \"w\"\n[http]\nlisten = \"127.0.0.1:0\"\n[store]\nraw_retention_hours = 1\n";
+        let err = lb_common::config::parse::<AgentConfig>(no_path, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("missing field `path`"), "{err}");
+        let no_listen = "worker_id = \"w\"\n[http]\nbody_limit_bytes = 4096\n[store]\npath = \"x\"\n";
+        let err = lb_common::config::parse::<AgentConfig>(no_listen, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("missing field `listen`"), "{err}");
     }
 
     #[test]

@@ -12,17 +12,10 @@ use lb_common::placement::jump::jump_hash_nonzero;
 use lb_common::placement::migration::RingMigration;
 use lb_common::placement::nodes::NodeTable;
 use lb_common::placement::ring::{DEFAULT_POINTS_PER_WEIGHT, Ring, RingNode};
+use lb_common::rng::SplitMix64;
 
 /// Number of distinct lookup keys; large enough that key bytes are not all cache-hot.
 const KEY_COUNT: usize = 200_000;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Bytes per lookup key, as in pingora-ketama's own `continuum_hash` bench.
 const KEY_BYTES: usize = 30;
@@ -32,8 +25,8 @@ const KEY_BYTES: usize = 30;
 /// still lands on a random ring position.
 fn keys(count: usize) -> Vec<u8> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut s = 7;
-    (0..count * KEY_BYTES).map(|_| ALPHABET[(splitmix(&mut s) % ALPHABET.len() as u64) as usize]).collect()
+    let mut rng = SplitMix64::new(7);
+    (0..count * KEY_BYTES).map(|_| ALPHABET[(rng.next_u64() % ALPHABET.len() as u64) as usize]).collect()
 }
 
 fn key(keys: &[u8], i: usize) -> &[u8] {
@@ -60,8 +53,8 @@ fn plain_jump(mut key: u64, buckets: i64) -> i64 {
 
 fn jump(c: &mut Criterion) {
     let mut g = c.benchmark_group("jump_hash");
-    let mut s = 1;
-    let keys: Vec<u64> = (0..4096).map(|_| splitmix(&mut s)).collect();
+    let mut rng = SplitMix64::new(1);
+    let keys: Vec<u64> = (0..4096).map(|_| rng.next_u64()).collect();
     for buckets in [1024u32, 65536] {
         g.bench_with_input(BenchmarkId::new("ours", buckets), &buckets, |b, &n| {
             let mut i = 0;
@@ -87,12 +80,12 @@ fn placement(c: &mut Criterion) {
     for i in 0..64 {
         table.set_tokens(&format!("node-{i}"), 16).expect("bench table fits");
     }
-    let mut s = 3;
+    let mut rng = SplitMix64::new(3);
     let keys: Vec<DistributionKey> = (0..4096)
         .map(|_| DistributionKey {
-            tenant_hash: splitmix(&mut s) % 50,
-            dataset_hash: splitmix(&mut s) % 500,
-            fingerprint: splitmix(&mut s),
+            tenant_hash: rng.next_u64() % 50,
+            dataset_hash: rng.next_u64() % 500,
+            fingerprint: rng.next_u64(),
         })
         .collect();
     let policy = ShardPolicy { tenant_shards: 64, dataset_shards: 8, pick: ShardPick::Fingerprint };

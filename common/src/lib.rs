@@ -10,6 +10,9 @@
 //!   HTTP client with timeouts.
 //! - [`shutdown`]: signal handling and graceful shutdown within a deadline.
 //! - [`service`]: the body of every binary's `main`.
+//! - `sqlite` (feature `sqlite`): one opener for every store's SQLite file, with the shared
+//!   pragmas and schema migrations tracked by `PRAGMA user_version`.
+//! - [`rng`]: SplitMix64, the seeded generator wherever a run must be reproducible.
 //! - [`fair_queue`]: the hierarchical fair queue (per tenant, per table, any depth) the ops
 //!   server runs actions through.
 //! - [`placement`]: the placement decision core for hash-sharded datasets: jump hash, nested
@@ -23,7 +26,10 @@ pub mod http;
 pub mod ids;
 pub mod placement;
 pub mod protocol;
+pub mod rng;
 pub mod service;
 pub mod shutdown;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 pub mod telemetry;
 pub mod validate;

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use lb_common::rng::SplitMix64;
 use lb_valkey::{ConnectOptions, NodeAddr, NodeClient, NodeError, SLOT_COUNT, Slot, key_slot};
 use redis::Value;
 use tokio::task::JoinSet;
@@ -418,29 +419,6 @@ pub struct LoadReport {
     pub refreshes: u64,
 }
 
-/// A small, fast, seeded generator (splitmix64): choices need not be cryptographic, only
-/// reproducible and cheap.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 impl LoadGenerator {
     /// Reads the slot map from `seeds` and starts the client tasks.
     pub async fn start(seeds: Vec<NodeAddr>, options: ConnectOptions, spec: LoadSpec) -> anyhow::Result<Self> {
@@ -536,7 +514,8 @@ async fn run_client(
     spec: LoadSpec,
     started: Instant,
 ) -> HashMap<String, String> {
-    let mut rng = Rng(spec.seed ^ (client as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    // Seeded (choices need not be cryptographic, only reproducible and cheap), one stream per client.
+    let mut rng = SplitMix64::new(spec.seed ^ (client as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
     let mut written: HashMap<String, String> = HashMap::new();
     let mut local = Histogram::default();
     let interval = spec.rate_ops_per_sec.map(|r| Duration::from_secs_f64(spec.clients as f64 / r));
@@ -555,15 +534,15 @@ async fn run_client(
                 () = cancel.cancelled() => break,
             }
         }
-        let hot = !hot_tags.is_empty() && started.elapsed() >= spec.onset && rng.unit() < spec.hot_share;
+        let hot = !hot_tags.is_empty() && started.elapsed() >= spec.onset && rng.next_f64() < spec.hot_share;
         let key = if hot {
-            let (_, tag) = &hot_tags[rng.below(hot_tags.len())];
-            format!("{{{tag}}}:c{client}:{}", rng.below(spec.hot_keys_per_client))
+            let (_, tag) = &hot_tags[rng.below(hot_tags.len() as u64) as usize];
+            format!("{{{tag}}}:c{client}:{}", rng.below(spec.hot_keys_per_client as u64))
         } else {
-            format!("bg:c{client}:{}", rng.below(spec.background_keys_per_client))
+            format!("bg:c{client}:{}", rng.below(spec.background_keys_per_client as u64))
         };
         let slot = key_slot(key.as_bytes());
-        let write = rng.unit() < spec.write_ratio;
+        let write = rng.next_f64() < spec.write_ratio;
         let begun = Instant::now();
         let outcome = if write {
             seq += 1;

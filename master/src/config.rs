@@ -71,15 +71,12 @@ pub const DEFAULT_ANALYZER_WINDOW_MS: u64 = 5_000;
 
 /// `[analyzer]`: cadence and averaging window of the online loop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct AnalyzerConfig {
-    #[serde(default = "default_analyzer_interval_ms")]
     pub interval_ms: u64,
-    #[serde(default = "default_analyzer_window_ms")]
     pub window_ms: u64,
     /// A dry-run proposal can be approved while the planner keeps proposing it and for this
     /// long after it last did.
-    #[serde(default = "default_approval_ttl_secs")]
     pub approval_ttl_secs: u64,
 }
 
@@ -93,32 +90,15 @@ impl Default for AnalyzerConfig {
     }
 }
 
-fn default_approval_ttl_secs() -> u64 {
-    DEFAULT_APPROVAL_TTL_SECS
-}
-
-fn default_analyzer_interval_ms() -> u64 {
-    DEFAULT_ANALYZER_INTERVAL_MS
-}
-fn default_analyzer_window_ms() -> u64 {
-    DEFAULT_ANALYZER_WINDOW_MS
-}
-
 /// `[table]`: the MetricsTable's resolutions and ceilings (static: sized at start-up).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct TableSection {
-    #[serde(default = "default_fine_step_ms")]
     pub fine_step_ms: u64,
-    #[serde(default = "default_fine_points")]
     pub fine_points: u32,
-    #[serde(default = "default_coarse_step_ms")]
     pub coarse_step_ms: u64,
-    #[serde(default = "default_coarse_points")]
     pub coarse_points: u32,
-    #[serde(default = "default_max_partitions")]
     pub max_partitions: usize,
-    #[serde(default = "default_max_workers")]
     pub max_workers: usize,
 }
 
@@ -165,19 +145,13 @@ pub struct OpsServerLink {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CollectorConfig {
-    #[serde(default = "default_interval_ms")]
     pub interval_ms: u64,
-    #[serde(default = "default_agent_deadline_ms")]
     pub agent_deadline_ms: u64,
-    #[serde(default = "default_limit_per_agent")]
     pub limit_per_agent: u32,
-    #[serde(default = "default_max_pages_per_round")]
     pub max_pages_per_round: u32,
-    #[serde(default = "default_stale_after_ms")]
     pub stale_after_ms: u64,
-    #[serde(default = "default_topology_interval_ms")]
     pub topology_interval_ms: u64,
 }
 
@@ -263,50 +237,10 @@ impl ServiceConfig for MasterConfig {
     }
 }
 
-fn default_interval_ms() -> u64 {
-    DEFAULT_COLLECT_INTERVAL_MS
-}
-fn default_agent_deadline_ms() -> u64 {
-    DEFAULT_AGENT_DEADLINE_MS
-}
-fn default_limit_per_agent() -> u32 {
-    DEFAULT_LIMIT_PER_AGENT
-}
-fn default_max_pages_per_round() -> u32 {
-    DEFAULT_MAX_PAGES_PER_ROUND
-}
-fn default_stale_after_ms() -> u64 {
-    DEFAULT_STALE_AFTER_MS
-}
-fn default_topology_interval_ms() -> u64 {
-    DEFAULT_TOPOLOGY_INTERVAL_MS
-}
+// `[store]` requires `path`, so `retention_days` keeps a default of its own: a struct-level
+// `#[serde(default)]` would make `path` optional too.
 fn default_retention_days() -> u64 {
     DEFAULT_STORE_RETENTION_DAYS
-}
-fn default_fine_step_ms() -> u64 {
-    TableSection::default_of(|t| t.fine_step_ms)
-}
-fn default_fine_points() -> u32 {
-    TableConfig::default().fine_points
-}
-fn default_coarse_step_ms() -> u64 {
-    TableSection::default_of(|t| t.coarse_step_ms)
-}
-fn default_coarse_points() -> u32 {
-    TableConfig::default().coarse_points
-}
-fn default_max_partitions() -> usize {
-    TableConfig::default().max_partitions
-}
-fn default_max_workers() -> usize {
-    TableConfig::default().max_workers
-}
-
-impl TableSection {
-    fn default_of<T>(f: impl Fn(&TableSection) -> T) -> T {
-        f(&TableSection::from(&TableConfig::default()))
-    }
 }
 
 lb_common::impl_service_basics!(MasterConfig);
@@ -322,6 +256,22 @@ mod tests {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/master.toml"));
         let config: MasterConfig = lb_common::config::load(path).expect("configs/master.toml is valid");
         assert_eq!(config.table, TableSection::default());
+    }
+
+    #[test]
+    fn a_partial_table_takes_the_rest_from_its_defaults_and_store_path_stays_required() {
+        let base = "[http]\nlisten = \"127.0.0.1:0\"\n[ops_server]\nurl = \"http://127.0.0.1:7200\"\n";
+        let text =
+            format!("{base}[store]\npath = \"r.sqlite\"\n[collector]\ninterval_ms = 500\n[table]\nfine_points = 600\n");
+        let config = lb_common::config::parse::<MasterConfig>(&text, Path::new("m.toml")).expect("valid");
+        assert_eq!(config.collector, CollectorConfig { interval_ms: 500, ..CollectorConfig::default() });
+        assert_eq!(config.collector.stale_after_ms, DEFAULT_STALE_AFTER_MS);
+        assert_eq!(config.table, TableSection { fine_points: 600, ..TableSection::default() });
+        assert_eq!(config.analyzer, AnalyzerConfig::default());
+        assert_eq!(config.store.retention_days, DEFAULT_STORE_RETENTION_DAYS);
+        let no_path = format!("{base}[store]\nretention_days = 7\n");
+        let err = lb_common::config::parse::<MasterConfig>(&no_path, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(err.contains("missing field `path`"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 pub use lb_common::protocol::{RecordBody, RecordKind, StoredRecord};
 use rusqlite::{Connection, params};
@@ -32,14 +31,10 @@ pub struct ResultStore {
 
 impl ResultStore {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "wal")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(
+        // The result store's migrations, in order; append only, never edit a shipped entry.
+        const MIGRATIONS: &[&str] = &[
+            // 1: the records. `IF NOT EXISTS`: files from before `user_version` was kept already
+            // have the table, and open as version 1.
             "CREATE TABLE IF NOT EXISTS records (
                  kind TEXT NOT NULL,
                  key TEXT NOT NULL,
@@ -48,7 +43,12 @@ impl ResultStore {
                  PRIMARY KEY (kind, key)
              ) WITHOUT ROWID;
              CREATE INDEX IF NOT EXISTS records_by_time ON records (kind, at_ms);",
-        )?;
+        ];
+        const SCHEMA: lb_common::sqlite::Schema =
+            lb_common::sqlite::Schema { store: "master result store", migrations: MIGRATIONS };
+        // WAL, synchronous NORMAL; the opener's error, message whole, as the store's SQLite error.
+        let conn = lb_common::sqlite::open(path, lb_common::sqlite::Pragmas::default(), &SCHEMA)
+            .map_err(rusqlite::Error::from)?;
         Ok(Self { conn: Arc::new(Mutex::new(conn)) })
     }
 

@@ -94,11 +94,9 @@ pub use crate::storage::valkey::config::{ValkeyCapacity, ValkeyStorageConfig, Wo
 pub use lb_common::http::auth::{AuthConfig, Role, TokenConfig};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RegistryConfig {
-    #[serde(default = "default_heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
-    #[serde(default = "default_down_after_ms")]
     pub down_after_ms: u64,
 }
 
@@ -109,14 +107,11 @@ impl Default for RegistryConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CollectConfig {
     /// Used when the request names none; a request's own value is capped at `max_agent_deadline_ms`.
-    #[serde(default = "default_agent_deadline_ms")]
     pub agent_deadline_ms: u64,
-    #[serde(default = "default_max_agent_deadline_ms")]
     pub max_agent_deadline_ms: u64,
-    #[serde(default = "default_limit_per_agent")]
     pub limit_per_agent: u32,
 }
 
@@ -131,22 +126,15 @@ impl Default for CollectConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ExecutorConfig {
     /// Stop taking actions off the queue (running ones finish). Also switchable over the API.
-    #[serde(default)]
     pub halted: bool,
-    #[serde(default = "default_max_concurrent")]
     pub max_concurrent: u64,
-    #[serde(default = "default_max_concurrent_per_worker")]
     pub max_concurrent_per_worker: u64,
-    #[serde(default = "default_max_queued_per_tenant")]
     pub max_queued_per_tenant: u64,
-    #[serde(default = "default_poll_interval_ms")]
     pub poll_interval_ms: u64,
-    #[serde(default = "default_stall_timeout_ms")]
     pub stall_timeout_ms: u64,
-    #[serde(default)]
     pub timeouts: KindTimeouts,
 }
 
@@ -166,34 +154,24 @@ impl Default for ExecutorConfig {
 
 /// Longest each kind may run before it is declared timed out (and "maybe executed").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct KindTimeouts {
     /// 60 s: a split is a metadata change.
-    #[serde(default = "default_split_ms")]
     pub split_ms: u64,
     /// 30 min: a move copies the partition's bytes.
-    #[serde(default = "default_move_ms")]
     pub move_ms: u64,
     /// 5 min: a merge may rewrite the smaller side.
-    #[serde(default = "default_merge_ms")]
     pub merge_ms: u64,
     /// 1 h: a group evacuates every other partition from the group's workers.
-    #[serde(default = "default_group_ms")]
     pub group_ms: u64,
     /// 10 min: a reshard publishes rules and moves shards.
-    #[serde(default = "default_reshard_ms")]
     pub reshard_ms: u64,
 }
 
 impl Default for KindTimeouts {
     fn default() -> Self {
-        Self {
-            split_ms: default_split_ms(),
-            move_ms: default_move_ms(),
-            merge_ms: default_merge_ms(),
-            group_ms: default_group_ms(),
-            reshard_ms: default_reshard_ms(),
-        }
+        // Each value's reason is on its field.
+        Self { split_ms: 60_000, move_ms: 1_800_000, merge_ms: 300_000, group_ms: 3_600_000, reshard_ms: 600_000 }
     }
 }
 
@@ -210,10 +188,9 @@ impl KindTimeouts {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Per token (or per anonymous caller); over it answers 429.
-    #[serde(default = "default_requests_per_sec")]
     pub requests_per_sec: u64,
 }
 
@@ -298,55 +275,6 @@ impl ServiceConfig for OpsServerConfig {
     }
 }
 
-fn default_heartbeat_interval_ms() -> u64 {
-    DEFAULT_HEARTBEAT_INTERVAL_MS
-}
-fn default_down_after_ms() -> u64 {
-    DEFAULT_DOWN_AFTER_MS
-}
-fn default_agent_deadline_ms() -> u64 {
-    DEFAULT_AGENT_DEADLINE_MS
-}
-fn default_max_agent_deadline_ms() -> u64 {
-    10 * DEFAULT_AGENT_DEADLINE_MS
-}
-fn default_limit_per_agent() -> u32 {
-    DEFAULT_LIMIT_PER_AGENT
-}
-fn default_max_concurrent() -> u64 {
-    DEFAULT_MAX_CONCURRENT_ACTIONS
-}
-fn default_max_concurrent_per_worker() -> u64 {
-    DEFAULT_MAX_CONCURRENT_PER_WORKER
-}
-fn default_max_queued_per_tenant() -> u64 {
-    DEFAULT_MAX_QUEUED_PER_TENANT
-}
-fn default_poll_interval_ms() -> u64 {
-    DEFAULT_POLL_INTERVAL_MS
-}
-fn default_stall_timeout_ms() -> u64 {
-    DEFAULT_STALL_TIMEOUT_MS
-}
-fn default_split_ms() -> u64 {
-    60_000
-}
-fn default_move_ms() -> u64 {
-    1_800_000
-}
-fn default_merge_ms() -> u64 {
-    300_000
-}
-fn default_group_ms() -> u64 {
-    3_600_000
-}
-fn default_reshard_ms() -> u64 {
-    600_000
-}
-fn default_requests_per_sec() -> u64 {
-    DEFAULT_REQUESTS_PER_SEC
-}
-
 lb_common::impl_service_basics!(OpsServerConfig);
 
 #[cfg(test)]
@@ -360,6 +288,27 @@ mod tests {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ops-server.toml"));
         let config: OpsServerConfig = lb_common::config::load(path).expect("configs/ops-server.toml is valid");
         assert_eq!(config.auth.tokens.len(), 4);
+    }
+
+    #[test]
+    fn a_partial_table_takes_the_rest_from_its_defaults() {
+        let text = "[http]\nlisten = \"127.0.0.1:0\"\n[audit]\npath = \"a.sqlite\"\n[storage]\nurl = \"http://127.0.0.1:7300\"\n\
+                    [executor]\nmax_concurrent = 4\n[executor.timeouts]\nmove_ms = 60000\n[collect]\nlimit_per_agent = 10\n";
+        let config = lb_common::config::parse::<OpsServerConfig>(text, Path::new("ops.toml")).expect("valid");
+        let executor = ExecutorConfig {
+            max_concurrent: 4,
+            timeouts: KindTimeouts { move_ms: 60_000, ..KindTimeouts::default() },
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(config.executor, executor);
+        assert_eq!(config.executor.max_concurrent_per_worker, DEFAULT_MAX_CONCURRENT_PER_WORKER);
+        assert_eq!(config.executor.timeouts.split_ms, 60_000);
+        assert_eq!(config.collect, CollectConfig { limit_per_agent: 10, ..CollectConfig::default() });
+        assert_eq!(config.collect.max_agent_deadline_ms, 10 * DEFAULT_AGENT_DEADLINE_MS);
+        assert_eq!(config.registry, RegistryConfig::default());
+        let typo = text.replace("move_ms", "moves_ms");
+        let err = lb_common::config::parse::<OpsServerConfig>(&typo, Path::new("ops.toml")).unwrap_err().to_string();
+        assert!(err.contains("unknown field `moves_ms`"), "{err}");
     }
 
     #[test]

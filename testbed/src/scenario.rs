@@ -26,6 +26,8 @@ pub const DEFAULT_VALUE_BYTES: u64 = 1024;
 pub const DEFAULT_READ_RATIO: f64 = 0.8;
 /// 1024 zipf segments: fine enough that a split always finds load on both sides.
 pub const DEFAULT_ZIPF_SEGMENTS: u32 = 1024;
+/// 1.0: classic zipf, the segment of rank `r` gets weight `1/r`.
+pub const DEFAULT_ZIPF_EXPONENT: f64 = 1.0;
 /// A day: the period of the daily modulation.
 pub const DEFAULT_PERIOD_SECS: u64 = 86_400;
 /// Classic zipf skew of keys over a dataset's shards under fingerprint placement.
@@ -104,22 +106,14 @@ pub struct TableSpec {
     pub workloads: Vec<WorkloadSpec>,
 }
 
-/// The shape of one workload component; see [`crate::workload`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadKind {
-    Uniform,
-    Zipf,
-    HotRange,
-    HotKey,
-    SequentialAppend,
-}
-
-/// One component of a table's workload. Fields beyond the common ones apply to some kinds only;
-/// validation says which are required.
+/// One component of a table's workload: the fields every kind has, and its [`WorkloadKind`]
+/// with the fields of that kind. (serde cannot combine `flatten` with `deny_unknown_fields`; the
+/// flattened [`WorkloadKind`] denies unknown fields itself, so a field that belongs to another
+/// kind, or to none, is refused by name.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
+    /// `kind = "..."` and the fields of that kind.
+    #[serde(flatten)]
     pub kind: WorkloadKind,
     /// Peak rate of this component over the whole table.
     pub ops_per_sec: f64,
@@ -135,22 +129,6 @@ pub struct WorkloadSpec {
     /// Inactive from this time on.
     #[serde(default)]
     pub end_secs: Option<u64>,
-    /// `hot_range`: first and last key; `sequential_append`: `start_key` is where the tail starts.
-    #[serde(default)]
-    pub start_key: Option<Key>,
-    #[serde(default)]
-    pub end_key: Option<Key>,
-    /// `hot_key`: the key.
-    #[serde(default)]
-    pub key: Option<Key>,
-    /// `zipf`: skew exponent (1.0 is classic zipf) and how many key-space segments are ranked.
-    #[serde(default)]
-    pub exponent: Option<f64>,
-    #[serde(default)]
-    pub segments: Option<u32>,
-    /// `sequential_append`: how fast the tail advances through the key space.
-    #[serde(default)]
-    pub keys_per_sec: Option<f64>,
     /// Daily period: the rate swings by this share around its mean, peaking at `peak_at_secs`.
     #[serde(default)]
     pub period_amplitude_ratio: f64,
@@ -158,6 +136,29 @@ pub struct WorkloadSpec {
     pub period_secs: u64,
     #[serde(default)]
     pub peak_at_secs: u64,
+}
+
+/// Where a workload component's ops fall in the key space; see [`crate::workload`]. Each kind
+/// takes its own fields and no other.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorkloadKind {
+    /// Spread evenly over the key space. (`{}`: a unit variant would ignore unknown fields.)
+    Uniform {},
+    /// Zipf over `segments` equal key-space segments, ranked from the scenario's seed.
+    Zipf {
+        /// Skew exponent; 1.0 is classic zipf.
+        #[serde(default = "default_zipf_exponent")]
+        exponent: f64,
+        #[serde(default = "default_zipf_segments")]
+        segments: u32,
+    },
+    /// Uniform inside `[start_key, end_key]`.
+    HotRange { start_key: Key, end_key: Key },
+    /// Every op on one key.
+    HotKey { key: Key },
+    /// Every op on the tail, which starts at `start_key` and advances `keys_per_sec`.
+    SequentialAppend { start_key: Key, keys_per_sec: f64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -348,27 +349,21 @@ impl WorkloadSpec {
             s.check(end > self.start_secs, "end_secs", end, "must be after start_secs");
         }
         match self.kind {
-            WorkloadKind::Uniform => {}
-            WorkloadKind::Zipf => {
-                let exponent = self.exponent.unwrap_or(1.0);
+            WorkloadKind::Uniform {} | WorkloadKind::HotKey { .. } => {}
+            WorkloadKind::Zipf { exponent, segments } => {
                 s.check(exponent.is_finite() && exponent >= 0.0, "exponent", exponent, "must be a finite number >= 0");
-                let segments = self.segments.unwrap_or(DEFAULT_ZIPF_SEGMENTS);
                 s.range_u64("segments", u64::from(segments), 1, 1 << 20);
             }
-            WorkloadKind::HotRange => {
-                s.check(self.start_key.is_some(), "start_key", "none", "is required for hot_range");
-                s.check(self.end_key.is_some(), "end_key", "none", "is required for hot_range");
-                if let (Some(a), Some(b)) = (self.start_key, self.end_key) {
-                    s.check(a <= b, "end_key", b, "must be >= start_key");
-                }
+            WorkloadKind::HotRange { start_key, end_key } => {
+                s.check(start_key <= end_key, "end_key", end_key, "must be >= start_key");
             }
-            WorkloadKind::HotKey => {
-                s.check(self.key.is_some(), "key", "none", "is required for hot_key");
-            }
-            WorkloadKind::SequentialAppend => {
-                s.check(self.start_key.is_some(), "start_key", "none", "is required for sequential_append");
-                let speed = self.keys_per_sec.unwrap_or(-1.0);
-                s.check(speed.is_finite() && speed >= 0.0, "keys_per_sec", speed, "is required, a finite number >= 0");
+            WorkloadKind::SequentialAppend { keys_per_sec, .. } => {
+                s.check(
+                    keys_per_sec.is_finite() && keys_per_sec >= 0.0,
+                    "keys_per_sec",
+                    keys_per_sec,
+                    "must be a finite number >= 0",
+                );
             }
         }
     }
@@ -384,6 +379,9 @@ fn worker_index(worker: &WorkerId) -> Option<u32> {
     worker.as_str().strip_prefix("w-")?.parse().ok()
 }
 
+// Every table of a scenario has a required field (`name`, the capacities, `partitions`,
+// `ops_per_sec`, ...), so defaulted fields keep a default each: a struct-level
+// `#[serde(default)]` would make the required ones optional too.
 fn default_start_ms() -> i64 {
     DEFAULT_START_MS
 }
@@ -401,6 +399,12 @@ fn default_read_ratio() -> f64 {
 }
 fn default_value_bytes() -> u64 {
     DEFAULT_VALUE_BYTES
+}
+fn default_zipf_exponent() -> f64 {
+    DEFAULT_ZIPF_EXPONENT
+}
+fn default_zipf_segments() -> u32 {
+    DEFAULT_ZIPF_SEGMENTS
 }
 fn default_period_secs() -> u64 {
     DEFAULT_PERIOD_SECS
@@ -432,6 +436,7 @@ partitions = 4
 kind = "hot_range"
 ops_per_sec = 100
 start_key = "1000000000000000"
+end_key = "0fffffffffffffff"
 [[timeline]]
 at_secs = 10
 event = "worker_lost"
@@ -448,10 +453,9 @@ worker = "w-0009"
 
     #[test]
     fn timeline_events_reject_unknown_fields_and_kinds() {
-        let good = MINIMAL.replace("worker = \"w-0009\"", "worker = \"w-0001\"").replace(
-            "start_key = \"1000000000000000\"",
-            "start_key = \"1000000000000000\"\nend_key = \"2000000000000000\"",
-        );
+        let good = MINIMAL
+            .replace("worker = \"w-0009\"", "worker = \"w-0001\"")
+            .replace("end_key = \"0fffffffffffffff\"", "end_key = \"2000000000000000\"");
         Scenario::parse(&good, Path::new("t.toml")).expect("valid");
         let extra = good.replace("worker = \"w-0001\"", "worker = \"w-0001\"\nreason = \"x\"");
         assert!(matches!(Scenario::parse(&extra, Path::new("t.toml")), Err(ScenarioError::Parse { .. })));
@@ -489,6 +493,39 @@ ops_per_sec = 50
         let ScenarioError::Invalid { source, .. } = err else { panic!("expected invalid, got {err}") };
         let fields: Vec<_> = source.errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["timeline[0].ops_per_sec", "timeline[0].dataset"]);
+    }
+
+    #[test]
+    fn a_workload_takes_the_fields_of_its_kind_and_no_other() {
+        let good = MINIMAL
+            .replace("worker = \"w-0009\"", "worker = \"w-0001\"")
+            .replace("end_key = \"0fffffffffffffff\"", "end_key = \"2000000000000000\"");
+        let scenario = Scenario::parse(&good, Path::new("t.toml")).expect("valid");
+        let kind = scenario.tables[0].workloads[0].kind;
+        assert_eq!(kind, WorkloadKind::HotRange { start_key: Key(1 << 60), end_key: Key(2 << 60) });
+        let parse_error = |text: &str| match Scenario::parse(text, Path::new("t.toml")) {
+            Err(ScenarioError::Parse { message, .. }) => message,
+            other => panic!("expected a parse error, got {other:?}"),
+        };
+        // A field of another kind (zipf's exponent on a hot range) is refused by name.
+        let other_kind = good.replace("ops_per_sec = 100\n", "ops_per_sec = 100\nexponent = 2.0\n");
+        let message = parse_error(&other_kind);
+        assert!(message.contains("unknown field `exponent`"), "{message}");
+        // So is one on a kind that has no fields of its own.
+        let uniform = good
+            .replace("kind = \"hot_range\"", "kind = \"uniform\"")
+            .replace("start_key = \"1000000000000000\"\nend_key = \"2000000000000000\"\n", "key = \"1\"\n");
+        let message = parse_error(&uniform);
+        assert!(message.contains("unknown field `key`"), "{message}");
+        // And a typo of a field every kind has.
+        let typo = good.replace("ops_per_sec = 100\n", "ops_per_sec = 100\nread_ration = 0.5\n");
+        assert!(parse_error(&typo).contains("unknown field `read_ration`"));
+        // A field the kind needs is named when it is missing.
+        let missing = good.replace("end_key = \"2000000000000000\"\n", "");
+        let message = parse_error(&missing);
+        assert!(message.contains("missing field `end_key`"), "{message}");
+        let unknown_kind = good.replace("kind = \"hot_range\"", "kind = \"hot_ranges\"");
+        assert!(parse_error(&unknown_kind).contains("hot_ranges"));
     }
 
     #[test]

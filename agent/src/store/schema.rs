@@ -1,14 +1,18 @@
-//! Opening the SQLite file and migrating its schema.
+//! Opening the SQLite file and migrating its schema, through [`lb_common::sqlite`].
 //!
 //! Migrations are embedded and applied in order inside one transaction each; `PRAGMA
 //! user_version` records how many ran. A file from a newer agent is refused rather than misread.
+//! (The agent's store tracked `user_version` from its first release, so its migration 1 needs no
+//! `IF NOT EXISTS`.)
 
 use std::path::Path;
-use std::time::Duration;
 
+use lb_common::sqlite::{Pragmas, Schema};
 use rusqlite::Connection;
 
 use crate::config::Synchronous;
+
+pub use lb_common::sqlite::OpenError;
 
 /// Each entry migrates from version `i` to `i + 1`. Append only; never edit a shipped entry.
 const MIGRATIONS: &[&str] = &[
@@ -66,75 +70,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
 ];
 
+/// The agent's sample store.
+pub const SCHEMA: Schema = Schema { store: "agent sample store", migrations: MIGRATIONS };
+
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub const SCHEMA_VERSION: i64 = SCHEMA.version();
 
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("cannot open {path}: {source}")]
-    Open { path: String, source: rusqlite::Error },
-    #[error("{path} has schema version {found}, newer than this agent's {SCHEMA_VERSION}; upgrade the agent")]
-    TooNew { path: String, found: i64 },
-    #[error("migrating {path} to version {version} failed: {source}")]
-    Migrate { path: String, version: i64, source: rusqlite::Error },
-}
+/// Prepared statements the writer keeps: its handful of statements, with room to spare.
+const STATEMENT_CACHE: usize = 32;
 
-/// Opens the writer connection: WAL, the configured durability, schema migrated.
+/// Opens the writer connection: WAL, the configured durability, foreign keys, schema migrated.
 pub fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, OpenError> {
-    let shown = path.display().to_string();
-    let open_err = |source| OpenError::Open { path: shown.clone(), source };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            open_err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-                Some(format!("cannot create directory {}: {e}", parent.display())),
-            ))
-        })?;
-    }
-    let mut conn = Connection::open(path).map_err(open_err)?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
-    conn.pragma_update(None, "journal_mode", "wal").map_err(open_err)?;
-    let sync = match synchronous {
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Full => "FULL",
+    let synchronous = match synchronous {
+        Synchronous::Normal => lb_common::sqlite::Synchronous::Normal,
+        Synchronous::Full => lb_common::sqlite::Synchronous::Full,
     };
-    conn.pragma_update(None, "synchronous", sync).map_err(open_err)?;
-    conn.pragma_update(None, "foreign_keys", "ON").map_err(open_err)?;
-    conn.set_prepared_statement_cache_capacity(32);
-    migrate(&mut conn, &shown)?;
+    let conn = lb_common::sqlite::open(path, Pragmas { synchronous, foreign_keys: true }, &SCHEMA)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
 
 /// Opens a read-only connection for serving (WAL lets it read while the writer writes).
 pub fn open_reader(path: &Path) -> Result<Connection, OpenError> {
-    let shown = path.display().to_string();
-    let open_err = |source| OpenError::Open { path: shown.clone(), source };
-    let conn = Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(open_err)?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
-    Ok(conn)
-}
-
-fn migrate(conn: &mut Connection, path: &str) -> Result<(), OpenError> {
-    let found: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|source| OpenError::Open { path: path.to_owned(), source })?;
-    if found > SCHEMA_VERSION {
-        return Err(OpenError::TooNew { path: path.to_owned(), found });
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        let version = i as i64 + 1;
-        let fail = |source| OpenError::Migrate { path: path.to_owned(), version, source };
-        let tx = conn.transaction().map_err(fail)?;
-        tx.execute_batch(sql).map_err(fail)?;
-        tx.pragma_update(None, "user_version", version).map_err(fail)?;
-        tx.commit().map_err(fail)?;
-        tracing::info!(path, version, "store schema migrated");
-    }
-    Ok(())
+    lb_common::sqlite::open_read_only(path)
 }
 
 #[cfg(test)]
@@ -148,11 +106,42 @@ mod tests {
         let conn = open_writer(&path, Synchronous::Normal).expect("open");
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).expect("mode");
         assert_eq!(mode, "wal");
+        let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).expect("fk");
+        assert_eq!(fk, 1);
         drop(conn);
         let conn = open_writer(&path, Synchronous::Full).expect("reopen is a no-op migration");
+        let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).expect("sync");
+        assert_eq!(sync, 2, "FULL");
+        let reader = open_reader(&path).expect("reader");
+        let n: i64 = reader.query_row("SELECT count(*) FROM samples", [], |r| r.get(0)).expect("read");
+        assert_eq!(n, 0);
+        assert!(reader.execute("DELETE FROM samples", []).is_err(), "the reader is read only");
+        drop(reader);
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).expect("bump");
         drop(conn);
         let err = open_writer(&path, Synchronous::Normal).expect_err("newer schema");
-        assert!(err.to_string().contains("newer than this agent"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("newer than version 1 that this agent sample store knows"), "{text}");
+        assert!(text.contains("agent.sqlite") && text.contains("schema version 2"), "{text}");
+    }
+
+    /// A file written by the agent before the shared opener: its own migration loop ran
+    /// migration 1 and set `user_version = 1`; it opens as it is, data kept.
+    #[test]
+    fn a_file_from_the_previous_opener_opens_with_its_data() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("agent.sqlite");
+        let old = Connection::open(&path).expect("old");
+        old.pragma_update(None, "journal_mode", "wal").expect("wal");
+        old.execute_batch(MIGRATIONS[0]).expect("old schema");
+        old.pragma_update(None, "user_version", 1).expect("old version");
+        old.execute("INSERT INTO meta (key, value) VALUES ('rolled_through', 42)", []).expect("old row");
+        drop(old);
+        let conn = open_writer(&path, Synchronous::Normal).expect("open the old file");
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, 1);
+        let v: i64 =
+            conn.query_row("SELECT value FROM meta WHERE key = 'rolled_through'", [], |r| r.get(0)).expect("kept");
+        assert_eq!(v, 42);
     }
 }

@@ -24,6 +24,8 @@ pub const DEFAULT_SHUTDOWN_DEADLINE_MS: u64 = 10_000;
 pub const DEFAULT_RELOAD_DEBOUNCE_MS: u64 = 250;
 /// 60 s: the backstop re-read for lost inotify events; cheap, and a minute is an acceptable lag.
 pub const DEFAULT_RELOAD_POLL_INTERVAL_MS: u64 = 60_000;
+/// `info` for every crate: what a running service is read at; `RUST_LOG` overrides it.
+pub const DEFAULT_LOG_FILTER: &str = "info";
 
 /// `[http]`: the binary's own HTTP server. `listen` is static; the limits are dynamic in the
 /// file but applied at start-up only (the router is built once), so they are static too.
@@ -50,12 +52,10 @@ impl HttpServerConfig {
 
 /// `[client]`: timeouts of the binary's outgoing HTTP calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct HttpClientConfig {
-    #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
     /// Whole-request deadline: connect, send, and read the full reply.
-    #[serde(default = "default_client_deadline_ms")]
     pub deadline_ms: u64,
 }
 
@@ -88,29 +88,24 @@ pub enum LogFormat {
 
 /// `[log]`: static (the subscriber is installed once); `RUST_LOG` overrides `filter`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
-    #[serde(default)]
     pub format: LogFormat,
-    #[serde(default = "default_log_filter")]
     pub filter: String,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { format: LogFormat::Text, filter: default_log_filter() }
+        Self { format: LogFormat::Text, filter: DEFAULT_LOG_FILTER.to_owned() }
     }
 }
 
 /// `[runtime]`: shutdown deadline and config reload cadence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RuntimeConfig {
-    #[serde(default = "default_shutdown_deadline_ms")]
     pub shutdown_deadline_ms: u64,
-    #[serde(default = "default_reload_debounce_ms")]
     pub reload_debounce_ms: u64,
-    #[serde(default = "default_reload_poll_interval_ms")]
     pub reload_poll_interval_ms: u64,
 }
 
@@ -132,27 +127,11 @@ impl RuntimeConfig {
     }
 }
 
+// `[http]` requires `listen`, so its other fields keep a default each: a struct-level
+// `#[serde(default)]` would make `listen` optional too.
 fn default_body_limit_bytes() -> u64 {
     DEFAULT_BODY_LIMIT_BYTES
 }
 fn default_request_timeout_ms() -> u64 {
     DEFAULT_REQUEST_TIMEOUT_MS
-}
-fn default_connect_timeout_ms() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT_MS
-}
-fn default_client_deadline_ms() -> u64 {
-    DEFAULT_CLIENT_DEADLINE_MS
-}
-fn default_shutdown_deadline_ms() -> u64 {
-    DEFAULT_SHUTDOWN_DEADLINE_MS
-}
-fn default_reload_debounce_ms() -> u64 {
-    DEFAULT_RELOAD_DEBOUNCE_MS
-}
-fn default_reload_poll_interval_ms() -> u64 {
-    DEFAULT_RELOAD_POLL_INTERVAL_MS
-}
-fn default_log_filter() -> String {
-    "info".to_owned()
 }

@@ -7,6 +7,7 @@
 //! reference says so); any deterministic per-tenant PRNG keeps the properties.
 
 use crate::ids::fnv1a_64;
+use crate::rng::SplitMix64;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -85,31 +86,19 @@ pub(crate) fn shard_for(tenant: &str, k: usize, sorted_all: &[ConsumerId]) -> Op
     if k == 0 || sorted_all.len() <= k {
         return None;
     }
-    let mut rng = SplitMix64(fnv1a_64(tenant.as_bytes()));
+    let mut rng = SplitMix64::new(fnv1a_64(tenant.as_bytes()));
     let mut pool = sorted_all.to_vec();
     let mut picked = Vec::with_capacity(k);
     for remaining in (pool.len() - k + 1..=pool.len()).rev() {
         // Partial Fisher-Yates: pick from the first `remaining`, move the pick out of range.
         let bound = u64::try_from(remaining).expect("consumer count fits in u64");
-        let r = usize::try_from(rng.next() % bound).expect("value below a usize bound");
+        // Modulo, not `below`: the shard of every tenant stays what it has always been.
+        let r = usize::try_from(rng.next_u64() % bound).expect("value below a usize bound");
         picked.push(pool[r]);
         pool.swap(r, remaining - 1);
     }
     picked.sort_unstable();
     Some(picked)
-}
-
-/// SplitMix64: tiny, well-mixed, deterministic.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 #[cfg(test)]

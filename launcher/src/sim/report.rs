@@ -43,11 +43,11 @@ pub fn onsets(scenario: &Scenario, duration_secs: u64) -> Vec<Onset> {
     for t in &scenario.tables {
         for w in t.workloads.iter().filter(|w| w.start_secs > 0) {
             let kind = match w.kind {
-                WorkloadKind::Uniform => "uniform load",
-                WorkloadKind::Zipf => "zipf load",
-                WorkloadKind::HotRange => "hot range",
-                WorkloadKind::HotKey => "hot key",
-                WorkloadKind::SequentialAppend => "sequential append",
+                WorkloadKind::Uniform {} => "uniform load",
+                WorkloadKind::Zipf { .. } => "zipf load",
+                WorkloadKind::HotRange { .. } => "hot range",
+                WorkloadKind::HotKey { .. } => "hot key",
+                WorkloadKind::SequentialAppend { .. } => "sequential append",
             };
             let what = format!("{kind} on {}.{} starts", t.tenant, t.table);
             by_time.entry(w.start_secs).or_default().push(what);

@@ -24,7 +24,7 @@ use lb_common::ids::Key;
 
 use lb_common::validate::ValidationError;
 
-use lb_testbed::scenario::{DEFAULT_ZIPF_SEGMENTS, Event, Scenario, WorkloadKind, worker_name};
+use lb_testbed::scenario::{Event, Scenario, WorkloadKind, worker_name};
 use lb_testbed::workload::rng::SplitMix64;
 
 /// The scenario validator's bound on zipf segments.
@@ -85,16 +85,15 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
         let mut scaled = Vec::with_capacity(table.workloads.len());
         for (j, w) in table.workloads.iter().enumerate() {
             match w.kind {
-                WorkloadKind::Uniform | WorkloadKind::Zipf => {
+                WorkloadKind::Uniform {} | WorkloadKind::Zipf { .. } => {
                     let mut w = w.clone();
                     w.ops_per_sec *= kw;
-                    if w.kind == WorkloadKind::Zipf {
-                        let segments = w.segments.unwrap_or(DEFAULT_ZIPF_SEGMENTS);
-                        w.segments = Some(((f64::from(segments) * kp).round() as u32).clamp(1, MAX_ZIPF_SEGMENTS));
+                    if let WorkloadKind::Zipf { segments, .. } = &mut w.kind {
+                        *segments = ((f64::from(*segments) * kp).round() as u32).clamp(1, MAX_ZIPF_SEGMENTS);
                     }
                     scaled.push(w);
                 }
-                WorkloadKind::HotRange | WorkloadKind::HotKey | WorkloadKind::SequentialAppend => {
+                WorkloadKind::HotRange { .. } | WorkloadKind::HotKey { .. } | WorkloadKind::SequentialAppend { .. } => {
                     let grid = Grid { old: p0, new: table.partitions };
                     let copies = replicas.min(u64::from(table.partitions));
                     let slice = u64::from(table.partitions) / copies;
@@ -102,8 +101,10 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
                     let mut rng = SplitMix64::new(scenario.seed ^ salt);
                     for i in 0..copies {
                         let mut r = w.clone();
-                        let width = match (w.start_key, w.end_key) {
-                            (Some(a), Some(b)) => Some(narrow(u128::from(b.0 - a.0) + 1)),
+                        let width = match w.kind {
+                            WorkloadKind::HotRange { start_key: a, end_key: b } => {
+                                Some(narrow(u128::from(b.0 - a.0) + 1))
+                            }
                             _ => None,
                         };
                         let mut place = |k: Key| {
@@ -113,19 +114,20 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
                             Key((u128::from(partition) * u128::from(grid.width_new()) + offset)
                                 .min(u128::from(u64::MAX)) as u64)
                         };
-                        if let Some(a) = w.start_key {
-                            let start = place(a);
-                            r.start_key = Some(start);
-                            if let Some(width) = width {
-                                r.end_key =
-                                    Some(Key((u128::from(start.0) + width - 1).min(u128::from(u64::MAX)) as u64));
+                        match &mut r.kind {
+                            WorkloadKind::HotRange { start_key, end_key } => {
+                                *start_key = place(*start_key);
+                                if let Some(width) = width {
+                                    *end_key =
+                                        Key((u128::from(start_key.0) + width - 1).min(u128::from(u64::MAX)) as u64);
+                                }
                             }
-                        }
-                        if let Some(k) = w.key {
-                            r.key = Some(place(k));
-                        }
-                        if let Some(kps) = w.keys_per_sec {
-                            r.keys_per_sec = Some(kps * f64::from(p0) / f64::from(table.partitions));
+                            WorkloadKind::HotKey { key } => *key = place(*key),
+                            WorkloadKind::SequentialAppend { start_key, keys_per_sec } => {
+                                *start_key = place(*start_key);
+                                *keys_per_sec = *keys_per_sec * f64::from(p0) / f64::from(table.partitions);
+                            }
+                            WorkloadKind::Uniform {} | WorkloadKind::Zipf { .. } => unreachable!("a hot kind"),
                         }
                         scaled.push(r);
                     }

@@ -1,3 +1,4 @@
 //! lb-master's integration tests with real agents and a real ops server, in-process on loopback.
 
 mod collect;
+mod store;

@@ -3,14 +3,41 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lb_common::ids::ActionId;
 use lb_common::protocol::{ActionRecord, ActionState};
+use lb_common::sqlite::{Pragmas, Schema};
 use rusqlite::{Connection, params};
+
+/// The audit log's migrations, in order; append only, never edit a shipped entry.
+const MIGRATIONS: &[&str] = &[
+    // 1: actions and their events. `IF NOT EXISTS`: files from before `user_version` was kept
+    // already have these tables, and open as version 1.
+    "CREATE TABLE IF NOT EXISTS actions (
+         id TEXT PRIMARY KEY,
+         record TEXT NOT NULL,
+         state TEXT NOT NULL,
+         created_at_ms INTEGER NOT NULL,
+         updated_at_ms INTEGER NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS action_events (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         action_id TEXT NOT NULL,
+         at_ms INTEGER NOT NULL,
+         state TEXT NOT NULL,
+         actor TEXT NOT NULL,
+         detail TEXT NOT NULL
+     );
+     CREATE INDEX IF NOT EXISTS action_events_by_action ON action_events (action_id, seq);",
+];
+
+/// The ops server's audit log.
+pub const SCHEMA: Schema = Schema { store: "ops server audit log", migrations: MIGRATIONS };
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
+    #[error(transparent)]
+    Open(#[from] lb_common::sqlite::OpenError),
     #[error("audit log: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("audit log record is not valid JSON: {0}")]
@@ -28,32 +55,9 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// Opens (creating or migrating) the audit log: WAL, synchronous NORMAL.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "wal")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS actions (
-                 id TEXT PRIMARY KEY,
-                 record TEXT NOT NULL,
-                 state TEXT NOT NULL,
-                 created_at_ms INTEGER NOT NULL,
-                 updated_at_ms INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS action_events (
-                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                 action_id TEXT NOT NULL,
-                 at_ms INTEGER NOT NULL,
-                 state TEXT NOT NULL,
-                 actor TEXT NOT NULL,
-                 detail TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS action_events_by_action ON action_events (action_id, seq);",
-        )?;
+        let conn = lb_common::sqlite::open(path, Pragmas::default(), &SCHEMA)?;
         Ok(Self { conn: Arc::new(Mutex::new(conn)) })
     }
 
@@ -127,5 +131,79 @@ pub fn state_name(state: ActionState) -> &'static str {
         ActionState::Failed => "failed",
         ActionState::Cancelled => "cancelled",
         ActionState::TimedOut => "timed_out",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema as `Audit::open` created it before migrations were tracked: no user_version.
+    const SCHEMA_BEFORE_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS actions (
+             id TEXT PRIMARY KEY,
+             record TEXT NOT NULL,
+             state TEXT NOT NULL,
+             created_at_ms INTEGER NOT NULL,
+             updated_at_ms INTEGER NOT NULL
+         );
+         CREATE TABLE IF NOT EXISTS action_events (
+             seq INTEGER PRIMARY KEY AUTOINCREMENT,
+             action_id TEXT NOT NULL,
+             at_ms INTEGER NOT NULL,
+             state TEXT NOT NULL,
+             actor TEXT NOT NULL,
+             detail TEXT NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS action_events_by_action ON action_events (action_id, seq);";
+
+    fn version(audit: &Audit) -> i64 {
+        let conn = audit.conn.lock().expect("audit lock is never poisoned");
+        lb_common::sqlite::user_version(&conn).expect("version")
+    }
+
+    #[test]
+    fn a_fresh_file_opens_at_the_latest_version_and_reopens() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("nested/audit.sqlite");
+        let audit = Audit::open(&path).expect("open");
+        assert_eq!(version(&audit), SCHEMA.version());
+        assert!(audit.load_all().expect("load").is_empty());
+        drop(audit);
+        let audit = Audit::open(&path).expect("reopen");
+        assert_eq!(version(&audit), SCHEMA.version());
+    }
+
+    #[test]
+    fn a_file_from_before_migrations_opens_with_its_events_and_becomes_version_1() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("audit.sqlite");
+        let old = Connection::open(&path).expect("old");
+        old.pragma_update(None, "journal_mode", "wal").expect("wal");
+        old.execute_batch(SCHEMA_BEFORE_MIGRATIONS).expect("old schema");
+        old.execute(
+            "INSERT INTO action_events (action_id, at_ms, state, actor, detail) VALUES ('a-1', 5, 'queued', 'ci', 'x')",
+            [],
+        )
+        .expect("old event");
+        drop(old);
+        let audit = Audit::open(&path).expect("open the old file");
+        assert_eq!(version(&audit), 1);
+        let conn = audit.conn.lock().expect("audit lock is never poisoned");
+        let actor: String =
+            conn.query_row("SELECT actor FROM action_events WHERE action_id = 'a-1'", [], |r| r.get(0)).expect("kept");
+        assert_eq!(actor, "ci");
+    }
+
+    #[test]
+    fn a_file_from_a_newer_ops_server_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("audit.sqlite");
+        let audit = Audit::open(&path).expect("open");
+        audit.conn.lock().expect("lock").pragma_update(None, "user_version", 9).expect("bump");
+        drop(audit);
+        let err = Audit::open(&path).expect_err("newer");
+        let text = err.to_string();
+        assert!(text.contains("audit.sqlite") && text.contains("schema version 9"), "{text}");
+        assert!(text.contains("newer than version 1 that this ops server audit log knows"), "{text}");
     }
 }

@@ -58,21 +58,13 @@ impl Component {
     /// Builds a component from a validated spec; `seed` ranks zipf segments.
     pub fn from_spec(table: usize, spec: &WorkloadSpec, seed: u64) -> Self {
         let shape = match spec.kind {
-            WorkloadKind::Uniform => Shape::Uniform,
-            WorkloadKind::Zipf => Shape::Zipf(ZipfCdf::new(
-                spec.segments.unwrap_or(crate::scenario::DEFAULT_ZIPF_SEGMENTS),
-                spec.exponent.unwrap_or(1.0),
-                seed,
-            )),
-            WorkloadKind::HotRange => Shape::HotRange {
-                start: spec.start_key.map_or(0, |k| k.0),
-                end: spec.end_key.map_or(u64::MAX, |k| k.0),
-            },
-            WorkloadKind::HotKey => Shape::HotKey(spec.key.map_or(0, |k| k.0)),
-            WorkloadKind::SequentialAppend => Shape::Append {
-                start: spec.start_key.map_or(0, |k| k.0),
-                keys_per_sec: spec.keys_per_sec.unwrap_or(0.0),
-            },
+            WorkloadKind::Uniform {} => Shape::Uniform,
+            WorkloadKind::Zipf { exponent, segments } => Shape::Zipf(ZipfCdf::new(segments, exponent, seed)),
+            WorkloadKind::HotRange { start_key, end_key } => Shape::HotRange { start: start_key.0, end: end_key.0 },
+            WorkloadKind::HotKey { key } => Shape::HotKey(key.0),
+            WorkloadKind::SequentialAppend { start_key, keys_per_sec } => {
+                Shape::Append { start: start_key.0, keys_per_sec }
+            }
         };
         Self {
             table,
@@ -177,12 +169,6 @@ mod tests {
             start_secs: 0,
             ramp_secs: 0,
             end_secs: None,
-            start_key: None,
-            end_key: None,
-            key: None,
-            exponent: None,
-            segments: None,
-            keys_per_sec: None,
             period_amplitude_ratio: 0.0,
             period_secs: 86_400,
             peak_at_secs: 0,
@@ -193,16 +179,14 @@ mod tests {
 
     #[test]
     fn uniform_spreads_by_width() {
-        let c = Component::from_spec(0, &spec(WorkloadKind::Uniform), 1);
+        let c = Component::from_spec(0, &spec(WorkloadKind::Uniform {}), 1);
         assert!((c.mass(0, HALF - 1) - 0.5).abs() < 1e-12);
         assert!((c.mass(0, u64::MAX) - 1.0).abs() < 1e-12);
     }
 
     #[test]
     fn hot_range_ramps_and_halves_at_its_median() {
-        let mut s = spec(WorkloadKind::HotRange);
-        s.start_key = Some(Key(1000));
-        s.end_key = Some(Key(1999));
+        let mut s = spec(WorkloadKind::HotRange { start_key: Key(1000), end_key: Key(1999) });
         s.start_secs = 100;
         s.ramp_secs = 100;
         let c = Component::from_spec(0, &s, 1);
@@ -216,8 +200,7 @@ mod tests {
 
     #[test]
     fn a_hot_key_cannot_be_split_apart() {
-        let mut s = spec(WorkloadKind::HotKey);
-        s.key = Some(Key(HALF));
+        let s = spec(WorkloadKind::HotKey { key: Key(HALF) });
         let c = Component::from_spec(0, &s, 1);
         // Wherever a split falls, the key's whole load stays on one side.
         for split in [HALF - 1, HALF, HALF + 1] {
@@ -229,9 +212,7 @@ mod tests {
 
     #[test]
     fn sequential_append_tail_moves() {
-        let mut s = spec(WorkloadKind::SequentialAppend);
-        s.start_key = Some(Key(HALF));
-        s.keys_per_sec = Some(1e12);
+        let s = spec(WorkloadKind::SequentialAppend { start_key: Key(HALF), keys_per_sec: 1e12 });
         let c = Component::from_spec(0, &s, 1);
         assert_eq!(c.point_at(0.0), Some(HALF));
         assert_eq!(c.point_at(10.0), Some(HALF + 10_000_000_000_000));
@@ -241,7 +222,7 @@ mod tests {
 
     #[test]
     fn daily_period_swings_around_the_mean() {
-        let mut s = spec(WorkloadKind::Uniform);
+        let mut s = spec(WorkloadKind::Uniform {});
         s.period_amplitude_ratio = 0.5;
         s.peak_at_secs = 3600;
         let c = Component::from_spec(0, &s, 1);
@@ -251,8 +232,7 @@ mod tests {
 
     #[test]
     fn zipf_is_skewed_and_deterministic() {
-        let mut s = spec(WorkloadKind::Zipf);
-        s.segments = Some(64);
+        let s = spec(WorkloadKind::Zipf { exponent: 1.0, segments: 64 });
         let a = Component::from_spec(0, &s, 7);
         let b = Component::from_spec(0, &s, 7);
         let width = u64::MAX / 64;

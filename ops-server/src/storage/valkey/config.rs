@@ -197,6 +197,8 @@ pub fn parse_addr(text: &str) -> Option<NodeAddr> {
     (!host.is_empty() && port > 0).then(|| NodeAddr::new(host, port))
 }
 
+// `[storage.valkey]` requires `seeds` and the node capacity, so its other fields keep a default
+// each: a struct-level `#[serde(default)]` would make the required ones optional too.
 fn default_cluster() -> String {
     DEFAULT_CLUSTER_NAME.to_owned()
 }
