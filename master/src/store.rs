@@ -43,6 +43,32 @@ impl ResultStore {
                  PRIMARY KEY (kind, key)
              ) WITHOUT ROWID;
              CREATE INDEX IF NOT EXISTS records_by_time ON records (kind, at_ms);",
+            // 2: one body per kind (`lb_common::protocol::records`). Action records were kept in
+            // three shapes — the ops server's reply to a submission, a settlement
+            // `{record, applied, note}`, a failed submission `{request, state, error}` — and a
+            // dry-run proposal as its pending entry `{id, proposal, ...}`; each becomes the
+            // typed body. Rows already in the new shape (an `outcome`) are left alone.
+            "UPDATE records SET body = json_object(
+                 'request', json_extract(body, '$.record.request'),
+                 'outcome', CASE WHEN json_extract(body, '$.applied') THEN 'applied' ELSE 'not_applied' END,
+                 'record', json_extract(body, '$.record'),
+                 'note', json_extract(body, '$.note'))
+               WHERE kind = 'action' AND json_type(body, '$.outcome') IS NULL
+                 AND json_type(body, '$.record') = 'object';
+             UPDATE records SET body = json_object(
+                 'request', json_extract(body, '$.request'),
+                 'outcome', 'submitted',
+                 'record', json(body))
+               WHERE kind = 'action' AND json_type(body, '$.outcome') IS NULL
+                 AND json_type(body, '$.created_at_ms') IS NOT NULL;
+             UPDATE records SET body = json_object(
+                 'request', json_extract(body, '$.request'),
+                 'outcome', CASE json_extract(body, '$.state') WHEN 'failed' THEN 'refused' ELSE 'unanswered' END,
+                 'note', json_extract(body, '$.error'))
+               WHERE kind = 'action' AND json_type(body, '$.outcome') IS NULL
+                 AND json_type(body, '$.error') IS NOT NULL;
+             UPDATE records SET body = json_extract(body, '$.proposal')
+               WHERE kind = 'proposal' AND json_type(body, '$.proposal') = 'object';",
         ];
         const SCHEMA: lb_common::sqlite::Schema =
             lb_common::sqlite::Schema { store: "master result store", migrations: MIGRATIONS };
