@@ -31,6 +31,78 @@ pub struct Topology {
     pub new_group_dedicates_owner: bool,
 }
 
+impl Topology {
+    /// Whether `spec` can run on this layout, checked the way the storage system would refuse
+    /// it later: the partitions exist and support the kind, a split key lies strictly inside
+    /// the range (`[start, key - 1]` and `[key, end]`), a move goes to another worker that is
+    /// not down, a merge joins adjacent partitions of one table, a reshard names a dataset here.
+    /// Errors name the field under `spec`.
+    pub fn check_action(&self, spec: &ActionSpec) -> Result<(), crate::validate::ValidationError> {
+        let mut v = crate::validate::Validator::new();
+        let mut s = v.at("spec");
+        let partition = |id: &PartitionId| self.partitions.iter().find(|p| &p.id == id);
+        let kind = spec.kind();
+        let known = |s: &mut crate::validate::Scope<'_>, field: &str, id: &PartitionId| {
+            let p = partition(id);
+            s.check(p.is_some(), field, id, "is not a partition of the current topology");
+            if let Some(p) = p {
+                s.check(p.supported_actions.contains(&kind), field, id, "does not support this kind of action");
+            }
+            p
+        };
+        match spec {
+            ActionSpec::Split { partition, split_key } => {
+                if let Some(p) = known(&mut s, "partition", partition) {
+                    s.check(
+                        p.range.split_at(*split_key).is_some(),
+                        "split_key",
+                        split_key,
+                        &format!("must lie strictly inside the range [{}, {}]", p.range.start, p.range.end),
+                    );
+                }
+            }
+            ActionSpec::Move { partition, to_worker } => {
+                let p = known(&mut s, "partition", partition);
+                let w = self.workers.iter().find(|w| &w.id == to_worker);
+                s.check(w.is_some(), "to_worker", to_worker, "is not a worker of the current topology");
+                s.check(w.is_none_or(|w| w.health != Health::Down), "to_worker", to_worker, "is down");
+                s.check(p.is_none_or(|p| &p.owner != to_worker), "to_worker", to_worker, "already owns the partition");
+            }
+            ActionSpec::Merge { left, right } => {
+                let (l, r) = (known(&mut s, "left", left), known(&mut s, "right", right));
+                if let (Some(l), Some(r)) = (l, r) {
+                    s.check(
+                        (&l.tenant, &l.table) == (&r.tenant, &r.table),
+                        "right",
+                        right,
+                        "must be in the same table as left",
+                    );
+                    s.check(
+                        l.range.end.0.checked_add(1) == Some(r.range.start.0),
+                        "right",
+                        right,
+                        "must start right after left ends",
+                    );
+                }
+            }
+            ActionSpec::Group { target: crate::protocol::actions::GroupTarget::Partition { partition }, .. } => {
+                known(&mut s, "target.partition", partition);
+            }
+            ActionSpec::Group { .. } => {}
+            ActionSpec::Reshard { tenant, dataset, .. } => {
+                s.check(
+                    self.datasets.iter().any(|d| &d.tenant == tenant && &d.dataset == dataset),
+                    "dataset",
+                    format!("{tenant}/{dataset}"),
+                    "is not a hash-sharded dataset of the current topology",
+                );
+            }
+        }
+        drop(s);
+        v.finish()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerInfo {
     pub id: WorkerId,
@@ -122,4 +194,78 @@ pub struct Operation {
     pub progress_ratio: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Key;
+    use crate::protocol::actions::GroupTarget;
+
+    fn topology() -> Topology {
+        let worker = |id: &str, health| WorkerInfo {
+            id: id.parse().expect("id"),
+            capacity: Capacity { ops_per_sec: 1.0, bytes_per_sec: 1.0 },
+            group: None,
+            health,
+        };
+        let partition = |id: &str, table: &str, start: u64, kinds: &[ActionKind]| PartitionInfo {
+            id: id.parse().expect("id"),
+            tenant: "t".parse().expect("id"),
+            table: table.parse().expect("id"),
+            range: KeyRange { start: Key(start), end: Key(start + 99) },
+            owner: "w-1".parse().expect("id"),
+            group: None,
+            stored_bytes: 0,
+            limit: None,
+            supported_actions: kinds.to_vec(),
+        };
+        Topology {
+            version: 1,
+            workers: vec![worker("w-1", Health::Healthy), worker("w-2", Health::Healthy), worker("w-3", Health::Down)],
+            partitions: vec![
+                partition("a", "x", 0, &ActionKind::ALL),
+                partition("b", "x", 100, &ActionKind::ALL),
+                partition("c", "y", 200, &ActionKind::ALL),
+                partition("slot", "x", 300, &[ActionKind::Move]),
+            ],
+            datasets: vec![],
+            new_group_dedicates_owner: false,
+        }
+    }
+
+    #[test]
+    fn actions_that_do_not_fit_the_layout_are_refused_naming_the_field() {
+        let t = topology();
+        let id = |s: &str| s.parse().expect("id");
+        let ok = [
+            ActionSpec::Split { partition: id("a"), split_key: Key(50) },
+            ActionSpec::Split { partition: id("a"), split_key: Key(99) },
+            ActionSpec::Move { partition: id("a"), to_worker: id("w-2") },
+            ActionSpec::Merge { left: id("a"), right: id("b") },
+            ActionSpec::Group { target: GroupTarget::Partition { partition: id("a") }, group: id("g") },
+        ];
+        for spec in ok {
+            assert!(t.check_action(&spec).is_ok(), "{spec:?}");
+        }
+        let refused = [
+            (ActionSpec::Split { partition: id("a"), split_key: Key(0) }, "spec.split_key"),
+            (ActionSpec::Split { partition: id("a"), split_key: Key(100) }, "spec.split_key"),
+            (ActionSpec::Split { partition: id("slot"), split_key: Key(350) }, "does not support"),
+            (ActionSpec::Split { partition: id("zz"), split_key: Key(1) }, "spec.partition"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-1") }, "already owns"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-3") }, "is down"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-9") }, "spec.to_worker"),
+            (ActionSpec::Merge { left: id("a"), right: id("c") }, "spec.right"),
+            (ActionSpec::Merge { left: id("b"), right: id("a") }, "right after left"),
+            (
+                ActionSpec::Group { target: GroupTarget::Partition { partition: id("q") }, group: id("g") },
+                "spec.target.partition",
+            ),
+        ];
+        for (spec, why) in refused {
+            let err = t.check_action(&spec).expect_err("refused").to_string();
+            assert!(err.contains(why), "{spec:?}: {err}");
+        }
+    }
 }

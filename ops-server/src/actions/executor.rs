@@ -404,6 +404,11 @@ impl Executor {
         }
     }
 
+    /// Drops the cached topology: the next read asks the storage system.
+    pub fn forget_topology(&self) {
+        *self.topology.lock().expect("topology lock is never poisoned") = None;
+    }
+
     /// A recent topology (cached for [`TOPOLOGY_TTL`]); `None` if the storage cannot be read.
     pub async fn topology(&self) -> Option<Topology> {
         if let Some((t, at)) = self.topology.lock().expect("topology lock is never poisoned").as_ref()

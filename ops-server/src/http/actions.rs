@@ -7,7 +7,8 @@ use axum::http::StatusCode;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::ids::ActionId;
 use lb_common::protocol::{
-    ActionRecord, ActionRequest, ActionState, ActionsQuery, ActionsResponse, EventsResponse, HaltRequest, HaltStatus,
+    ActionRecord, ActionRequest, ActionSpec, ActionState, ActionsQuery, ActionsResponse, EventsResponse, HaltRequest,
+    HaltStatus,
 };
 
 use super::{AppState, now_ms};
@@ -22,6 +23,23 @@ fn book_error(err: BookError) -> ApiError {
     }
 }
 
+/// Refuses an action the storage system would refuse a second later (unknown partition or
+/// worker, a split key outside the range, a move to its own owner, a non-adjacent merge),
+/// against the topology the ops server has; a refusal on a cached copy is re-checked on a fresh
+/// read (a split that just ran made partitions the cache does not show). When the storage
+/// system cannot be read the action is accepted and the executor reports what happens.
+async fn check_against_topology(state: &AppState, spec: &ActionSpec) -> Result<(), ApiError> {
+    let Some(cached) = state.executor.topology().await else { return Ok(()) };
+    if cached.check_action(spec).is_ok() {
+        return Ok(());
+    }
+    state.executor.forget_topology();
+    match state.executor.topology().await {
+        Some(fresh) => fresh.check_action(spec).map_err(ApiError::from),
+        None => Ok(()),
+    }
+}
+
 fn parse_id(raw: &str) -> Result<ActionId, ApiError> {
     raw.parse().map_err(|e| ApiError::bad_request(format!("action id {raw:?}: {e}")))
 }
@@ -32,6 +50,9 @@ pub async fn submit(
     ApiJson(request): ApiJson<ActionRequest>,
 ) -> Result<(StatusCode, ApiJson<ActionRecord>), ApiError> {
     request.validate()?;
+    if state.book.get(&request.id).is_none() {
+        check_against_topology(&state, &request.spec).await?;
+    }
     let record = match state.book.create(request, &caller.name, now_ms()).map_err(book_error)? {
         Submitted::Existing(record) => return Ok((StatusCode::OK, ApiJson(record))),
         Submitted::Created(record) => record,

@@ -54,7 +54,7 @@ async fn every_kind_succeeds_end_to_end_and_is_audited() {
     assert_eq!(events["events"][0]["actor"], "master");
     assert_eq!(storage.submissions.lock().expect("lock").len(), 5);
     let topology: Topology = s.viewer.get("/v1/topology").await.expect("topology through the ops server");
-    assert_eq!(topology.partitions.len(), 3);
+    assert_eq!(topology.partitions.len(), 7, "p1..p3 and the four behaviour partitions");
     assert!(s.server.stop(STOP).await);
 }
 
@@ -266,6 +266,23 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
     };
     let err = s.master.post::<_, ActionRecord>("/v1/actions", &split_zero).await.unwrap_err();
     assert!(matches!(&err, ClientError::Status { body, .. } if body.error.contains("spec.split_key")), "{err}");
+    // Issue 17: actions the storage would refuse a second later are refused at submission,
+    // against the topology, with the field and why.
+    let refused = [
+        (mv("nope", "w-2"), "spec.partition"),
+        (mv("p1", "w-9"), "spec.to_worker"),
+        (mv("p1", "w-1"), "already owns"),
+        (ActionSpec::Split { partition: "p2".parse().expect("id"), split_key: Key(50) }, "strictly inside"),
+        (ActionSpec::Merge { left: "p1".parse().expect("id"), right: "p3".parse().expect("id") }, "right after left"),
+    ];
+    for (i, (spec, why)) in refused.into_iter().enumerate() {
+        let request = action(&format!("b-topo-{i}"), spec, "acme");
+        let err = s.master.post::<_, ActionRecord>("/v1/actions", &request).await.expect_err("refused");
+        assert!(
+            matches!(&err, ClientError::Status { status, body, .. } if status.as_u16() == 422 && body.error.contains(why)),
+            "{why}: {err}"
+        );
+    }
     let listed: ActionsResponse = s.viewer.get("/v1/actions").await.expect("list");
     assert!(listed.actions.is_empty(), "nothing was recorded");
     tokio::time::sleep(Duration::from_millis(100)).await;

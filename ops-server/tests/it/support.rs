@@ -78,11 +78,23 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
         limit: None,
         supported_actions: ActionKind::ALL.to_vec(),
     };
+    let mut partitions: Vec<PartitionInfo> =
+        FAKE_PARTITIONS.iter().map(|&(id, owner)| partition(id, owner, fake_range_start(id))).collect();
+    // Partitions named for a behaviour (`fail1`, `stall1`, ...) exist too, so the ops server's
+    // submission check lets them through to the storage, which then behaves as named.
+    partitions.extend(["fail1", "stall1", "slow1", "reject1"].map(|id| partition(id, "w-1", fake_range_start(id))));
     ApiJson(Topology {
         version: 1,
-        workers: vec![worker("w-1", None), worker("w-2", None), worker("w-3", Some("iso"))],
-        partitions: vec![partition("p1", "w-1", 0), partition("p2", "w-1", 100), partition("p3", "w-2", 200)],
-        datasets: vec![],
+        workers: vec![worker("w-1", None), worker("w-2", None), worker("w-3", Some("iso")), worker("w-4", None)],
+        partitions,
+        datasets: vec![DatasetInfo {
+            tenant: "acme".parse().expect("id"),
+            dataset: "profiles".parse().expect("id"),
+            tenant_shards: 8,
+            dataset_shards: 4,
+            load_balancing: lb_common::protocol::LoadBalancing::Fingerprint,
+            shard_owners: vec!["w-1".parse().expect("id"); 8],
+        }],
         new_group_dedicates_owner: false,
     })
 }
@@ -211,8 +223,22 @@ pub fn action(id: &str, spec: ActionSpec, tenant: &str) -> ActionRequest {
     }
 }
 
+/// The fake storage's partitions and owners: `p1` and `p2` adjacent on `w-1`, `p3` on `w-4`.
+const FAKE_PARTITIONS: [(&str, &str); 3] = [("p1", "w-1"), ("p2", "w-1"), ("p3", "w-4")];
+
+/// Where a fake partition's 100-key range starts (`p2` right after `p1`; the behaviour
+/// partitions share `p1`'s keys, which the fake storage does not mind).
+pub fn fake_range_start(partition: &str) -> u64 {
+    match partition {
+        "p2" => 100,
+        "p3" => 200,
+        _ => 0,
+    }
+}
+
+/// A split in the middle of the partition's fake range.
 pub fn split(partition: &str) -> ActionSpec {
-    ActionSpec::Split { partition: partition.parse().expect("id"), split_key: Key(50) }
+    ActionSpec::Split { partition: partition.parse().expect("id"), split_key: Key(fake_range_start(partition) + 50) }
 }
 
 pub fn mv(partition: &str, to: &str) -> ActionSpec {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lb_common::http::ClientError;
 use lb_common::ids::{OperationId, PartitionId, WorkerId};
 use lb_common::protocol::*;
 use lb_ops_server::config::ValkeyStorageConfig;
@@ -553,14 +554,19 @@ async fn the_ops_server_executor_moves_a_slot_over_http() {
     assert_eq!(record.operation_id.as_ref().map(|o| o.as_str()), Some("valkey-valkey-move-1"));
     assert_eq!(read_back(&cluster.addr(target), &pairs).await, pairs.len(), "every key on the new owner");
 
-    // A split through the executor fails as certainly not executed, and names why.
+    // A split of a slot is refused at submission (slots do not support it, as the topology
+    // says), naming why; nothing is recorded. The adapter's own refusal, for a caller that
+    // goes around the ops server, is covered by `topology_move_idempotency_and_refusals`.
     let split = split(partition_id(hot).as_str());
-    let _: ActionRecord =
-        s.master.post("/v1/actions", &action("valkey-split-1", split, "shop")).await.expect("accepted");
-    let record = wait_done(&s.viewer, "valkey-split-1").await;
-    let failure = record.failure.expect("failure recorded");
-    assert_eq!((record.state, failure.execution), (ActionState::Failed, Execution::NotExecuted));
-    assert!(failure.message.contains("cannot be split"), "{}", failure.message);
+    let err = s.master.post::<_, ActionRecord>("/v1/actions", &action("valkey-split-1", split, "shop")).await;
+    let err = err.expect_err("refused at submission");
+    assert!(
+        matches!(&err, ClientError::Status { status, body, .. }
+            if status.as_u16() == 422 && body.error.contains("does not support this kind of action")),
+        "{err}"
+    );
+    let missing = s.viewer.get::<ActionRecord>("/v1/actions/valkey-split-1").await.expect_err("not recorded");
+    assert_eq!(missing.status().map(|s| s.as_u16()), Some(404));
     // The executor caches the topology for a moment; the new owner shows once it is re-read.
     let started = Instant::now();
     loop {
