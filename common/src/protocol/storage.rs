@@ -237,7 +237,12 @@ mod tests {
     #[test]
     fn actions_that_do_not_fit_the_layout_are_refused_naming_the_field() {
         let t = topology();
-        let id = |s: &str| s.parse().expect("id");
+        fn id<T: std::str::FromStr>(s: &str) -> T
+        where
+            T::Err: std::fmt::Debug,
+        {
+            s.parse().expect("id")
+        }
         let ok = [
             ActionSpec::Split { partition: id("a"), split_key: Key(50) },
             ActionSpec::Split { partition: id("a"), split_key: Key(99) },
