@@ -3,5 +3,8 @@
 //! precedence, completions) and against a running system started in-process with
 //! `lb_launcher::up::up_with`, over real HTTP.
 
+mod alone;
 mod fixtures;
 mod snapshots;
+mod support;
+mod system;
