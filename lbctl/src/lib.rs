@@ -25,14 +25,9 @@ use style::Style;
 
 /// Resolves the settings and runs the subcommand.
 pub async fn run(cli: Cli) -> Result<(), CtlError> {
-    if let Command::Completions(_) = cli.command {
-        return cmd::run(
-            &cli.command,
-            &config::resolve(&cli.global, Default::default())?,
-            cli.global.output,
-            &Style::PLAIN,
-        )
-        .await;
+    // Completions need no server, so no settings either.
+    if let Command::Completions(args) = &cli.command {
+        return cmd::completions(args.shell);
     }
     let var = |name: &str| std::env::var(name).ok();
     let default = config::default_config_path(var("XDG_CONFIG_HOME").as_deref(), var("HOME").as_deref());

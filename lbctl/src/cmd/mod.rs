@@ -73,13 +73,16 @@ pub async fn run(command: &Command, settings: &Settings, output: Output, style: 
         }
         Command::Policy => show(output, &api.master.policy().await.at_master()?, |p| policy::render(p, style, now)),
         Command::Agents => show(output, &agents::fetch(&api).await?, |a| agents::render(a, style, now)),
-        Command::Completions(args) => {
-            let mut buf = Vec::new();
-            clap_complete::generate(args.shell, &mut Cli::command(), "lbctl", &mut buf);
-            out::text(&String::from_utf8_lossy(&buf))
-        }
         Command::Split(_) | Command::Move(_) | Command::Merge(_) | Command::Group(_) | Command::Reshard(_) => {
             unreachable!("manual subcommands are handled above")
         }
+        Command::Completions(args) => completions(args.shell),
     }
+}
+
+/// `lbctl completions SHELL`: the completion script on stdout.
+pub fn completions(shell: clap_complete::Shell) -> Result<(), CtlError> {
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "lbctl", &mut buf);
+    out::text(&String::from_utf8_lossy(&buf))
 }
