@@ -1,0 +1,122 @@
+//! Table output pinned by snapshots: each renderer is a pure function of typed data and `now`,
+//! run here on the fixed data of `fixtures` and compared with `tests/snapshots/<name>.txt`
+//! (escape bytes shown as `␛`). After an intended change, refresh them with
+//! `UPDATE_SNAPSHOTS=1 cargo test -p lbctl snapshots` and review the diff.
+
+use std::path::PathBuf;
+
+use lbctl::cmd::{actions, agents, explain, halt, heatmap, history, manual, policy, proposals, status, top};
+use lbctl::style::Style;
+
+use crate::fixtures::{self, NOW_MS};
+
+const PLAIN: Style = Style::PLAIN;
+const COLOR: Style = Style { color: true, colors256: false };
+const COLOR256: Style = Style { color: true, colors256: true };
+
+fn check(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(format!("{name}.txt"));
+    let shown = actual.replace('\x1b', "␛");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &shown).expect("write snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("no snapshot {}: run with UPDATE_SNAPSHOTS=1 to create it", path.display()));
+    if shown != expected {
+        let line = shown.lines().zip(expected.lines()).position(|(a, b)| a != b).unwrap_or(0) + 1;
+        panic!(
+            "{name} differs from {} from line {line} (rerun with UPDATE_SNAPSHOTS=1 if intended):\n--- actual\n{shown}\n--- expected\n{expected}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn status() {
+    check("status", &status::render(&fixtures::status(false), &PLAIN, NOW_MS));
+    check("status_halted_color", &status::render(&fixtures::status(true), &COLOR, NOW_MS));
+}
+
+#[test]
+fn top() {
+    check("top", &top::render(&fixtures::top(), &PLAIN));
+    check("top_tables_latency", &top::render(&fixtures::top_tables(), &PLAIN));
+}
+
+#[test]
+fn heatmap() {
+    check("heatmap_shades", &heatmap::render(&fixtures::heatmap(), &PLAIN));
+    check("heatmap_256", &heatmap::render(&fixtures::heatmap(), &COLOR256));
+}
+
+#[test]
+fn history() {
+    check("history", &history::render(&fixtures::history(), &PLAIN, NOW_MS));
+}
+
+#[test]
+fn actions() {
+    check("actions", &actions::render(&fixtures::actions(), &PLAIN, NOW_MS));
+    check("actions_color", &actions::render(&fixtures::actions(), &COLOR, NOW_MS));
+    let record = fixtures::split_record();
+    let lines = [
+        actions::change_line(&record, None, &PLAIN),
+        actions::change_line(&record, Some(lb_common::protocol::ActionState::Running), &PLAIN),
+    ];
+    check("actions_follow_lines", &lines.concat());
+}
+
+#[test]
+fn explain() {
+    let action = explain::Explanation::Action(Box::new(fixtures::explain_action()));
+    check("explain_action", &explain::render(&action, &PLAIN, NOW_MS));
+    let pending = explain::Explanation::Action(Box::new(fixtures::explain_pending()));
+    check("explain_pending", &explain::render(&pending, &PLAIN, NOW_MS));
+    let partition = explain::Explanation::Partition(Box::new(fixtures::explain_partition()));
+    check("explain_partition", &explain::render(&partition, &PLAIN, NOW_MS));
+    let quiet = explain::Explanation::Partition(Box::new(fixtures::explain_quiet_partition()));
+    check("explain_quiet_partition", &explain::render(&quiet, &PLAIN, NOW_MS));
+}
+
+#[test]
+fn proposals_and_answers() {
+    check("proposals", &proposals::render(&fixtures::pending(), &PLAIN, NOW_MS));
+    check("proposals_none", &proposals::render(&[], &PLAIN, NOW_MS));
+    let mut approved = fixtures::split_record();
+    approved.state = lb_common::protocol::ActionState::Queued;
+    check("approved", &proposals::render_approved(&approved, &PLAIN));
+    check("rejected", &proposals::render_rejected(&fixtures::pending()[0], &PLAIN));
+}
+
+#[test]
+fn manual_actions() {
+    check("manual_dry_run", &manual::render(&fixtures::manual_reply(true), &PLAIN));
+    check("manual_submitted", &manual::render(&fixtures::manual_reply(false), &PLAIN));
+}
+
+#[test]
+fn halt_policy_agents() {
+    check("halted", &halt::render(&fixtures::halt(true), &PLAIN));
+    check("resumed", &halt::render(&fixtures::halt(false), &PLAIN));
+    check("policy", &policy::render(&fixtures::policy(), &PLAIN, NOW_MS));
+    check("agents", &agents::render(&fixtures::agents(), &PLAIN, NOW_MS));
+}
+
+/// The JSON of every wrapper lbctl defines parses back into it (the plain replies are the
+/// protocol's own types, round-tripped by lb-common's example tests).
+#[test]
+fn json_wrappers_round_trip() {
+    fn back<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(v: T) {
+        let text = serde_json::to_string_pretty(&v).expect("serialises");
+        assert_eq!(serde_json::from_str::<T>(&text).expect("parses back"), v);
+    }
+    back(fixtures::status(true));
+    back(fixtures::history());
+    back(fixtures::agents());
+    back(explain::Explanation::Action(Box::new(fixtures::explain_action())));
+    back(explain::Explanation::Partition(Box::new(fixtures::explain_partition())));
+    let tagged = serde_json::to_value(explain::Explanation::Partition(Box::new(fixtures::explain_quiet_partition())))
+        .expect("serialises");
+    assert_eq!(tagged["subject"], "partition", "{tagged}");
+}
