@@ -6,6 +6,8 @@
 //! view, and must know which node a command reached).
 //!
 //! - [`slot`]: slots, slot ranges and the CRC16 key → slot mapping.
+//! - [`naming`]: a slot as lb's partition (`slot-NNNNN` of table `slots`, its key range), for
+//!   the agent and the ops server alike.
 //! - [`node_id`]: node ids and addresses.
 //! - [`connection`]: one node, with a connect timeout, a per-command deadline, optional AUTH,
 //!   and errors that say whether a command certainly did not run or may have run.
@@ -17,6 +19,7 @@
 
 pub mod connection;
 pub mod local;
+pub mod naming;
 pub mod node_id;
 pub mod reply;
 pub mod slot;

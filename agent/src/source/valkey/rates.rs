@@ -66,41 +66,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId};
+use lb_common::ids::{TableId, TenantId};
 use lb_common::protocol::{HostStats, MAX_REPORT_INTERVAL_MS, PartitionStats};
+use lb_valkey::Slot;
 use lb_valkey::reply::{Info, SlotStats};
-use lb_valkey::{SLOT_COUNT, Slot};
 
 /// Commands the agent itself sends per poll and the node counts in `total_commands_processed`
 /// between two `INFO` replies: the previous poll's `INFO` and this poll's `CLUSTER SLOT-STATS`.
 pub const AGENT_COMMANDS_PER_POLL: u64 = 2;
 
-/// Each slot's share of the 64-bit key space: 2^64 / 16,384 slots = 2^50 keys, so slot `s` is
-/// the key range `[s << 50, ((s + 1) << 50) - 1]`; the slots tile the space in slot order.
-pub const SLOT_KEY_SPACE_SHIFT: u32 = u64::BITS - SLOT_COUNT.trailing_zeros();
-
-/// The table every slot partition belongs to.
-pub const SLOT_TABLE: &str = "slots";
-
-/// `slot-00000` .. `slot-16383`: zero-padded so ids sort in slot order.
-pub fn slot_partition_id(slot: Slot) -> PartitionId {
-    PartitionId::new(format!("slot-{:05}", slot.get())).expect("slot-NNNNN is a valid id")
-}
-
-/// The slot behind a partition id made by [`slot_partition_id`].
-pub fn slot_of_partition(id: &PartitionId) -> Option<Slot> {
-    let digits = id.as_str().strip_prefix("slot-")?;
-    if digits.len() != 5 {
-        return None;
-    }
-    Slot::new(digits.parse().ok()?)
-}
-
-/// Slot `s` as the 64-bit key range `[s << 50, ((s + 1) << 50) - 1]`.
-pub fn slot_key_range(slot: Slot) -> KeyRange {
-    let start = u64::from(slot.get()) << SLOT_KEY_SPACE_SHIFT;
-    KeyRange { start: Key(start), end: Key(start | ((1u64 << SLOT_KEY_SPACE_SHIFT) - 1)) }
-}
+/// Slot naming lives in `lb_valkey::naming`, shared with the ops server's adapter.
+pub use lb_valkey::naming::{SLOT_KEY_SPACE_SHIFT, SLOT_TABLE, slot_key_range, slot_of_partition, slot_partition_id};
 
 /// One poll's view of the node.
 #[derive(Debug, Clone)]
@@ -457,19 +433,6 @@ mod tests {
             Step::Interval(interval) => interval,
             other => panic!("expected an interval, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn slot_ids_and_key_ranges_tile_the_key_space_in_slot_order() {
-        let first = Slot::new(0).expect("slot");
-        let last = Slot::new(SLOT_COUNT - 1).expect("slot");
-        assert_eq!(slot_partition_id(Slot::new(5461).expect("slot")).as_str(), "slot-05461");
-        assert_eq!(slot_of_partition(&slot_partition_id(last)), Some(last));
-        assert_eq!(slot_of_partition(&"slot-5461".parse().expect("id")), None);
-        assert_eq!(slot_key_range(first), KeyRange { start: Key(0), end: Key((1 << 50) - 1) });
-        assert_eq!(slot_key_range(last).end, Key(u64::MAX));
-        let one = Slot::new(1).expect("slot");
-        assert!(slot_key_range(first).is_left_neighbour_of(&slot_key_range(one)));
     }
 
     #[test]

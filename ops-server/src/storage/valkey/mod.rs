@@ -54,9 +54,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{
-    ActionId, GroupId, Key, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId, derived_id,
-};
+use lb_common::ids::{ActionId, GroupId, OperationId, PartitionId, TableId, TenantId, WorkerId, derived_id};
 use lb_common::protocol::{
     ActionKind, ActionRecord, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState,
     PartitionInfo, Topology, WorkerInfo,
@@ -71,7 +69,7 @@ pub use config::ValkeyStorageConfig;
 use super::{StorageAdapter, StorageError, StorageFuture};
 
 /// Table name of every slot partition.
-pub const SLOTS_TABLE: &str = "slots";
+pub use lb_valkey::naming::SLOT_TABLE as SLOTS_TABLE;
 /// Prefix of operation ids; the rest is the action id.
 const OPERATION_PREFIX: &str = "valkey-";
 /// Polls without finding a job that must exist before the adapter reads the outcome from slot
@@ -88,30 +86,10 @@ const RESUME_WAIT_PROGRESS: f64 = 0.01;
 /// Status for refusals, as the HTTP adapter would get from a storage admin API.
 const UNPROCESSABLE: u16 = 422;
 
-/// Each slot's share of the 64-bit key space: 2^64 / 16,384 slots = 2^50 keys. The agent's
-/// Valkey source uses the same tiling; a test checks that the two agree.
-const SLOT_KEY_SPACE_SHIFT: u32 = u64::BITS - SLOT_COUNT.trailing_zeros();
-
-/// Slot `s` as the key range `[s << 50, ((s + 1) << 50) - 1]`: the slots tile the key space in
-/// slot order, as the agent reports them.
-pub fn slot_key_range(slot: Slot) -> KeyRange {
-    let start = u64::from(slot.get()) << SLOT_KEY_SPACE_SHIFT;
-    KeyRange { start: Key(start), end: Key(start | ((1u64 << SLOT_KEY_SPACE_SHIFT) - 1)) }
-}
-
-/// The partition id of a slot: `slot-NNNNN`.
-pub fn partition_id(slot: Slot) -> PartitionId {
-    PartitionId::new(format!("slot-{:05}", slot.get())).expect("slot-NNNNN is a valid id")
-}
-
-/// The slot a partition id names, if it is `slot-NNNNN` with a slot in range.
-pub fn parse_partition_id(id: &PartitionId) -> Option<Slot> {
-    let digits = id.as_str().strip_prefix("slot-")?;
-    if digits.len() != 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Slot::new(digits.parse().ok()?)
-}
+/// Slot naming lives in `lb_valkey::naming`, shared with the agent that reports the slots.
+pub use lb_valkey::naming::{
+    slot_key_range, slot_of_partition as parse_partition_id, slot_partition_id as partition_id,
+};
 
 /// The slot a move or a group of one partition acts on.
 fn action_slot(spec: &ActionSpec) -> Option<Slot> {
