@@ -7,6 +7,11 @@ use lb_common::protocol::{Report, ReportAck};
 
 use super::{AppState, store_error};
 
+/// A worker's clock may run a little ahead of the agent's; a report dated further ahead (2200,
+/// `i64::MAX`) is a broken clock, and stored it would sort after every real sample. The
+/// master's table refuses samples this far ahead too.
+pub const MAX_FUTURE_SKEW_MS: i64 = 10_000;
+
 pub async fn report(
     State(state): State<AppState>,
     ApiJson(report): ApiJson<Report>,
@@ -14,6 +19,19 @@ pub async fn report(
     if let Err(err) = report.validate() {
         metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);
         return Err(err.into());
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    if report.timestamp_ms > now_ms.saturating_add(MAX_FUTURE_SKEW_MS) {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!(
+                "timestamp_ms = {}: more than {} s ahead of this agent's clock ({now_ms}); is the worker's clock right?",
+                report.timestamp_ms,
+                MAX_FUTURE_SKEW_MS / 1000
+            ),
+        ));
     }
     let expected = state.config.borrow().worker_id.clone();
     if report.worker_id != expected {

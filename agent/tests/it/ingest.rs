@@ -117,6 +117,20 @@ async fn bad_input_gets_the_right_status_and_leaves_state_untouched() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(message.contains("worker_id = w-9"), "{message}");
 
+    // Issue 17: a partition listed twice would be counted twice; a date far ahead is a broken clock.
+    let mut twice = report(6, 2);
+    twice.partitions[1].partition_id = twice.partitions[0].partition_id.clone();
+    let (status, _, message) = rejected(client.post::<_, ReportAck>("/v1/report", &twice).await.unwrap_err());
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(message.contains("partitions[1].partition_id") && message.contains("listed twice"), "{message}");
+    for future in [4_102_444_800_000i64, i64::MAX] {
+        let mut ahead = report(7, 2);
+        ahead.timestamp_ms = future;
+        let (status, _, message) = rejected(client.post::<_, ReportAck>("/v1/report", &ahead).await.unwrap_err());
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(message.contains("timestamp_ms") && message.contains("ahead"), "{message}");
+    }
+
     let reply = raw.get(format!("http://{}/v1/samples?after=abc", agent.addr())).send().await.expect("reply");
     assert_eq!(reply.status(), StatusCode::BAD_REQUEST);
 

@@ -118,8 +118,12 @@ impl Report {
             root.range_u64("interval_ms", self.interval_ms, 1, MAX_REPORT_INTERVAL_MS);
             root.check(self.timestamp_ms > 0, "timestamp_ms", self.timestamp_ms, "must be > 0 (epoch millis)");
         }
+        let mut seen = std::collections::HashSet::with_capacity(self.partitions.len());
         for (i, p) in self.partitions.iter().enumerate() {
-            p.validate_into(&mut v.at_index("partitions", i));
+            let mut s = v.at_index("partitions", i);
+            p.validate_into(&mut s);
+            // Listed twice, a partition's load would be counted twice downstream.
+            s.check(seen.insert(&p.partition_id), "partition_id", &p.partition_id, "is listed twice in the report");
         }
         if let Some(host) = &self.host {
             host.validate_into(&mut v.at("host"));
