@@ -85,7 +85,18 @@ impl Validator {
     }
 
     fn push(&mut self, prefix: &str, field: &str, value: String, message: String) {
-        self.errors.push(FieldError { field: join(prefix, field), value, message });
+        self.errors.push(FieldError { field: join(prefix, field), value: shortened(value), message });
+    }
+}
+
+/// An echoed value is cut to this many characters: enough to recognise it, and a 422 never
+/// repeats a megabyte of hostile input back.
+pub const MAX_ECHOED_VALUE_CHARS: usize = 120;
+
+fn shortened(value: String) -> String {
+    match value.char_indices().nth(MAX_ECHOED_VALUE_CHARS) {
+        None => value,
+        Some((cut, _)) => format!("{}… ({} bytes)", &value[..cut], value.len()),
     }
 }
 

@@ -11,6 +11,11 @@ use crate::validate::{ValidationError, Validator};
 
 /// Deepest actor path accepted: tenant, table and two levels below (for example an SRE's name).
 pub const MAX_ACTOR_PATH_DEPTH: usize = 4;
+/// 4 KiB: a reason is a sentence with its numbers (the planner's longest are ~400 bytes); ten
+/// times that still fits, and a submission cannot make the ops server keep megabytes for good.
+pub const MAX_REASON_BYTES: usize = 4096;
+/// A policy name (`partition_overload`, ...): 64 bytes is room to spare.
+pub const MAX_POLICY_BYTES: usize = 64;
 
 /// `POST /v1/actions` body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,6 +256,18 @@ impl ActionRequest {
         let mut root = v.at("");
         root.check(!self.reason.trim().is_empty(), "reason", "\"\"", "must say why");
         root.check(
+            self.reason.len() <= MAX_REASON_BYTES,
+            "reason",
+            format!("{} bytes", self.reason.len()),
+            &format!("must be at most {MAX_REASON_BYTES} bytes"),
+        );
+        root.check(
+            self.policy.as_ref().is_none_or(|p| p.len() <= MAX_POLICY_BYTES && crate::ids::validate_id(p).is_ok()),
+            "policy",
+            format!("{} bytes", self.policy.as_ref().map_or(0, String::len)),
+            &format!("must be a policy name (an id of at most {MAX_POLICY_BYTES} bytes)"),
+        );
+        root.check(
             (1..=MAX_ACTOR_PATH_DEPTH).contains(&self.actor_path.len()),
             "actor_path",
             format!("{:?}", self.actor_path),
@@ -307,6 +324,19 @@ mod tests {
         assert!(!Succeeded.can_become(Running));
         assert!(!Failed.can_become(Failed));
         assert!(Cancelled.is_terminal() && !Running.is_terminal());
+    }
+
+    #[test]
+    fn free_text_is_bounded_and_never_echoed_whole() {
+        let mut request: ActionRequest =
+            serde_json::from_str(include_str!("../../../docs/examples/action_request_split.json")).expect("example");
+        request.reason = "x".repeat(7 << 20);
+        let err = request.validate().expect_err("7 MiB reason").to_string();
+        assert!(err.contains("reason = 7340032 bytes: must be at most 4096 bytes"), "{err}");
+        request.reason = "fine".to_owned();
+        request.policy = Some("p".repeat(1 << 20));
+        let err = request.validate().expect_err("1 MiB policy").to_string();
+        assert!(err.contains("policy") && err.len() < 400, "{} bytes", err.len());
     }
 
     #[test]

@@ -21,6 +21,39 @@ pub struct RegisterRequest {
     pub version: String,
 }
 
+/// 256 bytes: any agent URL fits (`https://` + a DNS name of at most 253 + a port).
+pub const MAX_ADDRESS_BYTES: usize = 256;
+/// A version string (`0.1.0`, a git describe).
+pub const MAX_VERSION_BYTES: usize = 64;
+
+impl RegisterRequest {
+    /// The address is an `http://` or `https://` URL of at most [`MAX_ADDRESS_BYTES`] with no
+    /// whitespace or control characters (it is logged and dialled); the version is short and
+    /// printable.
+    pub fn validate(&self) -> Result<(), crate::validate::ValidationError> {
+        let mut v = crate::validate::Validator::new();
+        let mut root = v.at("");
+        let printable = |s: &str| s.chars().all(|c| !c.is_control() && !c.is_whitespace());
+        let a = &self.address;
+        let url_ok = (a.starts_with("http://") || a.starts_with("https://"))
+            && reqwest::Url::parse(a).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+        root.check(
+            a.len() <= MAX_ADDRESS_BYTES && printable(a) && url_ok,
+            "address",
+            a.escape_debug(),
+            &format!("must be an http:// or https:// URL with a host, at most {MAX_ADDRESS_BYTES} bytes"),
+        );
+        root.check(
+            self.version.len() <= MAX_VERSION_BYTES && printable(&self.version),
+            "version",
+            self.version.escape_debug(),
+            &format!("must be at most {MAX_VERSION_BYTES} printable bytes"),
+        );
+        drop(root);
+        v.finish()
+    }
+}
+
 /// Reply to register and heartbeat: how often to heartbeat and after how long without one the
 /// agent is marked down.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,4 +151,36 @@ pub struct AgentCollect {
     #[serde(default)]
     pub more: bool,
     pub elapsed_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17: a newline or ANSI escape in an address was logged raw (a forged log line), and
+    /// 1 MiB versions were kept.
+    #[test]
+    fn addresses_are_urls_and_free_text_is_bounded() {
+        let ok = RegisterRequest {
+            worker_id: "w-1".parse().expect("id"),
+            address: "http://127.0.0.1:7101".to_owned(),
+            version: "0.1.0".to_owned(),
+        };
+        assert!(ok.validate().is_ok());
+        for address in [
+            "http://a\n2026-12-01T00:00:00Z  INFO forged line",
+            "http://a\u{1b}[31m",
+            "ftp://host",
+            "http://",
+            "127.0.0.1:7101",
+            &format!("http://{}", "a".repeat(300)),
+        ] {
+            let bad = RegisterRequest { address: address.to_owned(), ..ok.clone() };
+            let err = bad.validate().expect_err(address).to_string();
+            assert!(err.starts_with("address = ") && !err.contains('\n') && !err.contains('\u{1b}'), "{err}");
+        }
+        let huge = RegisterRequest { version: "v".repeat(1 << 20), ..ok.clone() };
+        let err = huge.validate().expect_err("1 MiB version").to_string();
+        assert!(err.len() < 400, "the error does not echo the megabyte: {} bytes", err.len());
+    }
 }

@@ -38,6 +38,9 @@ pub fn manual_proposal(
     if reason.trim().is_empty() {
         return Err(refuse("reason", "must say why"));
     }
+    if reason.len() > lb_common::protocol::MAX_REASON_BYTES {
+        return Err(refuse("reason", format!("must be at most {} bytes", lb_common::protocol::MAX_REASON_BYTES)));
+    }
     let index = |field: &str, id: &lb_common::ids::PartitionId| {
         input
             .partitions

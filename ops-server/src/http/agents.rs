@@ -1,7 +1,6 @@
 //! Registry and collection routes.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::protocol::{
     AgentsResponse, CollectRequest, CollectResponse, HeartbeatRequest, RegisterRequest, RegisterResponse,
@@ -18,13 +17,7 @@ pub async fn register(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> Result<ApiJson<RegisterResponse>, ApiError> {
-    if !(req.address.starts_with("http://") || req.address.starts_with("https://")) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_field",
-            format!("address = {}: must be an http:// or https:// URL", req.address),
-        ));
-    }
+    req.validate()?;
     tracing::info!(worker_id = %req.worker_id, address = %req.address, "agent registered");
     state.registry.register(req, now_ms());
     Ok(ApiJson(reply(&state)))
