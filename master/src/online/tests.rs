@@ -322,6 +322,11 @@ fn a_manual_action_is_checked_predicted_submitted_and_tracked() {
     assert!(request.reason.starts_with("drill (by hand, sre)"), "{}", request.reason);
     assert_eq!(core.open_actions(), vec![request.id.clone()], "tracked for settling and evaluation");
     assert!(core.planner_state().in_cooldown(&p0.id, 2_000).is_some(), "its partition rests like after any action");
+    input.in_flight.push(crate::planner::InFlightAction { spec: request.spec.clone(), started_at_ms: 2_000 });
+    let again = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1) };
+    let out = manual_pass(&mut core, &mut input, vec![by_hand("m5", again, true)], 3_000);
+    let refusal = out.manual[0].1.as_ref().expect_err("busy");
+    assert!(refusal.message.contains("in flight"), "{refusal}");
 }
 
 /// A rejected dry-run proposal is dropped and not offered again while the planner keeps

@@ -41,6 +41,11 @@ pub fn manual_proposal(
     if reason.len() > lb_common::protocol::MAX_REASON_BYTES {
         return Err(refuse("reason", format!("must be at most {} bytes", lb_common::protocol::MAX_REASON_BYTES)));
     }
+    for id in partitions_of(spec) {
+        if input.in_flight.iter().any(|a| partitions_of(&a.spec).contains(&id)) {
+            return Err(refuse("spec", format!("{id} has an action in flight; wait for it to end")));
+        }
+    }
     let index = |field: &str, id: &lb_common::ids::PartitionId| {
         input
             .partitions
