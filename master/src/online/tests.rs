@@ -36,6 +36,18 @@ const WINDOW_MS: i64 = 5_000;
 
 /// One pass at `now_ms` over `input`, with `updates` from the ops server.
 fn pass(core: &mut OnlineCore, input: &mut PlannerInput, updates: Vec<ActionUpdate>, now_ms: i64) -> PassOutput {
+    step(core, input, &config(), updates, Vec::new(), now_ms)
+}
+
+/// One pass over `input` with everything the loop would have observed.
+fn step(
+    core: &mut OnlineCore,
+    input: &mut PlannerInput,
+    config: &OnlineConfig,
+    updates: Vec<ActionUpdate>,
+    manual: Vec<ManualRequest>,
+    now_ms: i64,
+) -> PassOutput {
     let observation = Observation {
         window_end_ms: now_ms,
         window_ms: WINDOW_MS,
@@ -45,9 +57,9 @@ fn pass(core: &mut OnlineCore, input: &mut PlannerInput, updates: Vec<ActionUpda
         dataset_usage: &[],
         updates,
         approvals: Vec::new(),
-        manual: Vec::new(),
+        manual,
     };
-    core.step(observation, &config(), now_ms)
+    core.step(observation, config, now_ms)
 }
 
 /// Passes one second apart from `t0_ms` until one submits something; returns it and its time.
@@ -257,18 +269,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
 
 /// One pass with the SREs' manual requests.
 fn manual_pass(core: &mut OnlineCore, input: &mut PlannerInput, manual: Vec<ManualRequest>, now_ms: i64) -> PassOutput {
-    let observation = Observation {
-        window_end_ms: now_ms,
-        window_ms: WINDOW_MS,
-        input,
-        evaluation: EvaluationView::None,
-        datasets: &[],
-        dataset_usage: &[],
-        updates: Vec::new(),
-        approvals: Vec::new(),
-        manual,
-    };
-    core.step(observation, &config(), now_ms)
+    step(core, input, &config(), Vec::new(), manual, now_ms)
 }
 
 fn by_hand(key: &str, spec: ActionSpec, dry_run: bool) -> ManualRequest {
@@ -342,32 +343,17 @@ fn a_rejected_proposal_is_not_offered_again_within_the_ttl() {
     while core.pending().is_empty() {
         now += 1_000;
         assert!(now < 10_000, "a dry-run split is offered");
-        step_with(&mut core, &mut input, &config, now);
+        step(&mut core, &mut input, &config, Vec::new(), Vec::new(), now);
     }
     let id = core.pending()[0].id.to_string();
     assert!(core.reject(&id, &config, now).is_ok());
     assert!(core.reject(&id, &config, now).is_err(), "gone after one rejection");
     for _ in 0..5 {
         now += 1_000;
-        step_with(&mut core, &mut input, &config, now);
+        step(&mut core, &mut input, &config, Vec::new(), Vec::new(), now);
         assert!(core.pending().is_empty(), "not offered again at {now}");
     }
     now += (config.approval_ttl_secs * 1000) as i64;
-    step_with(&mut core, &mut input, &config, now);
+    step(&mut core, &mut input, &config, Vec::new(), Vec::new(), now);
     assert_eq!(core.pending().len(), 1, "offered again once the TTL has passed");
-}
-
-fn step_with(core: &mut OnlineCore, input: &mut PlannerInput, config: &OnlineConfig, now_ms: i64) -> PassOutput {
-    let observation = Observation {
-        window_end_ms: now_ms,
-        window_ms: WINDOW_MS,
-        input,
-        evaluation: EvaluationView::None,
-        datasets: &[],
-        dataset_usage: &[],
-        updates: Vec::new(),
-        approvals: Vec::new(),
-        manual: Vec::new(),
-    };
-    core.step(observation, config, now_ms)
 }
