@@ -159,22 +159,28 @@ async fn look(master: &MasterClient, ops: &OpsClient, case: &Case) -> Seen {
     seen
 }
 
+/// `up` on `scenario` (written to a fresh directory, kept alive by the caller) with `master`
+/// appended to the master's generated config, reports and collection every 250 ms.
+async fn start(name: &str, scenario: &str, master: String) -> (tempfile::TempDir, lb_launcher::up::Running) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, scenario).expect("scenario");
+    let options = UpOptions {
+        scenario: path,
+        data_dir: dir.path().join("data"),
+        host: "127.0.0.1".to_owned(),
+        interval: Duration::from_millis(250),
+    };
+    let running = up_with(&options, &Overrides { master }).await.expect("everything starts");
+    (dir, running)
+}
+
 async fn run(case: Case) {
     lb_common::telemetry::metrics_handle();
     if std::env::var_os("LB_E2E_TRACE").is_some() {
         lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
     }
-    let dir = tempfile::tempdir().expect("dir");
-    let scenario = dir.path().join(format!("{}.toml", case.name));
-    std::fs::write(&scenario, case.scenario).expect("scenario");
-    let options = UpOptions {
-        scenario,
-        data_dir: dir.path().join("data"),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(250),
-    };
-    let running =
-        up_with(&options, &Overrides { master: FAST_EVALUATION.to_owned() }).await.expect("everything starts");
+    let (_dir, running) = start(case.name, case.scenario, FAST_EVALUATION.to_owned()).await;
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
     let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
     let started = tokio::time::Instant::now();
@@ -291,22 +297,13 @@ const VIEWER_TOKEN: &str = "e2e-dashboard-viewer-token";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tick() {
     lb_common::telemetry::metrics_handle();
-    let dir = tempfile::tempdir().expect("dir");
-    let scenario = dir.path().join("hot-range.toml");
-    std::fs::write(&scenario, HOT_RANGE).expect("scenario");
-    let options = UpOptions {
-        scenario,
-        data_dir: dir.path().join("data"),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(250),
-    };
     let master_extra = format!(
         "[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
          [planner.imbalance]\nmode = \"off\"\n\
          [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n\
          [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n"
     );
-    let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
+    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra).await;
     let base = format!("http://{}", running.master.addr());
     let master = MasterClient::new(&base, &HttpClientConfig::default());
     let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
@@ -411,21 +408,12 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_proposal_stays_away_and_a_manual_action_is_tracked_and_evaluated() {
     lb_common::telemetry::metrics_handle();
-    let dir = tempfile::tempdir().expect("dir");
-    let scenario = dir.path().join("hot-range.toml");
-    std::fs::write(&scenario, HOT_RANGE).expect("scenario");
-    let options = UpOptions {
-        scenario,
-        data_dir: dir.path().join("data"),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(250),
-    };
     let master_extra = format!(
         "{FAST_EVALUATION}[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
          [planner.imbalance]\nmode = \"off\"\n\
          [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n"
     );
-    let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
+    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra).await;
     let base = format!("http://{}", running.master.addr());
     let anonymous = MasterClient::new(&base, &HttpClientConfig::default());
     let sre = MasterClient::new(&base, &HttpClientConfig::default()).with_bearer_token(SRE_TOKEN);
