@@ -150,7 +150,7 @@ mod tests {
         let error = ClientError::Status {
             url: "http://m/api/v1/proposals/x/approve".into(),
             status: 403u16.try_into().expect("status"),
-            body: ErrorBody { error: "dash (viewer) may not\napprove proposals".into(), code: "forbidden".into() },
+            body: ErrorBody { error: "dash (viewer) may not\napprove proposals".into(), code: "forbidden".into(), field: None },
         };
         let e = CtlError::Request { component: Component::Master, error, context: None };
         assert_eq!(

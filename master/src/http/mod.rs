@@ -3,6 +3,8 @@
 //! on a blocking thread: a top-N over 100k partitions takes milliseconds, too long for an async
 //! task.
 
+pub mod console;
+
 use std::time::Duration;
 
 use axum::Router;
@@ -16,7 +18,7 @@ use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::PartitionId;
 use lb_common::protocol::{
-    ActionRecord, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply, ManualActionRequest, OverviewQuery,
+    ActionRecord, ClusterHistory, ClusterHistoryQuery, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply, ManualActionRequest, OverviewQuery,
     PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules, Policy, PolicyStatus, RecordsQuery,
     RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
 };
@@ -44,6 +46,7 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/partitions/{id}/history", get(history))
         .route("/api/v1/top", get(top))
         .route("/api/v1/heatmap", get(heatmap))
+        .route("/api/v1/cluster/history", get(cluster_history))
         .route("/api/v1/topology", get(topology))
         .route("/api/v1/collector", get(collector))
         .route("/api/v1/table/memory", get(memory))
@@ -55,11 +58,30 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/leadership", get(leadership))
         .route("/api/v1/proposals/{id}/approve", post(approve))
         .route("/api/v1/proposals/{id}/reject", post(reject))
-        .route("/api/v1/actions", post(manual_action))
+        .route("/api/v1/actions", post(manual_action).get(console::actions))
         .route("/api/v1/policy", get(policy))
+        .merge(console::api_router())
+        .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
         .with_state(shared)
+        .merge(console::assets_router())
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
     with_standard_layers(api, &http)
+}
+
+/// With `auth.reads_need_token`, every read of `/api/v1` needs a token of any role (writes check
+/// their role in their handler).
+async fn read_access(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let auth = shared.config.borrow().auth.clone();
+    if auth.reads_need_token && request.method() == axum::http::Method::GET {
+        if let Err(e) = identify(&auth, request.headers()) {
+            return axum::response::IntoResponse::into_response(e);
+        }
+    }
+    next.run(request).await
 }
 
 fn now_ms() -> i64 {
@@ -157,6 +179,17 @@ async fn heatmap(
     let (metric, step, buckets) =
         (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000), q.buckets.unwrap_or(64));
     query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
+}
+
+async fn cluster_history(
+    State(shared): State<Shared>,
+    q: Result<Query<ClusterHistoryQuery>, QueryRejection>,
+) -> Result<ApiJson<ClusterHistory>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let to = q.to_ms.unwrap_or_else(now_ms);
+    let from = q.from_ms.unwrap_or(to.saturating_sub(3_600_000));
+    let (metric, step) = (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000));
+    query(&shared, move |t| t.cluster_history(metric, from, to, step)).await.map(ApiJson)
 }
 
 async fn history(
@@ -296,7 +329,8 @@ async fn manual_action(
     match wait_for_pass(&cfg, answer).await {
         Some(Ok(reply)) => Ok(ApiJson(reply)),
         Some(Err(ManualError::Refused(refusal))) => {
-            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_action", refusal.to_string()))
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_action", refusal.to_string())
+                .with_field(refusal.field))
         }
         Some(Err(e @ ManualError::Submission(_))) => Err(ApiError::conflict(e.to_string())),
         None => Err(ApiError::unavailable(
