@@ -423,6 +423,10 @@ pub struct Heatmap {
     /// the overlap — sums over buckets equal the table's rate). Gauges: max over the partitions
     /// overlapping the bucket. 0 where there is no data.
     pub values: Vec<f32>,
+    /// Per bucket, the live partition holding the bucket's first key now (`None`: no live
+    /// partition does), for a console's hover.
+    #[serde(default)]
+    pub bucket_partitions: Vec<Option<PartitionId>>,
 }
 
 /// One point of a history.

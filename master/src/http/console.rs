@@ -21,6 +21,7 @@ use lb_common::protocol::{
 };
 use rust_embed::Embed;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::Shared;
 use crate::store::RecordEvent;
@@ -46,10 +47,10 @@ pub fn assets_router() -> Router {
 }
 
 /// The API routes of this module, under the read-token rule of the rest of `/api/v1`.
-pub fn api_router() -> Router<Shared> {
+pub fn api_router(stop: CancellationToken) -> Router<Shared> {
     let streams = Arc::new(Semaphore::new(MAX_STREAMS));
     Router::new()
-        .route("/api/v1/stream", get(move |state: State<Shared>| stream(state, streams.clone())))
+        .route("/api/v1/stream", get(move |state: State<Shared>| stream(state, streams.clone(), stop.clone())))
         .route("/api/v1/halt", get(halt_status).post(set_halt))
 }
 
@@ -76,7 +77,11 @@ fn hex(bytes: &[u8]) -> String {
 /// (the snapshot without placement rules), `record` for every proposal, action, evaluation and
 /// config reload the master writes, and `lagged` when this reader fell behind and missed records
 /// (refetch them). A reader that goes away costs nothing further.
-async fn stream(State(shared): State<Shared>, streams: Arc<Semaphore>) -> Result<Response, ApiError> {
+async fn stream(
+    State(shared): State<Shared>,
+    streams: Arc<Semaphore>,
+    stop: CancellationToken,
+) -> Result<Response, ApiError> {
     let permit = streams.try_acquire_owned().map_err(|_| {
         ApiError::unavailable("too_many_streams", format!("{MAX_STREAMS} consoles already follow the stream"))
     })?;
@@ -84,6 +89,7 @@ async fn stream(State(shared): State<Shared>, streams: Arc<Semaphore>) -> Result
         snapshot: shared.snapshot.clone(),
         records: shared.store.subscribe(),
         hello: true,
+        stop,
         _permit: permit,
     };
     let events = futures_util::stream::unfold(state, |mut s| async move {
@@ -97,6 +103,7 @@ struct StreamState {
     snapshot: watch::Receiver<Arc<PassSnapshot>>,
     records: broadcast::Receiver<RecordEvent>,
     hello: bool,
+    stop: CancellationToken,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -109,6 +116,7 @@ impl StreamState {
             return Some(json_event("hello", &hello));
         }
         tokio::select! {
+            () = self.stop.cancelled() => None,
             changed = self.snapshot.changed() => {
                 changed.ok()?;
                 let mut snapshot = PassSnapshot::clone(&self.snapshot.borrow_and_update());

@@ -37,7 +37,13 @@ pub const DEFAULT_WINDOW_SECS: u64 = 10;
 /// A thousand rows: beyond a console page, still a bounded reply; larger asks are capped.
 pub const MAX_TOP_N: usize = 1_000;
 
-pub fn router(shared: Shared, readiness: Readiness, config_status: Option<SharedReloadStatus>) -> Router {
+/// `stop` ends the console's event streams, so a graceful shutdown does not wait on them.
+pub fn router(
+    shared: Shared,
+    readiness: Readiness,
+    config_status: Option<SharedReloadStatus>,
+    stop: tokio_util::sync::CancellationToken,
+) -> Router {
     let http = shared.config.borrow().http.clone();
     let api = Router::new()
         .route("/api/v1/overview", get(overview))
@@ -60,7 +66,7 @@ pub fn router(shared: Shared, readiness: Readiness, config_status: Option<Shared
         .route("/api/v1/proposals/{id}/reject", post(reject))
         .route("/api/v1/actions", post(manual_action).get(console::actions))
         .route("/api/v1/policy", get(policy))
-        .merge(console::api_router())
+        .merge(console::api_router(stop))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
         .with_state(shared)
         .merge(console::assets_router())

@@ -425,24 +425,25 @@ impl MetricsTable {
         to_ms: i64,
         step_ms: i64,
     ) -> Result<ClusterHistory, TableError> {
-        if step_ms < 1_000 || to_ms <= from_ms {
-            return Err(TableError::InvalidQuery("step_ms must be at least 1000 and to_ms after from_ms".into()));
+        if !(1_000..=86_400_000).contains(&step_ms) || to_ms <= from_ms {
+            return Err(TableError::InvalidQuery("step_ms must be 1000..=86400000 and to_ms after from_ms".into()));
         }
-        let steps = (to_ms - from_ms + step_ms - 1) / step_ms;
-        if steps > MAX_CLUSTER_POINTS as i64 {
-            return Err(TableError::InvalidQuery(format!(
-                "{steps} steps of {step_ms} ms: at most {MAX_CLUSTER_POINTS} (use a longer step)"
-            )));
-        }
-        if to_ms - from_ms > self.geo.history_ms() {
+        let span = to_ms.saturating_sub(from_ms);
+        if span > self.geo.history_ms() {
             return Err(TableError::InvalidQuery(format!(
                 "from_ms..to_ms spans more than the table's history ({} s)",
                 self.geo.history_ms() / 1000
             )));
         }
+        let steps = (span + step_ms - 1) / step_ms;
+        if steps > MAX_CLUSTER_POINTS as i64 {
+            return Err(TableError::InvalidQuery(format!(
+                "{steps} steps of {step_ms} ms: at most {MAX_CLUSTER_POINTS} (use a longer step)"
+            )));
+        }
         let mut points = Vec::with_capacity(steps as usize);
         for k in 1..=steps {
-            let end = from_ms + k * step_ms;
+            let end = from_ms.saturating_add(k * step_ms);
             let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end)?;
             points.push(ClusterPoint { ts_ms: end, max: o.max, mean: o.mean, max_over_mean: o.max_over_mean, cv: o.cv });
         }
