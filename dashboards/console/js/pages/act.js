@@ -19,6 +19,8 @@ function askToken(e) {
 export default {
   render(root) {
     const pendingEl = h("div", { id: "pending" });
+    // Decisions outlive the list's redraws (every pass), newest first.
+    const decisions = h("div", { id: "decisions" });
     const haltEl = h("div", { id: "halt" });
     const form = manualForm();
     root.append(
@@ -26,15 +28,26 @@ export default {
       h(
         "div",
         { class: "grid" },
-        h("div", { class: "panel wide" }, h("h3", {}, "Waiting for approval (dry run)"), pendingEl),
+        h("div", { class: "panel wide" }, h("h3", {}, "Waiting for approval (dry run)"), pendingEl, decisions),
         h("div", { class: "panel" }, h("h3", {}, "Manual action"), form),
         h("div", { class: "panel" }, h("h3", {}, "Executor halt switch"), haltEl),
       ),
     );
 
-    async function loadPending() {
+    // One read at a time: two redraws racing would replace a row under the pointer.
+    let loading = null;
+    function loadPending() {
+      loading ??= readPending().finally(() => (loading = null));
+      return loading;
+    }
+
+    async function readPending() {
       try {
         const { proposals } = await api.get("/api/v1/proposals/pending");
+        // Redrawn only when the set changes: a row replaced under the pointer loses the click.
+        const ids = proposals.map((p) => p.id).join(",");
+        if (pendingEl.dataset.ids === ids && pendingEl.childElementCount) return;
+        pendingEl.dataset.ids = ids;
         pendingEl.replaceChildren(
           proposals.length
             ? h(
@@ -51,21 +64,21 @@ export default {
       }
     }
 
+    function decided(p, outcome, message, kind = "") {
+      decisions.prepend(h("div", { class: `notice ${kind}`, dataset: { proposal: p.id, outcome } }, `${describe(p.proposal.spec)}: ${message}`));
+    }
+
     function pendingRow(p) {
-      const msg = h("div", { class: "act-message", id: `msg-${p.id}` });
       const decide = (verb) => async (ev) => {
         const buttons = ev.target.parentElement.querySelectorAll("button");
         buttons.forEach((b) => (b.disabled = true));
-        msg.replaceChildren(notice(`${verb === "approve" ? "Approving" : "Rejecting"}…`));
         try {
           const reply = await api.post(`/api/v1/proposals/${encodeURIComponent(p.id)}/${verb}`);
-          msg.replaceChildren(
-            notice(verb === "approve" ? `Approved: action ${reply.request?.id || p.id} is ${reply.state} at the ops server.` : "Rejected: it will not be offered again for a while."),
-          );
-          msg.dataset.outcome = verb === "approve" ? "approved" : "rejected";
+          if (verb === "approve") decided(p, "approved", `approved; action ${reply.request?.id || p.id} is ${reply.state} at the ops server.`);
+          else decided(p, "rejected", "rejected; it will not be offered again for a while.");
+          loadPending();
         } catch (e) {
-          msg.replaceChildren(notice(e.message, "error"));
-          msg.dataset.outcome = "refused";
+          decided(p, "refused", e.message, "error");
           buttons.forEach((b) => (b.disabled = false));
           askToken(e);
         }
@@ -75,7 +88,7 @@ export default {
         { dataset: { proposal: p.id } },
         h("td", {}, h("b", {}, describe(p.proposal.spec)), h("div", { class: "dim" }, p.id)),
         h("td", {}, p.proposal.policy),
-        h("td", {}, p.proposal.reason, p.proposal.predicted ? kv(p.proposal.predicted) : null, msg),
+        h("td", {}, p.proposal.reason, p.proposal.predicted ? kv(p.proposal.predicted) : null),
         h(
           "td",
           {},
