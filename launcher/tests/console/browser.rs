@@ -36,7 +36,7 @@ use tungstenite::{Message, WebSocket};
 /// Where Debian's `chromium` package puts it; `CHROMIUM` overrides.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 /// Each CDP call: a page whose script holds the renderer this long is itself the failure.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Spawn to `DevTools listening`: ~0.3 s on an idle machine, several seconds beside a build.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// `goto` to the load event: pages under test come from 127.0.0.1.
