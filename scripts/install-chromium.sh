@@ -25,7 +25,7 @@ if ! works; then
         log "apt does not know chromium: apt-get update"
         "${sudo_cmd[@]}" apt-get update -qq
     fi
-    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    "${sudo_cmd[@]}" apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends chromium >/dev/null
     if ! works; then
         log "$CHROMIUM still does not run after installing chromium"
         exit 1

@@ -36,7 +36,7 @@ use tungstenite::{Message, WebSocket};
 /// Where Debian's `chromium` package puts it; `CHROMIUM` overrides.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 /// Each CDP call: a page whose script holds the renderer this long is itself the failure.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Spawn to `DevTools listening`: ~0.3 s on an idle machine, several seconds beside a build.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// `goto` to the load event: pages under test come from 127.0.0.1.
@@ -61,7 +61,6 @@ const FLAGS: &[&str] = &[
     "--disable-sync",
     "--disable-extensions",
     "--mute-audio",
-    "--window-size=1400,900",
     "--remote-debugging-port=0",
 ];
 
@@ -96,6 +95,8 @@ struct Cdp {
     next_id: u64,
     /// Events read while waiting for something else, oldest first.
     events: VecDeque<Event>,
+    /// Chromium's stderr, quoted when the connection breaks (a crash says why there).
+    log_path: PathBuf,
 }
 
 #[derive(Debug)]
@@ -118,6 +119,7 @@ impl Browser {
         let log = File::create(&log_path).context("creating chromium's stderr log")?;
         let child = Command::new(&binary)
             .args(FLAGS)
+            .arg(format!("--window-size={},{}", WINDOW_SIZE.0, WINDOW_SIZE.1))
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
             .arg("about:blank")
             .stdin(Stdio::null())
@@ -127,8 +129,8 @@ impl Browser {
             .with_context(|| format!("starting {}", binary.display()))?;
         // From here on a failure drops `process`, which kills Chromium.
         let mut process = Process { child, _dir: dir };
-        let url = process.devtools_url(&log_path)?;
-        let cdp = Cdp::connect(&url)?;
+        let url = process.devtools_url(&binary, &log_path)?;
+        let cdp = Cdp::connect(&url, log_path)?;
         Ok(Browser { cdp, process })
     }
 
@@ -166,19 +168,25 @@ impl Drop for Browser {
 
 impl Process {
     /// Waits for the `DevTools listening on ws://…` line Chromium writes to stderr.
-    fn devtools_url(&mut self, log_path: &Path) -> Result<String> {
+    fn devtools_url(&mut self, binary: &Path, log_path: &Path) -> Result<String> {
         let deadline = Instant::now() + LAUNCH_TIMEOUT;
         loop {
             let log = String::from_utf8_lossy(&std::fs::read(log_path).unwrap_or_default()).into_owned();
             if let Some(url) = log.lines().find_map(|line| line.strip_prefix("DevTools listening on ")) {
                 return Ok(url.trim().to_owned());
             }
-            if let Some(status) = self.child.try_wait().context("waiting for chromium")? {
-                bail!("chromium exited ({status}) before it listened for DevTools; its stderr:\n{log}");
+            if let Some(status) = self.child.try_wait().with_context(|| format!("waiting for {}", binary.display()))? {
+                bail!(
+                    "{} exited ({status}) before it listened for DevTools; its stderr:\n{}",
+                    binary.display(),
+                    stderr_tail(log_path)
+                );
             }
             ensure!(
                 Instant::now() < deadline,
-                "chromium did not listen for DevTools within {LAUNCH_TIMEOUT:?}; its stderr:\n{log}"
+                "{} did not listen for DevTools within {LAUNCH_TIMEOUT:?}; its stderr:\n{}",
+                binary.display(),
+                stderr_tail(log_path)
             );
             sleep(Duration::from_millis(25));
         }
@@ -218,7 +226,7 @@ fn chromium() -> Result<PathBuf> {
 }
 
 impl Cdp {
-    fn connect(url: &str) -> Result<Cdp> {
+    fn connect(url: &str, log_path: PathBuf) -> Result<Cdp> {
         let address = url
             .strip_prefix("ws://")
             .and_then(|rest| rest.split('/').next())
@@ -229,7 +237,7 @@ impl Cdp {
         stream.set_write_timeout(Some(CALL_TIMEOUT)).context("setting a write timeout")?;
         let (ws, _response) =
             tungstenite::client(url, stream).map_err(|error| anyhow!("websocket handshake with {url}: {error}"))?;
-        Ok(Cdp { ws, next_id: 1, events: VecDeque::new() })
+        Ok(Cdp { ws, next_id: 1, events: VecDeque::new(), log_path })
     }
 
     /// Sends one command and waits for its reply, buffering the events that come first.
@@ -243,7 +251,7 @@ impl Cdp {
         self.ws.send(Message::text(request.to_string())).with_context(|| format!("{method}: sending"))?;
         let deadline = Instant::now() + timeout;
         loop {
-            let message = self.read(deadline).with_context(|| format!("{method}: no reply"))?;
+            let message = self.read(deadline).with_context(|| format!("{method}: no reply within {timeout:?}"))?;
             if message["id"].as_u64() != Some(id) {
                 self.buffer(message);
                 continue;
@@ -262,7 +270,7 @@ impl Cdp {
             if let Some(index) = self.events.iter().position(&wanted) {
                 return Ok(self.events.remove(index).expect("the position is in the buffer"));
             }
-            let message = self.read(deadline).with_context(|| format!("waiting for {what}"))?;
+            let message = self.read(deadline).with_context(|| format!("waiting {timeout:?} for {what}"))?;
             self.buffer(message);
         }
     }
@@ -281,7 +289,12 @@ impl Cdp {
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(error))
                     if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                Err(error) => bail!("the DevTools connection failed: {error}"),
+                Err(error) => {
+                    bail!(
+                        "the DevTools connection failed: {error}; chromium's stderr:\n{}",
+                        stderr_tail(&self.log_path)
+                    )
+                }
             }
         }
     }
@@ -434,6 +447,7 @@ impl Page<'_> {
         self.collect_errors();
         let evaluated = evaluated?;
         if let Some(details) = evaluated.get("exceptionDetails") {
+            let js: String = js.trim().chars().take(120).collect();
             bail!("Runtime.evaluate {js}: {}", exception_message(details));
         }
         Ok(evaluated["result"].clone())
@@ -445,10 +459,13 @@ impl Page<'_> {
         reply
     }
 
-    /// Empties the event buffer (it holds this page's events only: a page borrows the browser),
-    /// keeping the errors.
+    /// Empties the event buffer, keeping this page's errors. (Only one page at a time reads it,
+    /// since a page borrows the browser; a closed page's last events are dropped here.)
     fn collect_errors(&mut self) {
         for event in self.cdp.events.drain(..) {
+            if event.session.as_deref() != Some(self.session.as_str()) {
+                continue;
+            }
             let params = &event.params;
             let error = match event.method.as_str() {
                 "Runtime.consoleAPICalled" if matches!(params["type"].as_str(), Some("error" | "assert")) => {
@@ -542,6 +559,14 @@ fn truthy(result: &Value) -> bool {
         Value::String(text) => !text.is_empty(),
         Value::Array(_) | Value::Object(_) => true,
     }
+}
+
+/// The last lines of Chromium's stderr, without the D-Bus complaints every start prints here
+/// (there is no system bus in a container).
+fn stderr_tail(log_path: &Path) -> String {
+    let log = String::from_utf8_lossy(&std::fs::read(log_path).unwrap_or_default()).into_owned();
+    let lines: Vec<&str> = log.lines().filter(|line| !line.contains(":ERROR:dbus/")).collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// `text` as a JavaScript string literal (JSON's is one).
