@@ -146,7 +146,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     page.goto(&format!("{base}/")).expect("root");
     page.wait_for("location.pathname === '/console/'", WAIT).expect("/ redirects to /console/");
     show(&mut page, &base, "overview");
-    let bars = page.wait_for(&format!("document.querySelectorAll('#worker-bars .bar').length === {workers} && {workers}"), WAIT);
+    let bars = page
+        .wait_for(&format!("document.querySelectorAll('#worker-bars .bar').length === {workers} && {workers}"), WAIT);
     assert_eq!(bars.expect("worker bars"), Value::from(workers));
     page.wait_for("document.body.dataset.stream === 'up'", WAIT).expect("the live stream is up");
 
@@ -163,7 +164,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
         .expect("the refusal is shown");
     let refusal = refusal.as_str().unwrap_or_default().to_owned();
     assert!(refusal.contains("dash (viewer) may not approve"), "{refusal}");
-    let known = |id: &str| rt.block_on(ops.actions(None)).expect("ops actions").iter().any(|a| a.request.id.as_str() == id);
+    let known =
+        |id: &str| rt.block_on(ops.actions(None)).expect("ops actions").iter().any(|a| a.request.id.as_str() == id);
     assert!(!known(&proposal), "a refused approval submits nothing");
 
     // The operator approves a pending split by clicking; it reaches the ops server. (The
@@ -172,7 +174,10 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     let mut proposal = String::new();
     for attempt in 0.. {
         let id = page
-            .wait_for("document.querySelector('#pending tr[data-proposal] button.approve')?.closest('tr').dataset.proposal", WAIT)
+            .wait_for(
+                "document.querySelector('#pending tr[data-proposal] button.approve')?.closest('tr').dataset.proposal",
+                WAIT,
+            )
             .expect("a proposal is listed for the operator");
         proposal = id.as_str().expect("an id").to_owned();
         match page.click(&format!("#pending tr[data-proposal={}] button.approve", js_str(&proposal))) {
@@ -181,13 +186,17 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
             Err(e) => panic!("click approve: {e:#}"),
         }
     }
-    page.wait_for(&format!("document.querySelector('#decisions [data-outcome=approved][data-proposal={}]')", js_str(&proposal)), WAIT)
-        .expect("approved");
+    page.wait_for(
+        &format!("document.querySelector('#decisions [data-outcome=approved][data-proposal={}]')", js_str(&proposal)),
+        WAIT,
+    )
+    .expect("approved");
     assert!(known(&proposal), "the approved split is at the ops server");
 
     // Bad input from the form is refused next to its field, and nothing is submitted.
     let topology = rt.block_on(sre.topology()).expect("topology");
-    let cold = topology.partitions.iter().find(|p| !p.range.contains(Key(HOT_START))).expect("a cold partition").clone();
+    let cold =
+        topology.partitions.iter().find(|p| !p.range.contains(Key(HOT_START))).expect("a cold partition").clone();
     let owner = cold.owner.clone();
     let other = topology.workers.iter().find(|w| w.id != owner && w.health == Health::Healthy).expect("another worker");
     let before = rt.block_on(ops.actions(None)).expect("ops actions").len();
@@ -229,7 +238,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     let evaluation = |id: &str| {
         let started = Instant::now();
         loop {
-            let evals: Vec<StoredRecord<Evaluation>> = rt.block_on(sre.records(&RecordsQuery::default())).expect("evaluations");
+            let evals: Vec<StoredRecord<Evaluation>> =
+                rt.block_on(sre.records(&RecordsQuery::default())).expect("evaluations");
             if let Some(e) = evals.into_iter().find(|e| e.key == id) {
                 return e.body;
             }
@@ -249,14 +259,22 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
 
     show(&mut page, &base, &format!("timeline?action={proposal}"));
     let verdict = page
-        .wait_for(&format!("document.querySelector('.event[data-id={}] [data-verdict]')?.dataset.verdict", js_str(&proposal)), WAIT)
+        .wait_for(
+            &format!("document.querySelector('.event[data-id={}] [data-verdict]')?.dataset.verdict", js_str(&proposal)),
+            WAIT,
+        )
         .expect("the split is on the timeline");
     assert_eq!(verdict, Value::from(split.judgement.verdict.as_str()), "{split:?}");
-    page.wait_for(&format!("document.querySelector('.event[data-id={}] .before-after canvas')", js_str(&proposal)), WAIT)
-        .expect("its before/after chart is drawn");
+    page.wait_for(
+        &format!("document.querySelector('.event[data-id={}] .before-after canvas')", js_str(&proposal)),
+        WAIT,
+    )
+    .expect("its before/after chart is drawn");
     shots.take(&mut page, "timeline");
     show(&mut page, &base, "timeline");
-    let kinds = page.wait_for("[...document.querySelectorAll('.event')].map(e => e.dataset.kind).join(',')", WAIT).expect("events");
+    let kinds = page
+        .wait_for("[...document.querySelectorAll('.event')].map(e => e.dataset.kind).join(',')", WAIT)
+        .expect("events");
     assert!(kinds.as_str().is_some_and(|k| k.contains("split") && k.contains("move")), "{kinds}");
 
     // The heatmap: the hot range is the brightest band of the canvas; the split is marked.
@@ -282,7 +300,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
         .expect("heatmap");
     let bucket = &heat.key_buckets[row as usize];
     assert!(bucket.start.0 <= HOT_END && bucket.end.0 >= HOT_START, "the brightest band {bucket:?} is the hot range");
-    page.wait_for("document.querySelector('#heatmap-markers .marker[data-kind=split]')", WAIT).expect("the split is marked");
+    page.wait_for("document.querySelector('#heatmap-markers .marker[data-kind=split]')", WAIT)
+        .expect("the split is marked");
     shots.take(&mut page, "heatmap");
 
     // Top-N opens a partition's history.
@@ -296,7 +315,10 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     // Policies: the live modes and the file they come from.
     show(&mut page, &base, "policies");
     let mode = page
-        .wait_for("document.querySelector('#policy-modes tr[data-policy=partition_overload] td:last-child')?.textContent", WAIT)
+        .wait_for(
+            "document.querySelector('#policy-modes tr[data-policy=partition_overload] td:last-child')?.textContent",
+            WAIT,
+        )
         .expect("modes");
     assert_eq!(mode, Value::from("dry_run"));
     shots.take(&mut page, "policies");
@@ -322,7 +344,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
 
     // The refusals this test provoked show as failed requests; nothing else may.
     let errors = page.js_errors().expect("errors");
-    let provoked = |e: &String| e.starts_with("network:") && (e.contains("status of 403") || e.contains("status of 422"));
+    let provoked =
+        |e: &String| e.starts_with("network:") && (e.contains("status of 403") || e.contains("status of 422"));
     let unexpected: Vec<_> = errors.iter().filter(|e| !provoked(e)).collect();
     assert!(unexpected.is_empty(), "the console logged no error: {unexpected:?}");
     drop(page);

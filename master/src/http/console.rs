@@ -43,7 +43,10 @@ pub fn assets_router() -> Router {
         .route("/", get(|| async { Redirect::permanent("/console/") }))
         .route("/console", get(|| async { Redirect::permanent("/console/") }))
         .route("/console/", get(|headers: HeaderMap| async move { asset("index.html", &headers) }))
-        .route("/console/{*path}", get(|Path(path): Path<String>, headers: HeaderMap| async move { asset(&path, &headers) }))
+        .route(
+            "/console/{*path}",
+            get(|Path(path): Path<String>, headers: HeaderMap| async move { asset(&path, &headers) }),
+        )
 }
 
 /// The API routes of this module, under the read-token rule of the rest of `/api/v1`.
@@ -199,7 +202,7 @@ pub async fn actions(
 ) -> Result<ApiJson<ActionsResponse>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let mut actions: Vec<ActionRecord> = ops_for(&shared, &headers).actions(q.state).await.map_err(ops_error)?;
-    actions.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms));
+    actions.sort_by_key(|a| std::cmp::Reverse(a.created_at_ms));
     actions.truncate(MAX_ACTIONS);
     Ok(ApiJson(ActionsResponse { actions }))
 }

@@ -18,9 +18,9 @@ use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::PartitionId;
 use lb_common::protocol::{
-    ActionRecord, ClusterHistory, ClusterHistoryQuery, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply, ManualActionRequest, OverviewQuery,
-    PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules, Policy, PolicyStatus, RecordsQuery,
-    RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+    ActionRecord, ClusterHistory, ClusterHistoryQuery, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply,
+    ManualActionRequest, OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules,
+    Policy, PolicyStatus, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
 };
 
 use crate::Shared;
@@ -82,10 +82,11 @@ async fn read_access(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let auth = shared.config.borrow().auth.clone();
-    if auth.reads_need_token && request.method() == axum::http::Method::GET {
-        if let Err(e) = identify(&auth, request.headers()) {
-            return axum::response::IntoResponse::into_response(e);
-        }
+    if auth.reads_need_token
+        && request.method() == axum::http::Method::GET
+        && let Err(e) = identify(&auth, request.headers())
+    {
+        return axum::response::IntoResponse::into_response(e);
     }
     next.run(request).await
 }

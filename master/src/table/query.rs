@@ -445,7 +445,13 @@ impl MetricsTable {
         for k in 1..=steps {
             let end = from_ms.saturating_add(k * step_ms);
             let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end)?;
-            points.push(ClusterPoint { ts_ms: end, max: o.max, mean: o.mean, max_over_mean: o.max_over_mean, cv: o.cv });
+            points.push(ClusterPoint {
+                ts_ms: end,
+                max: o.max,
+                mean: o.mean,
+                max_over_mean: o.max_over_mean,
+                cv: o.cv,
+            });
         }
         Ok(ClusterHistory { metric, step_ms, points })
     }
