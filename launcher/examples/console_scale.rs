@@ -67,13 +67,15 @@ fn topology() -> Topology {
 }
 
 /// One second of every partition's load, per worker; a hot band in each table's tenth decile.
-fn second(topology: &Topology, ts_ms: i64, cursor: u64) -> Vec<(WorkerId, Vec<Sample>)> {
+/// `cursors` are the workers' sample cursors (each sample its own, as an agent numbers them).
+fn second(topology: &Topology, ts_ms: i64, cursors: &mut [u64]) -> Vec<(WorkerId, Vec<Sample>)> {
     let mut out: Vec<(WorkerId, Vec<Sample>)> = topology.workers.iter().map(|w| (w.id.clone(), Vec::new())).collect();
     for (i, p) in topology.partitions.iter().enumerate() {
         let decile = p.range.start.0 / (u64::MAX / 10);
         let ops = if decile == 9 { 1_400 } else { ((i * 7919 + ts_ms as usize / 1000) % 700) as u64 };
+        cursors[i % WORKERS] += 1;
         out[i % WORKERS].1.push(Sample {
-            cursor: Cursor(cursor),
+            cursor: Cursor(cursors[i % WORKERS]),
             timestamp_ms: ts_ms,
             interval_ms: 1000,
             data: SampleData::Partition(PartitionStats {
@@ -116,9 +118,19 @@ async fn main() -> anyhow::Result<()> {
     {
         let mut table = master.shared.table.write().expect("table lock");
         table.apply_topology(&topo);
-        for s in 0..SECONDS {
+        let mut cursors = vec![0; WORKERS];
+        // The fill takes seconds: the last 15 s are written against a fresh clock, so that
+        // "the last 10 s" still has data when the pages ask.
+        for s in 0..SECONDS - 15 {
             let ts = now - (SECONDS - 1 - s) * 1000;
-            for (w, batch) in second(&topo, ts, s as u64 + 1) {
+            for (w, batch) in second(&topo, ts, &mut cursors) {
+                table.ingest(&w, &batch, ts);
+            }
+        }
+        let recent = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
+        for s in 0..15 {
+            let ts = recent - (14 - s) * 1000;
+            for (w, batch) in second(&topo, ts, &mut cursors) {
                 table.ingest(&w, &batch, ts);
             }
         }
@@ -130,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Every request the overview, heatmap and top-N pages make, as they make them.
-    let heat_to = now / 1000 * 1000;
+    let heat_to = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
     let requests = [
         ("overview", "/api/v1/overview?metric=ops".to_owned()),
         ("overview", "/api/v1/cluster/history?metric=ops&step_ms=10000".to_owned()),
