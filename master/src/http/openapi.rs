@@ -1,0 +1,178 @@
+//! The master's OpenAPI document, generated from the handlers' `#[utoipa::path]` attributes and
+//! the protocol types' `ToSchema` derives (lb-common's feature `openapi`), served at
+//! `GET /api/v1/openapi.json`.
+//!
+//! [`base`] holds what no handler says: the info, the tags, the bearer scheme and the
+//! observability routes (their handlers live in lb-common). [`super::api_routes`] adds every
+//! route's operation to it; [`document`] then gives each operation the `default` error reply
+//! the standard layers can produce on any route.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use lb_common::config::watch::ReloadStatus;
+use lb_common::protocol::{ActionEntry, AnalysisRecord, ErrorBody, Evaluation, Proposal};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+/// Where the document is served.
+pub const PATH: &str = "/api/v1/openapi.json";
+
+/// The name of the security scheme of the write routes.
+const BEARER: &str = "bearer";
+/// The name of the reply every operation lists as `default`.
+const ERROR_RESPONSE: &str = "Error";
+
+const DESCRIPTION: &str = "\
+The lb master's HTTP API: the load it sees (`/api/v1/overview`, `/workers`, `/partitions`, \
+`/top`, `/heatmap`, histories), what it decided (`/pass`, pending proposals, records) and the \
+operator's writes (approve, reject, act by hand). Every reply that aggregates over time states \
+its averaging window (`window_secs`, or `step_ms`). Queries reject unknown fields (400).
+
+**Auth.** Reads take no token. Writes need `Authorization: Bearer <token>` with a token of the \
+`operator` role from the master's `[[auth.tokens]]` (401 without a known token, 403 for another \
+role); with no tokens configured, auth is off. An operation's security requirement lists the \
+role it needs.
+
+**Errors.** Every error reply has the body `ErrorBody` (`{\"error\", \"code\"}`); each operation \
+lists the statuses and codes its handler answers, and `default` covers what any route can \
+answer: 500 `internal` (details in the server log), 503 `request_timeout` (over \
+`http.request_timeout_ms`), 413 `body_too_large`.
+
+**Outside `/api/v1`.** `/live`, `/ready`, `/metrics` and `/v1/config/status` are the \
+observability routes every lb binary serves, outside auth.";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "lb master API", description = DESCRIPTION),
+    paths(live, ready, metrics, config_status),
+    components(schemas(ErrorBody)),
+    modifiers(&Security),
+    tags(
+        (name = "load", description = "Load from the MetricsTable: per worker, per partition, top-N, heatmaps, histories"),
+        (name = "cluster", description = "The master's view of the cluster: topology, collection, leadership, placement rules"),
+        (name = "decisions", description = "Online passes, proposals and the operator's writes"),
+        (name = "records", description = "The ResultDataStore: analyses, proposals, actions, evaluations, config reloads"),
+        (name = "meta", description = "This document"),
+        (name = "observability", description = "Liveness, readiness, metrics and config status, on every lb binary"),
+    )
+)]
+struct ApiDoc;
+
+/// The document before the routes are added.
+pub fn base() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// The whole document: [`base`], every route of [`super::api_routes`], and each operation's
+/// `default` error reply.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = super::api_routes().split_for_parts();
+    let body = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
+    let error = ResponseBuilder::new().description("any other error, with the shared error body");
+    let error = Response::from(error.content("application/json", body));
+    doc.components.get_or_insert_default().responses.insert(ERROR_RESPONSE.to_owned(), RefOr::T(error));
+    for item in doc.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            operation
+                .responses
+                .responses
+                .entry("default".to_owned())
+                .or_insert_with(|| RefOr::Ref(Ref::from_response_name(ERROR_RESPONSE)));
+        }
+    }
+    doc
+}
+
+/// [`document`] as pretty JSON (stable: every map in it is sorted or in declaration order), as
+/// served and as committed in `docs/openapi.json`.
+pub fn document_pretty_json() -> String {
+    let mut json = document().to_pretty_json().expect("an OpenAPI document always serialises");
+    json.push('\n');
+    json
+}
+
+/// Built on the first request: the document depends on the code only.
+static DOCUMENT_JSON: LazyLock<String> = LazyLock::new(document_pretty_json);
+
+/// This document.
+#[utoipa::path(
+    get, path = PATH, tag = "meta",
+    responses((status = 200, description = "the OpenAPI document of this API", body = Object))
+)]
+pub async fn document_json() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT_JSON.as_str())
+}
+
+/// The body of a stored record: one type per record kind (`analysis`, `proposal`, `action`,
+/// `evaluation`, `config_reload`), named by the record's `kind`. For the doc only: the records
+/// routes serve the stored JSON as it is.
+#[derive(Debug, ToSchema)]
+#[serde(untagged)]
+pub enum RecordBody {
+    Analysis(AnalysisRecord),
+    Proposal(Proposal),
+    Action(ActionEntry),
+    Evaluation(Evaluation),
+    ConfigReload(ReloadStatus),
+}
+
+/// The bearer scheme the write routes name.
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "A token from the master's `[[auth.tokens]]`; the requirement lists the role it must have. \
+                 With no tokens configured, auth is off.",
+            ))
+            .build();
+        doc.components.get_or_insert_default().add_security_scheme(BEARER, SecurityScheme::Http(scheme));
+    }
+}
+
+// The observability routes: their handlers are lb-common's (`observability_router`), so these
+// functions only carry their doc.
+
+/// Liveness: 200 while the process runs.
+#[utoipa::path(
+    get, path = "/live", tag = "observability",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain"))
+)]
+#[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
+fn live() {}
+
+/// Readiness: 200 when the master should receive traffic.
+#[utoipa::path(
+    get, path = "/ready", tag = "observability",
+    responses(
+        (status = 200, description = "`ready`", body = String, content_type = "text/plain"),
+        (status = 503, description = "`not_ready`: starting or shutting down; the message says which", body = ErrorBody),
+    )
+)]
+#[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
+fn ready() {}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(
+    get, path = "/metrics", tag = "observability",
+    responses((status = 200, description = "every metric of this process", body = String, content_type = "text/plain; version=0.0.4; charset=utf-8"))
+)]
+#[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
+fn metrics() {}
+
+/// The config file's live version and the last reload attempt.
+#[utoipa::path(
+    get, path = "/v1/config/status", tag = "observability",
+    responses(
+        (status = 200, description = "the reload status", body = ReloadStatus),
+        (status = 404, description = "`no_config`: this process runs without a config file", body = ErrorBody),
+    )
+)]
+#[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
+fn config_status() {}
