@@ -6,6 +6,9 @@
 //! observability routes (their handlers live in lb-common). [`super::api_routes`] adds every
 //! route's operation to it; [`document`] then gives each operation the `default` error reply
 //! the standard layers can produce on any route.
+//!
+//! `docs/openapi.json` is this document as committed; a test fails when the two differ.
+//! Regenerate it with `UPDATE_OPENAPI=1 cargo test -p lb-master --lib openapi`.
 
 use std::sync::LazyLock;
 
@@ -176,3 +179,6 @@ fn metrics() {}
 )]
 #[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
 fn config_status() {}
+
+#[cfg(test)]
+mod tests;

@@ -1,4 +1,5 @@
 //! lb-master's integration tests with real agents and a real ops server, in-process on loopback.
 
 mod collect;
+mod openapi;
 mod store;
