@@ -113,9 +113,12 @@ fn window(secs: Option<u64>) -> Duration {
     get, path = "/api/v1/overview", tag = "load",
     params(OverviewQuery),
     responses(
-        (status = 200, description = "per-worker load over the window", body = ClusterOverview),
-        (status = 400, description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric this view does not keep)", body = ErrorBody),
+        (status = 200, body = ClusterOverview, description = "per-worker load over the window"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric \
+                           this view does not keep)"),
     )
 )]
 async fn overview(
@@ -132,9 +135,10 @@ async fn overview(
     get, path = "/api/v1/workers", tag = "load",
     params(WindowQuery),
     responses(
-        (status = 200, description = "one row per worker", body = Vec<WorkerRow>),
-        (status = 400, description = "`bad_request`: a malformed query (unknown field, not a number)", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: a window longer than the table's history", body = ErrorBody),
+        (status = 200, body = Vec<WorkerRow>, description = "one row per worker"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, not a number)"),
+        (status = 422, body = ErrorBody, description = "`invalid_query`: a window longer than the table's history"),
     )
 )]
 async fn workers(
@@ -151,9 +155,11 @@ async fn workers(
     get, path = "/api/v1/partitions", tag = "load",
     params(PartitionsQuery),
     responses(
-        (status = 200, description = "one row per matching partition", body = Vec<PartitionRow>),
-        (status = 400, description = "`bad_request`: a malformed query (unknown field, not a number)", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: `min_ops_per_sec` not finite, or a window longer than the table's history", body = ErrorBody),
+        (status = 200, body = Vec<PartitionRow>, description = "one row per matching partition"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `min_ops_per_sec` not finite, or a window longer than the table's history"),
     )
 )]
 async fn partitions(
@@ -185,9 +191,12 @@ async fn partitions(
     get, path = "/api/v1/top", tag = "load",
     params(TopQuery),
     responses(
-        (status = 200, description = "the highest `n`, with the window", body = TopN),
-        (status = 400, description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric this view does not keep)", body = ErrorBody),
+        (status = 200, body = TopN, description = "the highest `n`, with the window"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric \
+                           this view does not keep)"),
     )
 )]
 async fn top(
@@ -206,9 +215,12 @@ async fn top(
     get, path = "/api/v1/heatmap", tag = "load",
     params(HeatmapQuery),
     responses(
-        (status = 200, description = "the grid, row-major", body = Heatmap),
-        (status = 400, description = "`bad_request`: a malformed query, or `tenant` or `table` missing", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: a step or span the table cannot answer, a grid too large, an unknown table, or a metric without partition history", body = ErrorBody),
+        (status = 200, body = Heatmap, description = "the grid, row-major"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query, or `tenant` or `table` missing"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: a step or span the table cannot answer, a grid too large, an unknown \
+                           table, or a metric without partition history"),
     )
 )]
 async fn heatmap(
@@ -229,10 +241,12 @@ async fn heatmap(
     get, path = "/api/v1/partitions/{id}/history", tag = "load",
     params(("id" = PartitionId, Path, description = "the partition"), HistoryQuery),
     responses(
-        (status = 200, description = "the points, oldest first", body = History),
-        (status = 400, description = "`bad_request`: a malformed query or partition id", body = ErrorBody),
-        (status = 404, description = "`not_found`: the table has no such partition", body = ErrorBody),
-        (status = 422, description = "`invalid_query`: `to_ms` before `from_ms`, a span too long, or a metric without partition history", body = ErrorBody),
+        (status = 200, body = History, description = "the points, oldest first"),
+        (status = 400, body = ErrorBody, description = "`bad_request`: a malformed query or partition id"),
+        (status = 404, body = ErrorBody, description = "`not_found`: the table has no such partition"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `to_ms` before `from_ms`, a span too long, or a metric without partition \
+                           history"),
     )
 )]
 async fn history(
@@ -252,8 +266,8 @@ async fn history(
 #[utoipa::path(
     get, path = "/api/v1/topology", tag = "cluster",
     responses(
-        (status = 200, description = "the last topology read", body = Topology),
-        (status = 503, description = "`no_topology`: not read from the ops server yet", body = ErrorBody),
+        (status = 200, body = Topology, description = "the last topology read"),
+        (status = 503, body = ErrorBody, description = "`no_topology`: not read from the ops server yet"),
     )
 )]
 async fn topology(State(shared): State<Shared>) -> Result<ApiJson<Topology>, ApiError> {
@@ -266,7 +280,7 @@ async fn topology(State(shared): State<Shared>) -> Result<ApiJson<Topology>, Api
 /// How collection from the agents is going: per agent its cursor, status, gaps and lag.
 #[utoipa::path(
     get, path = "/api/v1/collector", tag = "cluster",
-    responses((status = 200, description = "the collector's status", body = CollectorStatus))
+    responses((status = 200, body = CollectorStatus, description = "the collector's status"))
 )]
 async fn collector(State(shared): State<Shared>) -> ApiJson<CollectorStatus> {
     ApiJson(shared.collector.read().expect("collector status lock is never poisoned").clone())
@@ -275,7 +289,7 @@ async fn collector(State(shared): State<Shared>) -> ApiJson<CollectorStatus> {
 /// Memory the MetricsTable holds, measured from capacities and sizes.
 #[utoipa::path(
     get, path = "/api/v1/table/memory", tag = "load",
-    responses((status = 200, description = "bytes held", body = MemoryUsage))
+    responses((status = 200, body = MemoryUsage, description = "bytes held"))
 )]
 async fn memory(State(shared): State<Shared>) -> Result<ApiJson<MemoryUsage>, ApiError> {
     query(&shared, |t| Ok(t.memory_usage())).await.map(ApiJson)
@@ -286,10 +300,10 @@ async fn memory(State(shared): State<Shared>) -> Result<ApiJson<MemoryUsage>, Ap
     get, path = "/api/v1/records/{kind}", tag = "records",
     params(("kind" = RecordKind, Path, description = "the record kind; it decides the body type"), RecordsQuery),
     responses(
-        (status = 200, description = "the records, newest first", body = RecordsResponse<openapi::RecordBody>),
-        (status = 400, description = "`bad_request`: a malformed query", body = ErrorBody),
-        (status = 404, description = "`not_found`: no such record kind", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`: the result store could not be read", body = ErrorBody),
+        (status = 200, body = RecordsResponse<openapi::RecordBody>, description = "the records, newest first"),
+        (status = 400, body = ErrorBody, description = "`bad_request`: a malformed query"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such record kind"),
+        (status = 503, body = ErrorBody, description = "`store_unavailable`: the result store could not be read"),
     )
 )]
 async fn records(
@@ -319,9 +333,9 @@ fn record_kind(kind: &str) -> Result<RecordKind, ApiError> {
         ("key" = String, Path, description = "the record's key: a pass's time in epoch ms, an action id, ..."),
     ),
     responses(
-        (status = 200, description = "the record", body = StoredRecord<openapi::RecordBody>),
-        (status = 404, description = "`not_found`: no such record kind, or no record with that key", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`: the result store could not be read", body = ErrorBody),
+        (status = 200, body = StoredRecord<openapi::RecordBody>, description = "the record"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such record kind, or no record with that key"),
+        (status = 503, body = ErrorBody, description = "`store_unavailable`: the result store could not be read"),
     )
 )]
 async fn record(
@@ -341,7 +355,7 @@ async fn record(
 /// Dry-run proposals waiting for approval.
 #[utoipa::path(
     get, path = "/api/v1/proposals/pending", tag = "decisions",
-    responses((status = 200, description = "the pending proposals", body = PendingResponse))
+    responses((status = 200, body = PendingResponse, description = "the pending proposals"))
 )]
 async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
     ApiJson(PendingResponse { proposals: shared.snapshot.borrow().pending.clone() })
@@ -354,12 +368,16 @@ async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
     security(("bearer" = ["operator"])),
     params(("id" = ActionId, Path, description = "the pending proposal's id: the action id it gets")),
     responses(
-        (status = 200, description = "the ops server's record of the submitted action", body = ActionRecord),
-        (status = 401, description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token's role is not `operator`", body = ErrorBody),
-        (status = 404, description = "`not_found`: no pending proposal with that id (approved already, or no longer proposed)", body = ErrorBody),
-        (status = 409, description = "`conflict`: the ops server refused the action", body = ErrorBody),
-        (status = 503, description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no pass answered in time", body = ErrorBody),
+        (status = 200, body = ActionRecord, description = "the ops server's record of the submitted action"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 404, body = ErrorBody,
+            description = "`not_found`: no pending proposal with that id (approved already, or no longer proposed)"),
+        (status = 409, body = ErrorBody, description = "`conflict`: the ops server refused the action"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
     )
 )]
 async fn approve(
@@ -408,11 +426,14 @@ fn approval_reply<T>(answer: Option<Result<T, ApprovalError>>) -> Result<ApiJson
     security(("bearer" = ["operator"])),
     params(("id" = ActionId, Path, description = "the pending proposal's id")),
     responses(
-        (status = 200, description = "the proposal as it was pending", body = Pending),
-        (status = 401, description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token's role is not `operator`", body = ErrorBody),
-        (status = 404, description = "`not_found`: no pending proposal with that id", body = ErrorBody),
-        (status = 503, description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no pass answered in time", body = ErrorBody),
+        (status = 200, body = Pending, description = "the proposal as it was pending"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no pending proposal with that id"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
     )
 )]
 async fn reject(
@@ -436,15 +457,21 @@ async fn reject(
     security(("bearer" = ["operator"])),
     request_body = ManualActionRequest,
     responses(
-        (status = 200, description = "the action as a proposal, and unless a dry run the ops server's record", body = ManualActionReply),
-        (status = 400, description = "`malformed_json`: the body is not JSON", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token's role is not `operator`", body = ErrorBody),
-        (status = 409, description = "`conflict`: the ops server did not take it", body = ErrorBody),
-        (status = 413, description = "`body_too_large`: over `http.body_limit_bytes`", body = ErrorBody),
-        (status = 415, description = "`unsupported_media_type`: not `application/json`", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: the body has the wrong shape; `invalid_action`: the action does not fit the current view (the message names the field)", body = ErrorBody),
-        (status = 503, description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no pass answered in time", body = ErrorBody),
+        (status = 200, body = ManualActionReply,
+            description = "the action as a proposal, and unless a dry run the ops server's record"),
+        (status = 400, body = ErrorBody, description = "`malformed_json`: the body is not JSON"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 409, body = ErrorBody, description = "`conflict`: the ops server did not take it"),
+        (status = 413, body = ErrorBody, description = "`body_too_large`: over `http.body_limit_bytes`"),
+        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: not `application/json`"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_field`: the body has the wrong shape; `invalid_action`: the action does not fit \
+                           the current view (the message names the field)"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
     )
 )]
 async fn manual_action(
@@ -475,8 +502,9 @@ async fn manual_action(
 #[utoipa::path(
     get, path = "/api/v1/policy", tag = "decisions",
     responses(
-        (status = 200, description = "the live policy config", body = PolicyStatus),
-        (status = 503, description = "`no_config_file`: this master was not started from a config file", body = ErrorBody),
+        (status = 200, body = PolicyStatus, description = "the live policy config"),
+        (status = 503, body = ErrorBody,
+            description = "`no_config_file`: this master was not started from a config file"),
     )
 )]
 async fn policy(State(shared): State<Shared>) -> Result<ApiJson<PolicyStatus>, ApiError> {
@@ -512,8 +540,8 @@ async fn policy(State(shared): State<Shared>) -> Result<ApiJson<PolicyStatus>, A
 #[utoipa::path(
     get, path = "/api/v1/placement/rules", tag = "cluster",
     responses(
-        (status = 200, description = "the rule set", body = PlacementRules),
-        (status = 503, description = "`not_ready`: the online loop has not run yet", body = ErrorBody),
+        (status = 200, body = PlacementRules, description = "the rule set"),
+        (status = 503, body = ErrorBody, description = "`not_ready`: the online loop has not run yet"),
     )
 )]
 async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<PlacementRules>, ApiError> {
@@ -525,7 +553,7 @@ async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<Placeme
 /// proposals, placement rules, leadership).
 #[utoipa::path(
     get, path = "/api/v1/pass", tag = "decisions",
-    responses((status = 200, description = "the latest pass; `pass` 0 before the first", body = PassSnapshot))
+    responses((status = 200, body = PassSnapshot, description = "the latest pass; `pass` 0 before the first"))
 )]
 async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<PassSnapshot> {
     let snapshot = shared.snapshot.borrow().clone();
@@ -535,7 +563,7 @@ async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<PassSnapshot> {
 /// Whether this master may act, and who leads.
 #[utoipa::path(
     get, path = "/api/v1/leadership", tag = "cluster",
-    responses((status = 200, description = "this master's view of leadership", body = LeadershipStatus))
+    responses((status = 200, body = LeadershipStatus, description = "this master's view of leadership"))
 )]
 async fn leadership(State(shared): State<Shared>) -> ApiJson<LeadershipStatus> {
     ApiJson(shared.leadership.status())

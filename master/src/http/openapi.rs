@@ -54,10 +54,10 @@ observability routes every lb binary serves, outside auth.";
     components(schemas(ErrorBody)),
     modifiers(&Security),
     tags(
-        (name = "load", description = "Load from the MetricsTable: per worker, per partition, top-N, heatmaps, histories"),
-        (name = "cluster", description = "The master's view of the cluster: topology, collection, leadership, placement rules"),
+        (name = "load", description = "Load from the MetricsTable: workers, partitions, top-N, heatmaps, histories"),
+        (name = "cluster", description = "The master's view: topology, collection, leadership, placement rules"),
         (name = "decisions", description = "Online passes, proposals and the operator's writes"),
-        (name = "records", description = "The ResultDataStore: analyses, proposals, actions, evaluations, config reloads"),
+        (name = "records", description = "The ResultDataStore: analyses, proposals, actions, evaluations, reloads"),
         (name = "meta", description = "This document"),
         (name = "observability", description = "Liveness, readiness, metrics and config status, on every lb binary"),
     )
@@ -104,7 +104,7 @@ static DOCUMENT_JSON: LazyLock<String> = LazyLock::new(document_pretty_json);
 /// This document.
 #[utoipa::path(
     get, path = PATH, tag = "meta",
-    responses((status = 200, description = "the OpenAPI document of this API", body = Object))
+    responses((status = 200, body = Object, description = "the OpenAPI document of this API"))
 )]
 pub async fn document_json() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], DOCUMENT_JSON.as_str())
@@ -145,7 +145,7 @@ impl Modify for Security {
 /// Liveness: 200 while the process runs.
 #[utoipa::path(
     get, path = "/live", tag = "observability",
-    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain"))
+    responses((status = 200, body = String, content_type = "text/plain", description = "`ok`"))
 )]
 #[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
 fn live() {}
@@ -154,8 +154,9 @@ fn live() {}
 #[utoipa::path(
     get, path = "/ready", tag = "observability",
     responses(
-        (status = 200, description = "`ready`", body = String, content_type = "text/plain"),
-        (status = 503, description = "`not_ready`: starting or shutting down; the message says which", body = ErrorBody),
+        (status = 200, body = String, content_type = "text/plain", description = "`ready`"),
+        (status = 503, body = ErrorBody,
+            description = "`not_ready`: starting or shutting down; the message says which"),
     )
 )]
 #[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
@@ -164,7 +165,8 @@ fn ready() {}
 /// Prometheus metrics in the text exposition format.
 #[utoipa::path(
     get, path = "/metrics", tag = "observability",
-    responses((status = 200, description = "every metric of this process", body = String, content_type = "text/plain; version=0.0.4; charset=utf-8"))
+    responses((status = 200, body = String, content_type = "text/plain; version=0.0.4; charset=utf-8",
+        description = "every metric of this process"))
 )]
 #[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
 fn metrics() {}
@@ -173,8 +175,8 @@ fn metrics() {}
 #[utoipa::path(
     get, path = "/v1/config/status", tag = "observability",
     responses(
-        (status = 200, description = "the reload status", body = ReloadStatus),
-        (status = 404, description = "`no_config`: this process runs without a config file", body = ErrorBody),
+        (status = 200, body = ReloadStatus, description = "the reload status"),
+        (status = 404, body = ErrorBody, description = "`no_config`: this process runs without a config file"),
     )
 )]
 #[expect(dead_code, reason = "doc only: lb_common::http::observability_router serves it")]
