@@ -65,7 +65,7 @@ observability routes every lb binary serves, outside auth.";
 struct ApiDoc;
 
 /// The document before the routes are added.
-pub fn base() -> utoipa::openapi::OpenApi {
+pub(super) fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
