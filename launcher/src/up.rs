@@ -185,6 +185,7 @@ impl Running {
     /// The URLs to print.
     pub fn urls(&self) -> Vec<(String, String)> {
         let mut urls = vec![
+            ("console".to_owned(), format!("http://{}/console/", self.master.addr())),
             ("master API (/api/v1)".to_owned(), format!("http://{}", self.master.addr())),
             ("master config (edited live)".to_owned(), self.master_config_path.display().to_string()),
             ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),

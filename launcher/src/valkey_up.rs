@@ -233,7 +233,8 @@ impl RunningValkey {
     /// The URLs and addresses to print (and the `redis-cli` command that reaches each node).
     pub fn urls(&self) -> Vec<(String, String)> {
         let mut urls = vec![
-            ("master (console and /api/v1)".to_owned(), format!("http://{}", self.master.addr())),
+            ("console".to_owned(), format!("http://{}/console/", self.master.addr())),
+            ("master API (/api/v1)".to_owned(), format!("http://{}", self.master.addr())),
             ("master config (edit to change policies live)".to_owned(), self.master_config_path.display().to_string()),
             ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
         ];

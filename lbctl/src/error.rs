@@ -28,7 +28,8 @@ impl fmt::Display for Component {
 pub enum CtlError {
     /// A request to the master or the ops server failed.
     #[error("{}", request_line(*component, error, context.as_deref()))]
-    Request { component: Component, error: ClientError, context: Option<String> },
+    /// (Boxed: a client error is large, and every command's `Result` carries this type.)
+    Request { component: Component, error: Box<ClientError>, context: Option<String> },
     /// A bad flag value, config file or argument combination.
     #[error("{0}")]
     Usage(String),
@@ -39,11 +40,11 @@ pub enum CtlError {
 
 impl CtlError {
     pub fn master(error: ClientError) -> CtlError {
-        CtlError::Request { component: Component::Master, error, context: None }
+        CtlError::Request { component: Component::Master, error: Box::new(error), context: None }
     }
 
     pub fn ops(error: ClientError) -> CtlError {
-        CtlError::Request { component: Component::Ops, error, context: None }
+        CtlError::Request { component: Component::Ops, error: Box::new(error), context: None }
     }
 
     /// The process exit status.
@@ -150,9 +151,13 @@ mod tests {
         let error = ClientError::Status {
             url: "http://m/api/v1/proposals/x/approve".into(),
             status: 403u16.try_into().expect("status"),
-            body: ErrorBody { error: "dash (viewer) may not\napprove proposals".into(), code: "forbidden".into() },
+            body: ErrorBody {
+                error: "dash (viewer) may not\napprove proposals".into(),
+                code: "forbidden".into(),
+                field: None,
+            },
         };
-        let e = CtlError::Request { component: Component::Master, error, context: None };
+        let e = CtlError::Request { component: Component::Master, error: Box::new(error), context: None };
         assert_eq!(
             e.to_string(),
             "master at http://m/api/v1/proposals/x/approve refused: 403 forbidden: dash (viewer) may not approve proposals"
@@ -165,7 +170,7 @@ mod tests {
         let message = "error sending request for url (http://127.0.0.1:1/api/v1/overview): client error (Connect): \
                        tcp connect error: Connection refused (os error 111)";
         let error = ClientError::Connect { url: "http://127.0.0.1:1/api/v1/overview".into(), message: message.into() };
-        let e = CtlError::Request { component: Component::Ops, error, context: None };
+        let e = CtlError::Request { component: Component::Ops, error: Box::new(error), context: None };
         assert_eq!(
             e.to_string(),
             "ops server at http://127.0.0.1:1/api/v1/overview is unreachable: tcp connect error: Connection refused (os error 111)"

@@ -122,7 +122,7 @@ pub async fn start(
     }
     let readiness = Readiness::new();
     let shutdown = Shutdown::new();
-    let router = http::router(shared.clone(), readiness.clone(), config_status.clone());
+    let router = http::router(shared.clone(), readiness.clone(), config_status.clone(), shutdown.token());
     let token = shutdown.token();
     shutdown.spawn(async move {
         if let Err(error) = serve(listener, router, token).await {

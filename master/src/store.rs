@@ -24,9 +24,17 @@ pub enum StoreError {
     Task(String),
 }
 
+/// A record as just written, as the JSON of its [`StoredRecord`]: what the console's event
+/// stream sends.
+pub type RecordEvent = Arc<str>;
+
+/// Records written while a reader is this far behind are dropped for it (it is told it lagged).
+const EVENT_BUFFER: usize = 1_024;
+
 #[derive(Debug, Clone)]
 pub struct ResultStore {
     conn: Arc<Mutex<Connection>>,
+    events: tokio::sync::broadcast::Sender<RecordEvent>,
 }
 
 impl ResultStore {
@@ -75,12 +83,26 @@ impl ResultStore {
         // WAL, synchronous NORMAL; the opener's error, message whole, as the store's SQLite error.
         let conn = lb_common::sqlite::open(path, lb_common::sqlite::Pragmas::default(), &SCHEMA)
             .map_err(rusqlite::Error::from)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+        let (events, _) = tokio::sync::broadcast::channel(EVENT_BUFFER);
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), events })
     }
 
-    /// Writes (or replaces) the record `(T::KIND, key)`: every body is its kind's type.
+    /// Writes (or replaces) the record `(T::KIND, key)`: every body is its kind's type. Once
+    /// written, every record but an analysis pass (the stream's `pass` events carry those) goes
+    /// to the [`subscribe`](Self::subscribe)rs.
     pub async fn put_record<T: RecordBody + Sync>(&self, key: &str, at_ms: i64, body: &T) -> Result<(), StoreError> {
-        self.put(T::KIND, key, at_ms, body).await
+        self.put(T::KIND, key, at_ms, body).await?;
+        if T::KIND != RecordKind::Analysis && self.events.receiver_count() > 0 {
+            let record = StoredRecord { kind: T::KIND, key: key.to_owned(), at_ms, body };
+            // Nobody listening is not an error.
+            let _ = self.events.send(serde_json::to_string(&record)?.into());
+        }
+        Ok(())
+    }
+
+    /// Every record written from now on (but analysis passes), as JSON.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<RecordEvent> {
+        self.events.subscribe()
     }
 
     /// Writes (or replaces) the record `(kind, key)`.

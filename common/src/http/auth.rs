@@ -49,11 +49,22 @@ pub struct AuthConfig {
     /// No tokens means no authentication (loopback demos); servers warn at start-up.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    /// The master's read API (and its console's data) answers only callers with a token of any
+    /// role. Off by default: reads are open, writes need `operator`. The ops server and agents
+    /// need a token for every request whenever tokens are configured, whatever this says.
+    #[serde(default)]
+    pub reads_need_token: bool,
 }
 
 impl AuthConfig {
     /// Names valid and unique, tokens long enough and unique; a token's value is never echoed.
     pub fn validate(&self, auth: &mut Scope<'_>) {
+        auth.check(
+            !self.reads_need_token || !self.tokens.is_empty(),
+            "reads_need_token",
+            "true",
+            "needs at least one token in auth.tokens",
+        );
         let mut seen_names = std::collections::HashSet::new();
         let mut seen_tokens = std::collections::HashSet::new();
         for (i, t) in self.tokens.iter().enumerate() {
@@ -135,6 +146,7 @@ mod tests {
                 TokenConfig { name: "sre".into(), token: "operator-secret-0001".into(), role: Role::Operator },
                 TokenConfig { name: "dash".into(), token: "viewer-secret-00001".into(), role: Role::Viewer },
             ],
+            reads_need_token: false,
         }
     }
 

@@ -154,6 +154,7 @@ impl HttpClient {
             let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
                 error: String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
                 code: "unknown".to_owned(),
+                field: None,
             });
             return Err(ClientError::Status { url, status, body });
         }

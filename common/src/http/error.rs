@@ -17,11 +17,19 @@ pub struct ApiError {
     /// Stable snake_case code for programs.
     pub code: &'static str,
     pub message: String,
+    /// The request field at fault, when there is one.
+    pub field: Option<String>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), field: None }
+    }
+
+    /// Names the request field at fault (`spec.to_worker`).
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -51,7 +59,7 @@ impl ApiError {
     }
 
     pub fn body(&self) -> ErrorBody {
-        ErrorBody { error: self.message.clone(), code: self.code.to_owned() }
+        ErrorBody { error: self.message.clone(), code: self.code.to_owned(), field: self.field.clone() }
     }
 }
 

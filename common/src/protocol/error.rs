@@ -12,4 +12,8 @@ pub struct ErrorBody {
     pub error: String,
     /// For programs: a stable snake_case code such as `invalid_field` or `queue_full`.
     pub code: String,
+    /// For a 422 about one field of the request, its path (`spec.split_key`), so a form can show
+    /// the error next to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }

@@ -335,6 +335,47 @@ pub struct ClusterOverview {
     pub cv: f64,
 }
 
+/// `GET /api/v1/cluster/history`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct ClusterHistoryQuery {
+    /// Default `ops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<Metric>,
+    /// Default: an hour before `to_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_ms: Option<i64>,
+    /// Default: now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_ms: Option<i64>,
+    /// Default 60,000 (a minute); every point averages its own step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<i64>,
+}
+
+/// Reply of `GET /api/v1/cluster/history`: the spread of worker load over time, one point per
+/// step (each the [`ClusterOverview`] of that step's window), oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClusterHistory {
+    pub metric: Metric,
+    pub step_ms: i64,
+    pub points: Vec<ClusterPoint>,
+}
+
+/// One step of a [`ClusterHistory`]: where the step ended and the workers' max, mean, max/mean
+/// and CV over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClusterPoint {
+    pub ts_ms: i64,
+    pub max: f64,
+    pub mean: f64,
+    pub max_over_mean: f64,
+    pub cv: f64,
+}
+
 /// One row of `GET /api/v1/partitions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -401,6 +442,10 @@ pub struct Heatmap {
     /// the overlap — sums over buckets equal the table's rate). Gauges: max over the partitions
     /// overlapping the bucket. 0 where there is no data.
     pub values: Vec<f32>,
+    /// Per bucket, the live partition holding the bucket's first key now (`None`: no live
+    /// partition does), for a console's hover.
+    #[serde(default)]
+    pub bucket_partitions: Vec<Option<PartitionId>>,
 }
 
 /// One point of a history.
@@ -582,6 +627,24 @@ pub struct PassSnapshot {
     pub pending: Vec<Pending>,
     /// The placement rules routers read.
     pub placement_rules: Option<PlacementRules>,
+}
+
+/// `GET /api/v1/stream`, event `hello`: the first event of every connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamHello {
+    /// The latest pass published when the reader connected.
+    pub pass: u64,
+    /// The master's clock, so a console can show how far its own is off.
+    pub server_ms: i64,
+}
+
+/// `GET /api/v1/stream`, event `lagged`: this reader fell behind and `missed` records were not
+/// sent to it; it should read them again (`GET /api/v1/records/{kind}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamLagged {
+    pub missed: u64,
 }
 
 #[cfg(test)]

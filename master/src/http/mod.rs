@@ -7,6 +7,7 @@
 //! replies, auth) and [`api_routes`] registers it from there, so a path is written once; the
 //! document is assembled in [`openapi`] and served at `GET /api/v1/openapi.json`.
 
+pub mod console;
 pub mod openapi;
 
 use std::time::Duration;
@@ -16,14 +17,15 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
+use axum::routing::get;
 use lb_common::config::watch::SharedReloadStatus;
 use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
 use lb_common::ids::{ActionId, PartitionId};
 use lb_common::protocol::{
-    ActionRecord, ErrorBody, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply, ManualActionRequest,
-    OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules, Policy, PolicyStatus,
-    RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+    ActionRecord, ClusterHistory, ClusterHistoryQuery, ErrorBody, HeatmapQuery, HistoryQuery, LeadershipStatus,
+    ManualActionReply, ManualActionRequest, OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse,
+    PlacementRules, Policy, PolicyStatus, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -42,12 +44,41 @@ pub const DEFAULT_WINDOW_SECS: u64 = 10;
 /// A thousand rows: beyond a console page, still a bounded reply; larger asks are capped.
 pub const MAX_TOP_N: usize = 1_000;
 
-pub fn router(shared: Shared, readiness: Readiness, config_status: Option<SharedReloadStatus>) -> Router {
+/// `stop` ends the console's event streams, so a graceful shutdown does not wait on them.
+pub fn router(
+    shared: Shared,
+    readiness: Readiness,
+    config_status: Option<SharedReloadStatus>,
+    stop: tokio_util::sync::CancellationToken,
+) -> Router {
     let http = shared.config.borrow().http.clone();
     let metrics = lb_common::telemetry::metrics_handle();
     let (api, _doc) = api_routes().split_for_parts();
-    let api = api.with_state(shared).merge(observability_router(metrics, readiness, config_status));
+    let api = api
+        .route("/api/v1/actions", get(console::actions))
+        .merge(console::api_router(stop))
+        .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
+        .with_state(shared)
+        .merge(console::assets_router())
+        .merge(observability_router(metrics, readiness, config_status));
     with_standard_layers(api, &http)
+}
+
+/// With `auth.reads_need_token`, every read of `/api/v1` needs a token of any role (writes check
+/// their role in their handler).
+async fn read_access(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let auth = shared.config.borrow().auth.clone();
+    if auth.reads_need_token
+        && request.method() == axum::http::Method::GET
+        && let Err(e) = identify(&auth, request.headers())
+    {
+        return axum::response::IntoResponse::into_response(e);
+    }
+    next.run(request).await
 }
 
 /// Every route under `/api/v1` with its doc. A new route is a handler with a `#[utoipa::path]`
@@ -61,6 +92,7 @@ pub fn api_routes() -> OpenApiRouter<Shared> {
         .routes(routes!(history))
         .routes(routes!(top))
         .routes(routes!(heatmap))
+        .routes(routes!(cluster_history))
         .routes(routes!(topology))
         .routes(routes!(collector))
         .routes(routes!(memory))
@@ -234,6 +266,30 @@ async fn heatmap(
     let (metric, step, buckets) =
         (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000), q.buckets.unwrap_or(64));
     query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
+}
+
+/// The spread of worker load over time: one overview (max, mean, max/mean, CV) per step.
+#[utoipa::path(
+    get, path = "/api/v1/cluster/history", tag = "load",
+    params(ClusterHistoryQuery),
+    responses(
+        (status = 200, body = ClusterHistory, description = "one point per step, oldest first"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `step_ms` outside 1000..=86400000, `to_ms` not after `from_ms`, a span \
+                           longer than the history or of more than 1,440 steps"),
+    )
+)]
+async fn cluster_history(
+    State(shared): State<Shared>,
+    q: Result<Query<ClusterHistoryQuery>, QueryRejection>,
+) -> Result<ApiJson<ClusterHistory>, ApiError> {
+    let Query(q) = q.map_err(bad_query)?;
+    let to = q.to_ms.unwrap_or_else(now_ms);
+    let from = q.from_ms.unwrap_or(to.saturating_sub(3_600_000));
+    let (metric, step) = (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000));
+    query(&shared, move |t| t.cluster_history(metric, from, to, step)).await.map(ApiJson)
 }
 
 /// One partition's history of one metric, reaching into its parents' after a split or merge.
@@ -468,7 +524,7 @@ async fn reject(
         (status = 415, body = ErrorBody, description = "`unsupported_media_type`: not `application/json`"),
         (status = 422, body = ErrorBody,
             description = "`invalid_field`: the body has the wrong shape; `invalid_action`: the action does not fit \
-                           the current view (the message names the field)"),
+                           the current view (`field` names the field at fault)"),
         (status = 503, body = ErrorBody,
             description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
                            pass answered in time"),
@@ -487,7 +543,8 @@ async fn manual_action(
     match wait_for_pass(&cfg, answer).await {
         Some(Ok(reply)) => Ok(ApiJson(reply)),
         Some(Err(ManualError::Refused(refusal))) => {
-            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_action", refusal.to_string()))
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_action", refusal.to_string())
+                .with_field(refusal.field))
         }
         Some(Err(e @ ManualError::Submission(_))) => Err(ApiError::conflict(e.to_string())),
         None => Err(ApiError::unavailable(

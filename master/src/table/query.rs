@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lb_common::ids::{PartitionId, WorkerId};
-use lb_common::protocol::Health;
+use lb_common::protocol::{ClusterHistory, ClusterPoint, Health};
 pub use lb_common::protocol::{
     ClusterOverview, GroupBy, GroupKey, PartitionRow, TopEntry, TopN, WorkerLoad, WorkerRow,
 };
@@ -21,6 +21,8 @@ use super::{Metric, TableError};
 const PARALLEL_SCAN_MIN_PARTITIONS: usize = 20_000;
 /// Scans use at most this many threads; the master's other loops need a core too.
 const MAX_SCAN_THREADS: usize = 4;
+/// A day of minutes: a chart's worth of points.
+pub const MAX_CLUSTER_POINTS: usize = 1_440;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowStats {
@@ -412,6 +414,46 @@ impl MetricsTable {
         let var = if n > 0.0 { workers.iter().map(|w| (w.value - mean).powi(2)).sum::<f64>() / n } else { 0.0 };
         let (max_over_mean, cv) = if mean > 0.0 { (max / mean, var.sqrt() / mean) } else { (0.0, 0.0) };
         Ok(ClusterOverview { metric, window_secs: win.2, workers, max, mean, max_over_mean, cv })
+    }
+
+    /// The cluster's spread over `[from_ms, to_ms)`: one overview per `step_ms`, at most
+    /// [`MAX_CLUSTER_POINTS`]. Steps older than the table keeps are left out.
+    pub fn cluster_history(
+        &self,
+        metric: Metric,
+        from_ms: i64,
+        to_ms: i64,
+        step_ms: i64,
+    ) -> Result<ClusterHistory, TableError> {
+        if !(1_000..=86_400_000).contains(&step_ms) || to_ms <= from_ms {
+            return Err(TableError::InvalidQuery("step_ms must be 1000..=86400000 and to_ms after from_ms".into()));
+        }
+        let span = to_ms.saturating_sub(from_ms);
+        if span > self.geo.history_ms() {
+            return Err(TableError::InvalidQuery(format!(
+                "from_ms..to_ms spans more than the table's history ({} s)",
+                self.geo.history_ms() / 1000
+            )));
+        }
+        let steps = (span + step_ms - 1) / step_ms;
+        if steps > MAX_CLUSTER_POINTS as i64 {
+            return Err(TableError::InvalidQuery(format!(
+                "{steps} steps of {step_ms} ms: at most {MAX_CLUSTER_POINTS} (use a longer step)"
+            )));
+        }
+        let mut points = Vec::with_capacity(steps as usize);
+        for k in 1..=steps {
+            let end = from_ms.saturating_add(k * step_ms);
+            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end)?;
+            points.push(ClusterPoint {
+                ts_ms: end,
+                max: o.max,
+                mean: o.mean,
+                max_over_mean: o.max_over_mean,
+                cv: o.cv,
+            });
+        }
+        Ok(ClusterHistory { metric, step_ms, points })
     }
 
     /// Every partition the table knows (live and gone), with its figures over the `last` window.

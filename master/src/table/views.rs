@@ -67,6 +67,7 @@ impl MetricsTable {
                 times_ms,
                 key_buckets,
                 values: vec![],
+                bucket_partitions: vec![],
             });
         }
         let span = u128::from(span_end - span_start) + 1;
@@ -87,6 +88,20 @@ impl MetricsTable {
         let mut sums = vec![0.0f64; rows];
         let mut covered = vec![0.0f64; rows];
         let mut overlaps: Vec<(usize, f64)> = Vec::new();
+        let mut bucket_partitions: Vec<Option<PartitionId>> = vec![None; key_buckets];
+        for &i in members {
+            let e = self.entry(i);
+            if e.gone {
+                continue;
+            }
+            let b0 = ((u128::from(e.range.start.0 - span_start) * nb / span) as usize).saturating_sub(1);
+            let b1 = ((u128::from(e.range.end.0 - span_start) * nb / span) as usize + 1).min(key_buckets - 1);
+            for b in b0..=b1 {
+                if e.range.contains(buckets[b].start) {
+                    bucket_partitions[b] = Some(e.id.clone());
+                }
+            }
+        }
         for &i in members {
             sums.fill(0.0);
             covered.fill(0.0);
@@ -147,6 +162,7 @@ impl MetricsTable {
             times_ms,
             key_buckets: buckets,
             values,
+            bucket_partitions,
         })
     }
 
