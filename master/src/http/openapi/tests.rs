@@ -99,18 +99,23 @@ fn every_reference_resolves_and_every_path_parameter_is_declared() {
 }
 
 #[test]
-fn write_routes_name_the_operator_role_and_reads_name_none() {
+fn writes_name_the_operator_role_and_reads_under_api_v1_an_optional_token() {
     let doc = generated();
+    let optional = serde_json::json!([{}, {"bearer": []}]);
+    let operator = serde_json::json!([{"bearer": ["operator"]}]);
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("path item") {
             let security = &operation["security"];
-            if method == "get" {
-                assert!(security.is_null(), "{method} {path} needs no token: {security}");
-            } else {
-                assert_eq!(security, &serde_json::json!([{"bearer": ["operator"]}]), "{method} {path}");
-                for status in ["401", "403"] {
-                    assert!(operation["responses"][status].is_object(), "{method} {path}: no {status}");
-                }
+            match (method.as_str(), path.starts_with("/api/v1/")) {
+                ("get", true) => assert_eq!(security, &optional, "{method} {path}"),
+                ("get", false) => assert!(security.is_null(), "{method} {path} is outside auth: {security}"),
+                _ => assert_eq!(security, &operator, "{method} {path}"),
+            }
+            if !security.is_null() {
+                assert!(operation["responses"]["401"].is_object(), "{method} {path}: no 401");
+            }
+            if security == &operator {
+                assert!(operation["responses"]["403"].is_object(), "{method} {path}: no 403");
             }
         }
     }
