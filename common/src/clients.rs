@@ -168,6 +168,28 @@ impl MasterClient {
     pub async fn leadership(&self) -> Result<LeadershipStatus, ClientError> {
         self.http.get("/api/v1/leadership").await
     }
+
+    /// The workers' spread (max, mean, max/mean, CV) per step over a time range.
+    pub async fn cluster_history(&self, query: &ClusterHistoryQuery) -> Result<ClusterHistory, ClientError> {
+        self.http.get_with_query("/api/v1/cluster/history", query).await
+    }
+
+    /// The ops server's actions, through the master, newest first (at most 500).
+    pub async fn actions(&self, state: Option<ActionState>) -> Result<Vec<ActionRecord>, ClientError> {
+        let reply: ActionsResponse = self.http.get_with_query("/api/v1/actions", &ActionsQuery { state }).await?;
+        Ok(reply.actions)
+    }
+
+    /// The ops server's halt switch, through the master.
+    pub async fn halt_status(&self) -> Result<HaltStatus, ClientError> {
+        self.http.get("/api/v1/halt").await
+    }
+
+    /// Halts or resumes the ops server's executor through the master (`operator`; the ops
+    /// server checks the same token).
+    pub async fn set_halt(&self, halted: bool, reason: Option<String>) -> Result<HaltStatus, ClientError> {
+        self.http.post("/api/v1/halt", &HaltRequest { halted, reason }).await
+    }
 }
 
 client_type!(

@@ -128,3 +128,10 @@ export function throttle(fn, ms) {
     }
   };
 }
+
+/// The page is drawn: tests wait for `data-ready`, and `data-first-draw-ms` keeps when the first
+/// page of this load was (milliseconds since navigation start).
+export function ready() {
+  document.body.dataset.ready = "1";
+  document.body.dataset.firstDrawMs ||= String(Math.round(performance.now()));
+}

@@ -171,6 +171,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     // The operator approves a pending split by clicking; it reaches the ops server. (The
     // planner may re-propose with a new id while the list is read: click what is listed.)
     use_token(&mut page, SRE_TOKEN);
+    // A click that does not register (the buttons stay enabled and no decision shows within
+    // 5 s) is retried, and said so: a person clicks again too.
     let mut proposal = String::new();
     for attempt in 0.. {
         let id = page
@@ -180,11 +182,22 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
             )
             .expect("a proposal is listed for the operator");
         proposal = id.as_str().expect("an id").to_owned();
-        match page.click(&format!("#pending tr[data-proposal={}] button.approve", js_str(&proposal))) {
-            Ok(()) => break,
-            Err(e) if attempt < 5 => eprintln!("the row of {proposal} went away before the click: {e:#}"),
-            Err(e) => panic!("click approve: {e:#}"),
+        let button = format!("#pending tr[data-proposal={}] button.approve", js_str(&proposal));
+        if let Err(e) = page.click(&button) {
+            assert!(attempt < 5, "click approve: {e:#}");
+            eprintln!("the row of {proposal} went away before the click: {e:#}");
+            continue;
         }
+        let decided = format!(
+            "document.querySelector('#decisions [data-outcome=approved][data-proposal={p}]') || \
+             document.querySelector('{button}')?.disabled",
+            p = js_str(&proposal)
+        );
+        if page.wait_for(&decided, Duration::from_secs(5)).is_ok() {
+            break;
+        }
+        assert!(attempt < 5, "six clicks on approve did nothing");
+        eprintln!("a click on approve of {proposal} did not register; clicking again");
     }
     page.wait_for(
         &format!("document.querySelector('#decisions [data-outcome=approved][data-proposal={}]')", js_str(&proposal)),

@@ -336,6 +336,37 @@ fn top_n_ranks_partitions_and_groups() {
     assert!((overview.cv - 7.5 / 32.5).abs() < 1e-3, "{overview:?}");
 }
 
+/// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
+/// after; w2 a steady 10.
+#[test]
+fn cluster_history_is_the_overview_of_each_step() {
+    let mut t = table();
+    let now = T0_MS + 20_000;
+    for (w, p) in [("w1", "a"), ("w2", "b")] {
+        let batch: Vec<Sample> = (0..20)
+            .map(|k| {
+                let ops = if w == "w1" && k >= 10 { 30 } else { 10 };
+                sample(k as u64 + 1, T0_MS + (k + 1) * 1000, pstats(p, "t", range(0, 99), ops))
+            })
+            .collect();
+        t.ingest(&wid(w), &batch, now);
+    }
+    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000).expect("ok");
+    assert_eq!(h.points.iter().map(|p| p.ts_ms).collect::<Vec<_>>(), vec![T0_MS + 10_000, now]);
+    let (quiet, busy) = (&h.points[0], &h.points[1]);
+    assert!((quiet.max - 10.0).abs() < 1e-6 && quiet.cv.abs() < 1e-6, "{quiet:?}");
+    assert!((busy.max - 30.0).abs() < 1e-6 && (busy.mean - 20.0).abs() < 1e-6, "{busy:?}");
+    assert!((busy.max_over_mean - 1.5).abs() < 1e-6 && (busy.cv - 0.5).abs() < 1e-6, "{busy:?}");
+    for bad in [
+        t.cluster_history(Metric::Ops, T0_MS, now, 999),
+        t.cluster_history(Metric::Ops, now, T0_MS, 10_000),
+        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000),
+        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000),
+    ] {
+        assert!(matches!(bad, Err(TableError::InvalidQuery(_))), "{bad:?}");
+    }
+}
+
 fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
     let cap = Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e6 };
     Topology {

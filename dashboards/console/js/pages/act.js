@@ -2,7 +2,7 @@
 // prediction, then submitted through the master), and the executor's halt switch.
 
 import * as api from "../api.js";
-import { describe, h, kv, notice, throttle } from "../ui.js";
+import { describe, h, kv, notice, ready, throttle } from "../ui.js";
 
 const KIND_FIELDS = {
   split: [["partition", "partition"], ["split_key", "split key (16 hex digits)"]],
@@ -58,7 +58,7 @@ export default {
               )
             : notice("no dry-run proposal is waiting"),
         );
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         pendingEl.replaceChildren(notice(e.message, "error"));
       }

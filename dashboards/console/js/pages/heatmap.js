@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { heatColor, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, num, partitionsOf, select, throttle, time } from "../ui.js";
+import { describe, h, METRICS, notice, num, partitionsOf, ready, select, throttle, time } from "../ui.js";
 
 // Range → step: 5 min at 1 s up to 6 h at 1 min.
 const RANGES = [
@@ -87,7 +87,7 @@ export default {
         errors.replaceChildren();
         map = hm;
         draw(hm, acts.records, tenant, table, from, to);
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         errors.replaceChildren(notice(e.message, "error"));
       }

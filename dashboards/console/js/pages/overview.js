@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { lineChart } from "../charts.js";
-import { ago, describe, h, METRICS, notice, num, pct, select, throttle } from "../ui.js";
+import { ago, describe, h, METRICS, notice, num, pct, ready, select, throttle } from "../ui.js";
 
 const METRIC_CHOICES = [
   ["ops", "ops/s"],
@@ -92,7 +92,7 @@ export default {
       inflight.replaceChildren(actionsTable([...(running.value?.actions || []), ...(queued.value?.actions || [])], running, queued));
       policy.replaceChildren(policyView(pol, halt));
       agents.replaceChildren(collectorView(coll.value));
-      document.body.dataset.ready = "1";
+      ready();
       document.body.dataset.drawMs = String(Math.round(performance.now() - t0));
       busy = false;
       if (again) {

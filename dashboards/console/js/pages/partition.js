@@ -2,7 +2,7 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, partitionsOf, select, time } from "../ui.js";
+import { describe, h, METRICS, notice, partitionsOf, ready, select, time } from "../ui.js";
 
 export default {
   render(root, { rest, params, setParams }) {
@@ -61,7 +61,7 @@ export default {
               )
             : notice("no action touched this partition in the records kept"),
         );
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         errors.replaceChildren(notice(e.message, "error"));
       }

@@ -2,7 +2,7 @@
 // the file it comes from, and the last reload's outcome and error.
 
 import * as api from "../api.js";
-import { ago, h, notice } from "../ui.js";
+import { ago, h, notice, ready } from "../ui.js";
 
 /// Nested config sections as tables: a section's scalars first, then its subsections.
 function section(name, obj) {
@@ -50,7 +50,7 @@ export default {
           ),
           h("div", { class: "grid" }, section("planner", p.planner), section("evaluation", p.evaluation), section("placement", p.placement)),
         );
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         out.replaceChildren(notice(e.message, "error"));
       }

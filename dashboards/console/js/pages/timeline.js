@@ -4,7 +4,7 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, kv, notice, partitionsOf, select, throttle, time } from "../ui.js";
+import { describe, h, kv, notice, partitionsOf, ready, select, throttle, time } from "../ui.js";
 
 const KINDS = ["", "split", "move", "merge", "group", "reshard"];
 const VERDICTS = ["", "effective", "no_effect", "harmful", "pending"];
@@ -47,7 +47,7 @@ export default {
         errors.replaceChildren();
         drawControls();
         drawList();
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         errors.replaceChildren(notice(e.message, "error"));
       }

@@ -2,7 +2,7 @@
 // tenant; a partition opens its history and actions.
 
 import * as api from "../api.js";
-import { h, METRICS, notice, num, select } from "../ui.js";
+import { h, METRICS, notice, num, ready, select } from "../ui.js";
 
 const METRIC_CHOICES = Object.entries(METRICS).concat([["stored_bytes", "stored bytes"]]);
 const WINDOWS = [
@@ -74,7 +74,7 @@ export default {
               )
             : notice("nothing has this metric in the window"),
         );
-        document.body.dataset.ready = "1";
+        ready();
       } catch (e) {
         out.replaceChildren(notice(e.message, "error"));
       }
