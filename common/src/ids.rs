@@ -65,6 +65,12 @@ macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[cfg_attr(
+            feature = "openapi",
+            derive(utoipa::ToSchema),
+            // The grammar of `validate_id`; 128 is `MAX_ID_BYTES` (the attribute takes literals).
+            schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:@-]+$")
+        )]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
@@ -167,6 +173,11 @@ string_id!(
 /// On the wire it is a 16-digit lowercase hex string, so that consoles written in JavaScript
 /// (whose numbers lose precision past 2^53) read it exactly and string order equals key order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(value_type = String, pattern = "^[0-9a-fA-F]{16}$", examples("4000000000000000"))
+)]
 pub struct Key(pub u64);
 
 impl Key {
@@ -212,6 +223,7 @@ impl<'de> Deserialize<'de> for Key {
 /// An inclusive range of keys `[start, end]`; inclusive so that one range can cover the whole
 /// 64-bit space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KeyRange {
     pub start: Key,

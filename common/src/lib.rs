@@ -2,7 +2,8 @@
 //!
 //! - [`ids`]: newtype ids and the 64-bit key space.
 //! - [`protocol`]: every wire message (report, samples, rollups, registry, collection, actions,
-//!   storage admin, placement rules, the error body).
+//!   storage admin, placement rules, the error body). With feature `openapi` (the master's), the
+//!   types the master's API serves also derive `utoipa::ToSchema` (queries: `IntoParams`).
 //! - [`validate`]: field-level validation with messages that name the field and value.
 //! - [`config`]: strict TOML config files with validation and hot reload.
 //! - [`telemetry`]: tracing and the Prometheus recorder.

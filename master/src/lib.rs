@@ -20,7 +20,8 @@
 //! - [`leadership`]: whether this master may act (single by default).
 //!
 //! Around them: [`store`] (the ResultDataStore, SQLite), [`maintenance`] (eviction, retention,
-//! config reload records), [`http`] (the API under `/api/v1`), [`config`] (`master.toml`).
+//! config reload records), [`http`] (the API under `/api/v1`, described by the OpenAPI document
+//! it serves), [`config`] (`master.toml`).
 
 pub mod collector;
 pub mod config;

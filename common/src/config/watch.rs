@@ -48,6 +48,7 @@ impl WatchOptions {
 
 /// What the last reload attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReloadOutcome {
     /// The config the process started with.
@@ -77,7 +78,9 @@ impl ReloadOutcome {
 
 /// The live config's version and the last reload attempt; served at `/v1/config/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReloadStatus {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub path: PathBuf,
     /// 1 for the start-up config, +1 for every applied reload.
     pub version: u64,

@@ -19,6 +19,7 @@ pub const MAX_POLICY_BYTES: usize = 64;
 
 /// `POST /v1/actions` body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionRequest {
     pub id: ActionId,
@@ -35,6 +36,7 @@ pub struct ActionRequest {
 
 /// What to do. Each kind names its own target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ActionSpec {
     /// Split a partition into `[start, split_key - 1]` and `[split_key, end]`.
@@ -79,6 +81,7 @@ impl ActionSpec {
 
 /// The action kinds, as a bounded set for metric labels and topology capabilities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionKind {
     Split,
@@ -105,6 +108,7 @@ impl ActionKind {
 
 /// What a group action pins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "scope", rename_all = "snake_case", deny_unknown_fields)]
 pub enum GroupTarget {
     Partition { partition: PartitionId },
@@ -114,6 +118,7 @@ pub enum GroupTarget {
 
 /// How writes of a hash-sharded dataset pick a shard within its subring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LoadBalancing {
     /// By key fingerprint: a key always lands on the same shard (locality).
@@ -124,6 +129,7 @@ pub enum LoadBalancing {
 
 /// Who proposed an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Online,
@@ -134,6 +140,7 @@ pub enum Origin {
 /// Life cycle: `queued → running → succeeded | failed | cancelled | timed_out`; a queued action
 /// can also be cancelled directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionState {
     Queued,
@@ -162,6 +169,7 @@ impl ActionState {
 /// Whether a failed action touched the storage system. "maybe" forces a topology re-read before
 /// anything retries or plans around the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Execution {
     /// The storage system certainly did not apply it (rejected, never sent).
@@ -171,6 +179,7 @@ pub enum Execution {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionFailure {
     pub message: String,
     pub execution: Execution,
@@ -178,6 +187,7 @@ pub struct ActionFailure {
 
 /// An action as the ops server tracks it: `POST /v1/actions` and `GET /v1/actions/{id}` reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionRecord {
     pub request: ActionRequest,
     pub state: ActionState,
@@ -196,12 +206,14 @@ pub struct ActionRecord {
 
 /// Reply of `GET /v1/actions?state=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionsResponse {
     pub actions: Vec<ActionRecord>,
 }
 
 /// `GET /v1/actions`: every action the ops server keeps, or only those in `state`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ActionsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +222,7 @@ pub struct ActionsQuery {
 
 /// One line of an action's history (`GET /v1/actions/{id}/events`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditEvent {
     pub at_ms: i64,
     pub state: ActionState,
@@ -220,12 +233,14 @@ pub struct AuditEvent {
 
 /// Reply of `GET /v1/actions/{id}/events`: oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventsResponse {
     pub events: Vec<AuditEvent>,
 }
 
 /// `POST /v1/halt`: stop (or resume) taking actions off the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HaltRequest {
     pub halted: bool,
@@ -236,6 +251,7 @@ pub struct HaltRequest {
 
 /// Reply of `GET` and `POST /v1/halt`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HaltStatus {
     /// Whether the executor takes new actions off the queue.
     pub halted: bool,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// 401/403 auth, 404, 409 conflict, 413 too large, 422 invalid, 429 over limit, 503 not leader
 /// or not ready.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// For humans: what went wrong and, for 422, the field and value at fault.
     pub error: String,

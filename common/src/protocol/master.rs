@@ -22,6 +22,7 @@ use crate::ids::{ActionId, KeyRange, PartitionId, TableId, TenantId, WorkerId};
 
 /// A metric the table answers for (`?metric=ops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Read + write operations per second.
@@ -134,6 +135,7 @@ impl FromStr for Metric {
 
 /// How `/api/v1/top` groups partitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     /// One entry per live partition.
@@ -178,6 +180,7 @@ impl FromStr for GroupBy {
 
 /// `GET /api/v1/overview`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct OverviewQuery {
     /// Default `ops`.
@@ -190,6 +193,7 @@ pub struct OverviewQuery {
 
 /// `GET /api/v1/workers`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct WindowQuery {
     /// Default 10.
@@ -199,6 +203,7 @@ pub struct WindowQuery {
 
 /// `GET /api/v1/partitions`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct PartitionsQuery {
     /// Default 10.
@@ -220,6 +225,7 @@ pub struct PartitionsQuery {
 
 /// `GET /api/v1/top`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct TopQuery {
     /// Default `ops`.
@@ -238,6 +244,7 @@ pub struct TopQuery {
 
 /// `GET /api/v1/heatmap`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct HeatmapQuery {
     pub tenant: TenantId,
@@ -261,6 +268,7 @@ pub struct HeatmapQuery {
 
 /// `GET /api/v1/partitions/{id}/history`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     /// Default `ops`.
@@ -276,6 +284,7 @@ pub struct HistoryQuery {
 
 /// What a top-N entry is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GroupKey {
     Partition { partition: PartitionId },
@@ -285,6 +294,7 @@ pub enum GroupKey {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TopEntry {
     pub key: GroupKey,
     pub value: f64,
@@ -292,6 +302,7 @@ pub struct TopEntry {
 
 /// `GET /api/v1/top`: the highest `n`, highest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TopN {
     pub metric: Metric,
     pub group_by: GroupBy,
@@ -301,6 +312,7 @@ pub struct TopN {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerLoad {
     pub worker: WorkerId,
     pub value: f64,
@@ -310,6 +322,7 @@ pub struct WorkerLoad {
 
 /// `GET /api/v1/overview`: per-worker load and its spread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterOverview {
     pub metric: Metric,
     pub window_secs: f64,
@@ -324,6 +337,7 @@ pub struct ClusterOverview {
 
 /// `GET /api/v1/cluster/history`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ClusterHistoryQuery {
     /// Default `ops`.
@@ -343,6 +357,7 @@ pub struct ClusterHistoryQuery {
 /// Reply of `GET /api/v1/cluster/history`: the spread of worker load over time, one point per
 /// step (each the [`ClusterOverview`] of that step's window), oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterHistory {
     pub metric: Metric,
     pub step_ms: i64,
@@ -352,6 +367,7 @@ pub struct ClusterHistory {
 /// One step of a [`ClusterHistory`]: where the step ended and the workers' max, mean, max/mean
 /// and CV over it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterPoint {
     pub ts_ms: i64,
     pub max: f64,
@@ -362,6 +378,7 @@ pub struct ClusterPoint {
 
 /// One row of `GET /api/v1/partitions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PartitionRow {
     pub id: PartitionId,
     pub tenant: TenantId,
@@ -385,6 +402,7 @@ pub struct PartitionRow {
 
 /// One row of `GET /api/v1/workers`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerRow {
     pub id: WorkerId,
     pub in_topology: bool,
@@ -408,6 +426,7 @@ pub struct WorkerRow {
 
 /// `GET /api/v1/heatmap`: a time × key-range grid of one table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Heatmap {
     pub tenant: TenantId,
     pub table: TableId,
@@ -431,6 +450,7 @@ pub struct Heatmap {
 
 /// One point of a history.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HistoryPoint {
     /// Start of the point's interval.
     pub ts_ms: i64,
@@ -441,6 +461,7 @@ pub struct HistoryPoint {
 
 /// `GET /api/v1/partitions/{id}/history`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct History {
     pub partition: PartitionId,
     pub metric: Metric,
@@ -450,6 +471,7 @@ pub struct History {
 
 /// `GET /api/v1/table/memory`: memory held by the table, measured from capacities and sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemoryUsage {
     pub partitions: usize,
     pub workers: usize,
@@ -464,6 +486,7 @@ pub struct MemoryUsage {
 
 /// `GET /api/v1/collector`: how collection from the agents is going.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CollectorStatus {
     pub last_success_ms: Option<i64>,
     pub last_attempt_ms: Option<i64>,
@@ -480,6 +503,7 @@ pub struct CollectorStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentCollectStatus {
     pub status: Option<CollectStatus>,
     pub cursor: Cursor,
@@ -502,6 +526,7 @@ pub struct AgentCollectStatus {
 
 /// A dry-run proposal waiting for approval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Pending {
     /// The action id it gets if approved.
     pub id: ActionId,
@@ -512,6 +537,7 @@ pub struct Pending {
 
 /// `GET /api/v1/proposals/pending`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PendingResponse {
     pub proposals: Vec<Pending>,
 }
@@ -522,6 +548,7 @@ pub struct PendingResponse {
 /// destination is another healthy worker, a merge's partitions are adjacent) and answers 422
 /// naming the field when it does not fit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ManualActionRequest {
     pub spec: ActionSpec,
@@ -536,6 +563,7 @@ pub struct ManualActionRequest {
 /// with the predicted before/after on the master's current view) and, unless a dry run, the
 /// ops server's record of the submitted action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ManualActionReply {
     pub proposal: Proposal,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -544,6 +572,7 @@ pub struct ManualActionReply {
 
 /// `GET /api/v1/policy`: the live policy config and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyStatus {
     /// The master's config file, its version and its last reload attempt.
     pub config: ReloadStatus,
@@ -554,13 +583,17 @@ pub struct PolicyStatus {
     pub halted: bool,
     /// The `[planner]`, `[evaluation]` and `[placement]` sections as loaded (they hold no
     /// secrets), every default filled in.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub planner: serde_json::Value,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub evaluation: serde_json::Value,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub placement: serde_json::Value,
 }
 
 /// `GET /api/v1/leadership`: what a master knows about leadership right now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeadershipStatus {
     /// This master may act.
     pub leader: bool,
@@ -574,6 +607,7 @@ pub struct LeadershipStatus {
 
 /// `GET /api/v1/pass`: the outcome of the latest online pass, as published.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassSnapshot {
     /// Passes published since the master started (0: none yet).
     pub pass: u64,
@@ -597,6 +631,7 @@ pub struct PassSnapshot {
 
 /// `GET /api/v1/stream`, event `hello`: the first event of every connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StreamHello {
     /// The latest pass published when the reader connected.
     pub pass: u64,
@@ -607,6 +642,7 @@ pub struct StreamHello {
 /// `GET /api/v1/stream`, event `lagged`: this reader fell behind and `missed` records were not
 /// sent to it; it should read them again (`GET /api/v1/records/{kind}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StreamLagged {
     pub missed: u64,
 }

@@ -4,6 +4,10 @@
 //! message; `tests/protocol_examples.rs` deserialises every example, so docs and code cannot
 //! drift. Conventions: JSON, snake_case fields, units in field names, timestamps as epoch millis
 //! (`*_ms`), keys as 16-digit hex strings. Requests reject unknown fields; replies accept them.
+//!
+//! With feature `openapi` (only the master enables it), the types of the master's API derive
+//! `utoipa::ToSchema` (its queries `utoipa::IntoParams`) from the same serde attributes, for the
+//! master's `GET /api/v1/openapi.json`.
 
 pub mod actions;
 pub mod error;

@@ -8,6 +8,7 @@ use crate::protocol::actions::LoadBalancing;
 
 /// The whole rule set. A router ignores a set older than the one it has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlacementRules {
     /// Increases with every published set.
     pub version: u64,
@@ -18,6 +19,7 @@ pub struct PlacementRules {
 
 /// How one dataset spreads over shards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DatasetPlacement {
     pub tenant: TenantId,
     pub dataset: DatasetId,

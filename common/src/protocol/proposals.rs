@@ -8,6 +8,7 @@ use super::actions::{ActionSpec, Origin};
 
 /// Whether a policy acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PolicyMode {
     Off,
@@ -28,6 +29,7 @@ impl PolicyMode {
 
 /// The policies, as a bounded set (metric label, history column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
     PartitionOverload,
@@ -53,6 +55,7 @@ impl Policy {
 
 /// One proposed action with everything an SRE needs to judge it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Proposal {
     pub spec: ActionSpec,
     pub policy: Policy,
@@ -73,6 +76,7 @@ fn online() -> Origin {
 
 /// The numbers that triggered a proposal; absent ones do not apply to its policy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Trigger {
     pub hot_windows: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +101,7 @@ pub struct Trigger {
 
 /// Predicted loads before and after, as ratios of capacity (partition: of its limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Prediction {
     pub target_before_ratio: f64,
     pub target_after_ratio: f64,
@@ -115,6 +120,7 @@ pub struct Prediction {
 
 /// A candidate the planner considered and did not take.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Alternative {
     pub candidate: String,
     pub why: String,
@@ -122,6 +128,7 @@ pub struct Alternative {
 
 /// A trigger that got no action this pass, and why (cooldown, cap, no destination, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Declined {
     pub policy: Policy,
     pub subject: String,
@@ -130,6 +137,7 @@ pub struct Declined {
 
 /// Counters of one pass, for metrics and the console.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanStats {
     pub partitions: usize,
     pub workers: usize,

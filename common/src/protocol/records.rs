@@ -19,6 +19,7 @@ use crate::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
 
 /// The kinds of record, a closed set so a typo cannot create a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RecordKind {
     /// A pass of an analyzer: what it saw and concluded.
@@ -80,6 +81,7 @@ impl RecordBody for ReloadStatus {
 
 /// A stored record, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoredRecord<T> {
     pub kind: RecordKind,
     pub key: String,
@@ -89,6 +91,7 @@ pub struct StoredRecord<T> {
 
 /// `GET /api/v1/records/{kind}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct RecordsQuery {
     /// Only records at or after this time (default: all kept).
@@ -101,6 +104,7 @@ pub struct RecordsQuery {
 
 /// `GET /api/v1/records/{kind}` reply: newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(bound(deserialize = "T: DeserializeOwned"))]
 pub struct RecordsResponse<T> {
     pub records: Vec<StoredRecord<T>>,
@@ -110,6 +114,7 @@ pub struct RecordsResponse<T> {
 /// submitted something, when what it proposes in dry run or declines changed, and at least
 /// once a minute while that stays; a quiet cluster writes none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AnalysisRecord {
     /// Where the pass's load windows ended.
     pub window_end_ms: i64,
@@ -125,6 +130,7 @@ pub struct AnalysisRecord {
 /// record per action, rewritten as it progresses: submitted, then applied or not (or refused
 /// or unanswered at submission).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionEntry {
     pub request: ActionRequest,
     pub outcome: ActionOutcome,
@@ -139,6 +145,7 @@ pub struct ActionEntry {
 
 /// Where an action stands as the master sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionOutcome {
     /// The ops server accepted it; it has not ended yet.
@@ -169,6 +176,7 @@ impl ActionOutcome {
 
 /// What an evaluation watches, fixed when the action is submitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Subject {
     pub partitions: Vec<PartitionId>,
     /// The table and key range the target partitions covered: after a split, its pieces.
@@ -187,6 +195,7 @@ pub struct Subject {
 /// The watched numbers over one window. Ratios are of capacity (a partition's: of its limit)
 /// and count demand, served plus rejected, so an overloaded worker does not look capped at 1.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Snapshot {
     /// Hottest of the subject's partitions (after a split: of its pieces), demand over limit.
     pub target_ratio: f64,
@@ -203,6 +212,7 @@ pub struct Snapshot {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Effective,
@@ -222,6 +232,7 @@ impl Verdict {
 
 /// The score and verdict of one action, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Judgement {
     /// Relative improvement of the triggering metric: 1 = gone, 0 = unchanged, < 0 = worse.
     pub score: f64,
@@ -233,6 +244,7 @@ pub struct Judgement {
 
 /// One action's evaluation as stored in the ResultDataStore (kind `evaluation`, key = action id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Evaluation {
     pub action_id: String,
     pub spec: ActionSpec,

@@ -14,6 +14,7 @@ use crate::protocol::report::{HostStats, PartitionStats};
 
 /// Position in an agent's sample log. `Cursor(0)` means "from the beginning".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct Cursor(pub u64);
 

@@ -15,6 +15,7 @@ use crate::protocol::actions::{ActionKind, ActionSpec, LoadBalancing};
 
 /// The storage system's layout as it is now.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Topology {
     /// Increases on every change; lets a reader tell a stale copy.
     pub version: u64,
@@ -104,6 +105,7 @@ impl Topology {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerInfo {
     pub id: WorkerId,
     pub capacity: Capacity,
@@ -114,12 +116,14 @@ pub struct WorkerInfo {
 
 /// What a worker (or a single partition) can serve before it rejects requests.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Capacity {
     pub ops_per_sec: f64,
     pub bytes_per_sec: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     Healthy,
@@ -129,6 +133,7 @@ pub enum Health {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PartitionInfo {
     pub id: PartitionId,
     pub tenant: TenantId,
@@ -147,6 +152,7 @@ pub struct PartitionInfo {
 
 /// A hash-sharded dataset and where its shards live.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DatasetInfo {
     pub tenant: TenantId,
     pub dataset: DatasetId,

@@ -2,8 +2,13 @@
 //! averaging window (`window_secs`, or `step_ms` for heatmaps and histories). Table queries run
 //! on a blocking thread: a top-N over 100k partitions takes milliseconds, too long for an async
 //! task.
+//!
+//! Each handler carries its OpenAPI doc (`#[utoipa::path]`: method, path, parameters, body,
+//! replies, auth) and [`api_routes`] registers it from there, so a path is written once; the
+//! document is assembled in [`openapi`] and served at `GET /api/v1/openapi.json`.
 
 pub mod console;
+pub mod openapi;
 
 use std::time::Duration;
 
@@ -12,16 +17,18 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use lb_common::config::watch::SharedReloadStatus;
 use lb_common::http::auth::{Role, identify, require};
 use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_standard_layers};
-use lb_common::ids::PartitionId;
+use lb_common::ids::{ActionId, PartitionId};
 use lb_common::protocol::{
-    ActionRecord, ClusterHistory, ClusterHistoryQuery, HeatmapQuery, HistoryQuery, LeadershipStatus, ManualActionReply,
-    ManualActionRequest, OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse, PlacementRules,
-    Policy, PolicyStatus, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+    ActionRecord, ClusterHistory, ClusterHistoryQuery, ErrorBody, HeatmapQuery, HistoryQuery, LeadershipStatus,
+    ManualActionReply, ManualActionRequest, OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse,
+    PlacementRules, Policy, PolicyStatus, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
 };
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::Shared;
 use crate::collector::CollectorStatus;
@@ -45,32 +52,15 @@ pub fn router(
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
     let http = shared.config.borrow().http.clone();
-    let api = Router::new()
-        .route("/api/v1/overview", get(overview))
-        .route("/api/v1/workers", get(workers))
-        .route("/api/v1/partitions", get(partitions))
-        .route("/api/v1/partitions/{id}/history", get(history))
-        .route("/api/v1/top", get(top))
-        .route("/api/v1/heatmap", get(heatmap))
-        .route("/api/v1/cluster/history", get(cluster_history))
-        .route("/api/v1/topology", get(topology))
-        .route("/api/v1/collector", get(collector))
-        .route("/api/v1/table/memory", get(memory))
-        .route("/api/v1/records/{kind}", get(records))
-        .route("/api/v1/records/{kind}/{key}", get(record))
-        .route("/api/v1/proposals/pending", get(pending))
-        .route("/api/v1/placement/rules", get(placement_rules))
-        .route("/api/v1/pass", get(pass_snapshot))
-        .route("/api/v1/leadership", get(leadership))
-        .route("/api/v1/proposals/{id}/approve", post(approve))
-        .route("/api/v1/proposals/{id}/reject", post(reject))
-        .route("/api/v1/actions", post(manual_action).get(console::actions))
-        .route("/api/v1/policy", get(policy))
+    let metrics = lb_common::telemetry::metrics_handle();
+    let (api, _doc) = api_routes().split_for_parts();
+    let api = api
+        .route("/api/v1/actions", get(console::actions))
         .merge(console::api_router(stop))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
         .with_state(shared)
         .merge(console::assets_router())
-        .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
+        .merge(observability_router(metrics, readiness, config_status));
     with_standard_layers(api, &http)
 }
 
@@ -89,6 +79,34 @@ async fn read_access(
         return axum::response::IntoResponse::into_response(e);
     }
     next.run(request).await
+}
+
+/// Every route under `/api/v1` with its doc. A new route is a handler with a `#[utoipa::path]`
+/// and one `.routes(routes!(handler))` line here (one handler per line: `routes!` with several
+/// handlers of different paths would mount each on every path).
+pub fn api_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(overview))
+        .routes(routes!(workers))
+        .routes(routes!(partitions))
+        .routes(routes!(history))
+        .routes(routes!(top))
+        .routes(routes!(heatmap))
+        .routes(routes!(cluster_history))
+        .routes(routes!(topology))
+        .routes(routes!(collector))
+        .routes(routes!(memory))
+        .routes(routes!(records))
+        .routes(routes!(record))
+        .routes(routes!(pending))
+        .routes(routes!(placement_rules))
+        .routes(routes!(pass_snapshot))
+        .routes(routes!(leadership))
+        .routes(routes!(approve))
+        .routes(routes!(reject))
+        .routes(routes!(manual_action))
+        .routes(routes!(policy))
+        .routes(routes!(openapi::document_json))
 }
 
 fn now_ms() -> i64 {
@@ -122,6 +140,19 @@ fn window(secs: Option<u64>) -> Duration {
     Duration::from_secs(secs.unwrap_or(DEFAULT_WINDOW_SECS).max(1))
 }
 
+/// Per-worker load of one metric and its spread (max, mean, max/mean, CV).
+#[utoipa::path(
+    get, path = "/api/v1/overview", tag = "load",
+    params(OverviewQuery),
+    responses(
+        (status = 200, body = ClusterOverview, description = "per-worker load over the window"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric \
+                           this view does not keep)"),
+    )
+)]
 async fn overview(
     State(shared): State<Shared>,
     q: Result<Query<OverviewQuery>, QueryRejection>,
@@ -131,6 +162,17 @@ async fn overview(
     query(&shared, move |t| t.cluster_overview(metric, last, now)).await.map(ApiJson)
 }
 
+/// One row per worker: capacity, health, load figures and how much of the window it reported.
+#[utoipa::path(
+    get, path = "/api/v1/workers", tag = "load",
+    params(WindowQuery),
+    responses(
+        (status = 200, body = Vec<WorkerRow>, description = "one row per worker"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, not a number)"),
+        (status = 422, body = ErrorBody, description = "`invalid_query`: a window longer than the table's history"),
+    )
+)]
 async fn workers(
     State(shared): State<Shared>,
     q: Result<Query<WindowQuery>, QueryRejection>,
@@ -140,6 +182,18 @@ async fn workers(
     query(&shared, move |t| t.workers(last, now)).await.map(ApiJson)
 }
 
+/// One row per partition (live ones unless `include_gone`), filtered by the query.
+#[utoipa::path(
+    get, path = "/api/v1/partitions", tag = "load",
+    params(PartitionsQuery),
+    responses(
+        (status = 200, body = Vec<PartitionRow>, description = "one row per matching partition"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `min_ops_per_sec` not finite, or a window longer than the table's history"),
+    )
+)]
 async fn partitions(
     State(shared): State<Shared>,
     q: Result<Query<PartitionsQuery>, QueryRejection>,
@@ -164,6 +218,19 @@ async fn partitions(
     Ok(ApiJson(rows))
 }
 
+/// The `n` highest partitions (or workers, tables, tenants) by one metric, highest first.
+#[utoipa::path(
+    get, path = "/api/v1/top", tag = "load",
+    params(TopQuery),
+    responses(
+        (status = 200, body = TopN, description = "the highest `n`, with the window"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: the table cannot answer it (a window longer than the history, a metric \
+                           this view does not keep)"),
+    )
+)]
 async fn top(
     State(shared): State<Shared>,
     q: Result<Query<TopQuery>, QueryRejection>,
@@ -175,6 +242,19 @@ async fn top(
     query(&shared, move |t| t.top_n(metric, n, group_by, last, now)).await.map(ApiJson)
 }
 
+/// A time × key-range grid of one table's load.
+#[utoipa::path(
+    get, path = "/api/v1/heatmap", tag = "load",
+    params(HeatmapQuery),
+    responses(
+        (status = 200, body = Heatmap, description = "the grid, row-major"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query, or `tenant` or `table` missing"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: a step or span the table cannot answer, a grid too large, an unknown \
+                           table, or a metric without partition history"),
+    )
+)]
 async fn heatmap(
     State(shared): State<Shared>,
     q: Result<Query<HeatmapQuery>, QueryRejection>,
@@ -188,6 +268,19 @@ async fn heatmap(
     query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
 }
 
+/// The spread of worker load over time: one overview (max, mean, max/mean, CV) per step.
+#[utoipa::path(
+    get, path = "/api/v1/cluster/history", tag = "load",
+    params(ClusterHistoryQuery),
+    responses(
+        (status = 200, body = ClusterHistory, description = "one point per step, oldest first"),
+        (status = 400, body = ErrorBody,
+            description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `step_ms` outside 1000..=86400000, `to_ms` not after `from_ms`, a span \
+                           longer than the history or of more than 1,440 steps"),
+    )
+)]
 async fn cluster_history(
     State(shared): State<Shared>,
     q: Result<Query<ClusterHistoryQuery>, QueryRejection>,
@@ -199,6 +292,19 @@ async fn cluster_history(
     query(&shared, move |t| t.cluster_history(metric, from, to, step)).await.map(ApiJson)
 }
 
+/// One partition's history of one metric, reaching into its parents' after a split or merge.
+#[utoipa::path(
+    get, path = "/api/v1/partitions/{id}/history", tag = "load",
+    params(("id" = PartitionId, Path, description = "the partition"), HistoryQuery),
+    responses(
+        (status = 200, body = History, description = "the points, oldest first"),
+        (status = 400, body = ErrorBody, description = "`bad_request`: a malformed query or partition id"),
+        (status = 404, body = ErrorBody, description = "`not_found`: the table has no such partition"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_query`: `to_ms` before `from_ms`, a span too long, or a metric without partition \
+                           history"),
+    )
+)]
 async fn history(
     State(shared): State<Shared>,
     Path(id): Path<String>,
@@ -212,6 +318,14 @@ async fn history(
     query(&shared, move |t| t.history(&id, metric, from, to)).await.map(ApiJson)
 }
 
+/// The storage layout as last read through the ops server.
+#[utoipa::path(
+    get, path = "/api/v1/topology", tag = "cluster",
+    responses(
+        (status = 200, body = Topology, description = "the last topology read"),
+        (status = 503, body = ErrorBody, description = "`no_topology`: not read from the ops server yet"),
+    )
+)]
 async fn topology(State(shared): State<Shared>) -> Result<ApiJson<Topology>, ApiError> {
     let topology = shared.topology.read().expect("topology lock is never poisoned").clone();
     topology
@@ -219,14 +333,35 @@ async fn topology(State(shared): State<Shared>) -> Result<ApiJson<Topology>, Api
         .ok_or_else(|| ApiError::unavailable("no_topology", "the topology has not been read from the ops server yet"))
 }
 
+/// How collection from the agents is going: per agent its cursor, status, gaps and lag.
+#[utoipa::path(
+    get, path = "/api/v1/collector", tag = "cluster",
+    responses((status = 200, body = CollectorStatus, description = "the collector's status"))
+)]
 async fn collector(State(shared): State<Shared>) -> ApiJson<CollectorStatus> {
     ApiJson(shared.collector.read().expect("collector status lock is never poisoned").clone())
 }
 
+/// Memory the MetricsTable holds, measured from capacities and sizes.
+#[utoipa::path(
+    get, path = "/api/v1/table/memory", tag = "load",
+    responses((status = 200, body = MemoryUsage, description = "bytes held"))
+)]
 async fn memory(State(shared): State<Shared>) -> Result<ApiJson<MemoryUsage>, ApiError> {
     query(&shared, |t| Ok(t.memory_usage())).await.map(ApiJson)
 }
 
+/// ResultDataStore records of one kind, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/records/{kind}", tag = "records",
+    params(("kind" = RecordKind, Path, description = "the record kind; it decides the body type"), RecordsQuery),
+    responses(
+        (status = 200, body = RecordsResponse<openapi::RecordBody>, description = "the records, newest first"),
+        (status = 400, body = ErrorBody, description = "`bad_request`: a malformed query"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such record kind"),
+        (status = 503, body = ErrorBody, description = "`store_unavailable`: the result store could not be read"),
+    )
+)]
 async fn records(
     State(shared): State<Shared>,
     Path(kind): Path<String>,
@@ -246,6 +381,19 @@ fn record_kind(kind: &str) -> Result<RecordKind, ApiError> {
     RecordKind::parse(kind).ok_or_else(|| ApiError::not_found(format!("no record kind {kind:?}")))
 }
 
+/// One ResultDataStore record.
+#[utoipa::path(
+    get, path = "/api/v1/records/{kind}/{key}", tag = "records",
+    params(
+        ("kind" = RecordKind, Path, description = "the record kind; it decides the body type"),
+        ("key" = String, Path, description = "the record's key: a pass's time in epoch ms, an action id, ..."),
+    ),
+    responses(
+        (status = 200, body = StoredRecord<openapi::RecordBody>, description = "the record"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such record kind, or no record with that key"),
+        (status = 503, body = ErrorBody, description = "`store_unavailable`: the result store could not be read"),
+    )
+)]
 async fn record(
     State(shared): State<Shared>,
     Path((kind, key)): Path<(String, String)>,
@@ -260,12 +408,34 @@ async fn record(
         .ok_or_else(|| ApiError::not_found(format!("no {} record {key:?}", kind.as_str())))
 }
 
+/// Dry-run proposals waiting for approval.
+#[utoipa::path(
+    get, path = "/api/v1/proposals/pending", tag = "decisions",
+    responses((status = 200, body = PendingResponse, description = "the pending proposals"))
+)]
 async fn pending(State(shared): State<Shared>) -> ApiJson<PendingResponse> {
     ApiJson(PendingResponse { proposals: shared.snapshot.borrow().pending.clone() })
 }
 
 /// Approves a dry-run proposal: the online loop submits it at its next pass (within a second
 /// by default) and this answers with the ops server's record. Needs the `operator` role.
+#[utoipa::path(
+    post, path = "/api/v1/proposals/{id}/approve", tag = "decisions",
+    security(("bearer" = ["operator"])),
+    params(("id" = ActionId, Path, description = "the pending proposal's id: the action id it gets")),
+    responses(
+        (status = 200, body = ActionRecord, description = "the ops server's record of the submitted action"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 404, body = ErrorBody,
+            description = "`not_found`: no pending proposal with that id (approved already, or no longer proposed)"),
+        (status = 409, body = ErrorBody, description = "`conflict`: the ops server refused the action"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
+    )
+)]
 async fn approve(
     State(shared): State<Shared>,
     Path(id): Path<String>,
@@ -307,6 +477,21 @@ fn approval_reply<T>(answer: Option<Result<T, ApprovalError>>) -> Result<ApiJson
 
 /// Rejects a dry-run proposal: dropped, and the same action on the same target is not offered
 /// again for `analyzer.approval_ttl_secs`. Needs the `operator` role.
+#[utoipa::path(
+    post, path = "/api/v1/proposals/{id}/reject", tag = "decisions",
+    security(("bearer" = ["operator"])),
+    params(("id" = ActionId, Path, description = "the pending proposal's id")),
+    responses(
+        (status = 200, body = Pending, description = "the proposal as it was pending"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no pending proposal with that id"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
+    )
+)]
 async fn reject(
     State(shared): State<Shared>,
     Path(id): Path<String>,
@@ -323,6 +508,28 @@ async fn reject(
 /// An action by hand, through the online loop: checked against the current view (422 naming
 /// the field when it does not fit), predicted, and unless `dry_run` submitted, tracked and
 /// evaluated like the analyzers' own. Needs the `operator` role.
+#[utoipa::path(
+    post, path = "/api/v1/actions", tag = "decisions",
+    security(("bearer" = ["operator"])),
+    request_body = ManualActionRequest,
+    responses(
+        (status = 200, body = ManualActionReply,
+            description = "the action as a proposal, and unless a dry run the ops server's record"),
+        (status = 400, body = ErrorBody, description = "`malformed_json`: the body is not JSON"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 409, body = ErrorBody, description = "`conflict`: the ops server did not take it"),
+        (status = 413, body = ErrorBody, description = "`body_too_large`: over `http.body_limit_bytes`"),
+        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: not `application/json`"),
+        (status = 422, body = ErrorBody,
+            description = "`invalid_field`: the body has the wrong shape; `invalid_action`: the action does not fit \
+                           the current view (`field` names the field at fault)"),
+        (status = 503, body = ErrorBody,
+            description = "`requests_busy`: too many requests wait for the online loop; `online_loop_unavailable`: no \
+                           pass answered in time"),
+    )
+)]
 async fn manual_action(
     State(shared): State<Shared>,
     headers: HeaderMap,
@@ -349,6 +556,14 @@ async fn manual_action(
 
 /// The live policy config: each policy's mode, the halt switch, the planner, evaluation and
 /// placement sections, and the config file's version and last reload.
+#[utoipa::path(
+    get, path = "/api/v1/policy", tag = "decisions",
+    responses(
+        (status = 200, body = PolicyStatus, description = "the live policy config"),
+        (status = 503, body = ErrorBody,
+            description = "`no_config_file`: this master was not started from a config file"),
+    )
+)]
 async fn policy(State(shared): State<Shared>) -> Result<ApiJson<PolicyStatus>, ApiError> {
     let cfg = shared.config.borrow().clone();
     let config = shared
@@ -379,6 +594,13 @@ async fn policy(State(shared): State<Shared>) -> Result<ApiJson<PolicyStatus>, A
 
 /// The placement rules routers follow: per hash-sharded dataset its shard limits and strategy,
 /// versioned. 503 until the online loop has run once.
+#[utoipa::path(
+    get, path = "/api/v1/placement/rules", tag = "cluster",
+    responses(
+        (status = 200, body = PlacementRules, description = "the rule set"),
+        (status = 503, body = ErrorBody, description = "`not_ready`: the online loop has not run yet"),
+    )
+)]
 async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<PlacementRules>, ApiError> {
     let rules = shared.snapshot.borrow().placement_rules.clone();
     rules.map(ApiJson).ok_or_else(|| ApiError::unavailable("not_ready", "the online loop has not run yet"))
@@ -386,12 +608,20 @@ async fn placement_rules(State(shared): State<Shared>) -> Result<ApiJson<Placeme
 
 /// The latest online pass as published (counters, proposals, declines with why, pending
 /// proposals, placement rules, leadership).
+#[utoipa::path(
+    get, path = "/api/v1/pass", tag = "decisions",
+    responses((status = 200, body = PassSnapshot, description = "the latest pass; `pass` 0 before the first"))
+)]
 async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<PassSnapshot> {
     let snapshot = shared.snapshot.borrow().clone();
     ApiJson((*snapshot).clone())
 }
 
 /// Whether this master may act, and who leads.
+#[utoipa::path(
+    get, path = "/api/v1/leadership", tag = "cluster",
+    responses((status = 200, body = LeadershipStatus, description = "this master's view of leadership"))
+)]
 async fn leadership(State(shared): State<Shared>) -> ApiJson<LeadershipStatus> {
     ApiJson(shared.leadership.status())
 }

@@ -2,4 +2,5 @@
 
 mod collect;
 mod console;
+mod openapi;
 mod store;
