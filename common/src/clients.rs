@@ -169,6 +169,14 @@ impl MasterClient {
         self.http.get("/api/v1/leadership").await
     }
 
+    /// Follows the master's event stream (`GET /api/v1/stream`).
+    pub async fn stream(&self) -> Result<MasterEvents, ClientError> {
+        Ok(MasterEvents {
+            url: format!("{}/api/v1/stream", self.http.base_url()),
+            inner: self.http.event_stream("/api/v1/stream").await?,
+        })
+    }
+
     /// The workers' spread (max, mean, max/mean, CV) per step over a time range.
     pub async fn cluster_history(&self, query: &ClusterHistoryQuery) -> Result<ClusterHistory, ClientError> {
         self.http.get_with_query("/api/v1/cluster/history", query).await
@@ -189,6 +197,34 @@ impl MasterClient {
     /// server checks the same token).
     pub async fn set_halt(&self, halted: bool, reason: Option<String>) -> Result<HaltStatus, ClientError> {
         self.http.post("/api/v1/halt", &HaltRequest { halted, reason }).await
+    }
+}
+
+/// The master's event stream, typed.
+#[derive(Debug)]
+pub struct MasterEvents {
+    url: String,
+    inner: crate::http::EventStream,
+}
+
+impl MasterEvents {
+    /// The next event; `None` when the master ended the stream (it is shutting down). Events of
+    /// kinds this client does not know are skipped.
+    pub async fn next(&mut self) -> Option<Result<StreamEvent, ClientError>> {
+        loop {
+            let raw = match self.inner.next().await? {
+                Ok(raw) => raw,
+                Err(e) => return Some(Err(e)),
+            };
+            match StreamEvent::parse(&raw.event, &raw.data) {
+                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(None) => continue,
+                Err(e) => {
+                    let message = format!("event {}: {e}", raw.event);
+                    return Some(Err(ClientError::Decode { url: self.url.clone(), message }));
+                }
+            }
+        }
     }
 }
 

@@ -129,6 +129,11 @@ pub enum Command {
     /// The live policy config, its version, source file and last reload outcome
     #[command(after_help = "Example:\n  lbctl policy\n  lbctl policy -o json | jq '.planner.partition_overload'")]
     Policy,
+    /// Follow the master's event stream: proposals, action states and verdicts as they happen
+    #[command(
+        after_help = "Example:\n  lbctl watch\n  lbctl watch --passes -n 10\n  lbctl watch -o json | jq -c 'select(.event == \"record\")'"
+    )]
+    Watch(WatchArgs),
     /// Registered agents, their last heartbeat and collection lag
     #[command(after_help = "Example:\n  lbctl agents")]
     Agents,
@@ -281,6 +286,16 @@ pub struct ReshardArgs {
     pub load_balancing: LoadBalancingArg,
     #[command(flatten)]
     pub manual: ManualArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Also a line per online pass (about one a second)
+    #[arg(long)]
+    pub passes: bool,
+    /// Stop after this many events (default: until the master ends the stream)
+    #[arg(short = 'n', long)]
+    pub n: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]

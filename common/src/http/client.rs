@@ -151,15 +151,109 @@ impl HttpClient {
             .await
             .map_err(|_| ClientError::Timeout { url: url.clone(), deadline_ms })??;
         if !status.is_success() {
-            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
-                error: String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
-                code: "unknown".to_owned(),
-                field: None,
-            });
+            let body = error_body(&bytes);
             return Err(ClientError::Status { url, status, body });
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode { url, message: e.to_string() })
     }
+}
+
+/// How long an event stream may stay silent before it counts as lost: three of the master's
+/// 15 s keep-alive comments.
+pub const STREAM_IDLE: Duration = Duration::from_secs(45);
+
+/// One server-sent event: its `event:` name (`message` when none) and its `data:` lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+/// An open `text/event-stream` reply, read event by event. The connection's whole-request
+/// deadline does not apply; a silence longer than [`STREAM_IDLE`] ends it with a timeout.
+#[derive(Debug)]
+pub struct EventStream {
+    url: String,
+    reply: reqwest::Response,
+    buffer: String,
+}
+
+impl EventStream {
+    /// The next event; `None` when the server ended the stream.
+    pub async fn next(&mut self) -> Option<Result<SseEvent, ClientError>> {
+        loop {
+            if let Some(cut) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..cut + 2).collect();
+                if let Some(event) = parse_event(&block) {
+                    return Some(Ok(event));
+                }
+                continue;
+            }
+            let idle_ms = STREAM_IDLE.as_millis() as u64;
+            let chunk = match tokio::time::timeout(STREAM_IDLE, self.reply.chunk()).await {
+                Err(_) => return Some(Err(ClientError::Timeout { url: self.url.clone(), deadline_ms: idle_ms })),
+                Ok(Err(e)) => return Some(Err(classify(&self.url, idle_ms, e))),
+                Ok(Ok(None)) => return None,
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        }
+    }
+}
+
+/// An event block's `event:` and `data:` fields (comments and other fields skipped); `None`
+/// for a block without data (a keep-alive comment).
+fn parse_event(block: &str) -> Option<SseEvent> {
+    let mut event = None;
+    let mut data: Vec<&str> = Vec::new();
+    for line in block.lines() {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event = Some(value.to_owned()),
+            "data" => data.push(value),
+            _ => {}
+        }
+    }
+    (!data.is_empty()).then(|| SseEvent { event: event.unwrap_or_else(|| "message".to_owned()), data: data.join("\n") })
+}
+
+impl HttpClient {
+    /// Opens a server-sent event stream at `path`: the connection within the client's deadline,
+    /// the events for as long as the server sends them.
+    pub async fn event_stream(&self, path: &str) -> Result<EventStream, ClientError> {
+        let url = format!("{}{}", self.base_url, path);
+        // No whole-request deadline (a year stands for none); silence is bounded per read.
+        let mut request = self
+            .inner
+            .get(&url)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(Duration::from_secs(365 * 24 * 3600));
+        if let Some(token) = &self.bearer_token {
+            request = request.bearer_auth(token);
+        }
+        let deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX);
+        let reply = tokio::time::timeout(self.deadline, request.send())
+            .await
+            .map_err(|_| ClientError::Timeout { url: url.clone(), deadline_ms })?
+            .map_err(|e| classify(&url, deadline_ms, e))?;
+        let status = reply.status();
+        if !status.is_success() {
+            let bytes = reply.bytes().await.unwrap_or_default();
+            let body = error_body(&bytes);
+            return Err(ClientError::Status { url, status, body });
+        }
+        Ok(EventStream { url, reply, buffer: String::new() })
+    }
+}
+
+/// The shared error body of a failed reply, or its first 512 bytes when it is not one.
+fn error_body(bytes: &[u8]) -> ErrorBody {
+    serde_json::from_slice::<ErrorBody>(bytes).unwrap_or_else(|_| ErrorBody {
+        error: String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
+        code: "unknown".to_owned(),
+        field: None,
+    })
 }
 
 fn classify(url: &str, deadline_ms: u64, err: reqwest::Error) -> ClientError {

@@ -12,7 +12,7 @@ pub mod error;
 pub mod layers;
 pub mod observability;
 
-pub use client::{ClientError, HttpClient};
+pub use client::{ClientError, EventStream, HttpClient, SseEvent};
 pub use error::{ApiError, ApiJson};
 pub use layers::with_standard_layers;
 pub use observability::{Readiness, observability_router};

@@ -639,6 +639,31 @@ pub struct StreamHello {
     pub server_ms: i64,
 }
 
+/// One event of `GET /api/v1/stream`, typed by its name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    Hello(StreamHello),
+    /// The pass snapshot, placement rules left out.
+    Pass(Box<PassSnapshot>),
+    /// A record just written (its body as the kind's JSON).
+    Record(super::StoredRecord<serde_json::Value>),
+    Lagged(StreamLagged),
+}
+
+impl StreamEvent {
+    /// From an event's name and data; an unknown name is `Ok(None)` (skip it: newer masters may
+    /// send more kinds).
+    pub fn parse(event: &str, data: &str) -> serde_json::Result<Option<Self>> {
+        Ok(Some(match event {
+            "hello" => StreamEvent::Hello(serde_json::from_str(data)?),
+            "pass" => StreamEvent::Pass(serde_json::from_str(data)?),
+            "record" => StreamEvent::Record(serde_json::from_str(data)?),
+            "lagged" => StreamEvent::Lagged(serde_json::from_str(data)?),
+            _ => return Ok(None),
+        }))
+    }
+}
+
 /// `GET /api/v1/stream`, event `lagged`: this reader fell behind and `missed` records were not
 /// sent to it; it should read them again (`GET /api/v1/records/{kind}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ pub mod policy;
 pub mod proposals;
 pub mod status;
 pub mod top;
+pub mod watch;
 
 use clap::CommandFactory;
 
@@ -72,6 +73,7 @@ pub async fn run(command: &Command, settings: &Settings, output: Output, style: 
             show(output, &status, |h| halt::render(h, style))
         }
         Command::Policy => show(output, &api.master.policy().await.at_master()?, |p| policy::render(p, style, now)),
+        Command::Watch(args) => watch::run(&api, args, output, style).await,
         Command::Agents => show(output, &agents::fetch(&api).await?, |a| agents::render(a, style, now)),
         Command::Split(_) | Command::Move(_) | Command::Merge(_) | Command::Group(_) | Command::Reshard(_) => {
             unreachable!("manual subcommands are handled above")

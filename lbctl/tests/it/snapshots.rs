@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use lbctl::cmd::{actions, agents, explain, halt, heatmap, history, manual, policy, proposals, status, top};
+use lbctl::cmd::{actions, agents, explain, halt, heatmap, history, manual, policy, proposals, status, top, watch};
 use lbctl::style::Style;
 
 use crate::fixtures::{self, NOW_MS};
@@ -119,4 +119,22 @@ fn json_wrappers_round_trip() {
     let tagged = serde_json::to_value(explain::Explanation::Partition(Box::new(fixtures::explain_quiet_partition())))
         .expect("serialises");
     assert_eq!(tagged["subject"], "partition", "{tagged}");
+}
+
+#[test]
+fn watch_lines() {
+    use lb_common::protocol::{RecordKind, StoredRecord, StreamEvent, StreamHello, StreamLagged};
+    let record = |kind, body: serde_json::Value| {
+        StreamEvent::Record(StoredRecord { kind, key: "lb-1796128699637-10".to_owned(), at_ms: NOW_MS - 3_000, body })
+    };
+    let events = [
+        StreamEvent::Hello(StreamHello { pass: 74, server_ms: NOW_MS - 5_000 }),
+        StreamEvent::Pass(Box::new(fixtures::pass())),
+        record(RecordKind::Proposal, serde_json::to_value(fixtures::split_proposal()).expect("json")),
+        record(RecordKind::Action, serde_json::to_value(fixtures::entry()).expect("json")),
+        record(RecordKind::Evaluation, serde_json::to_value(fixtures::evaluation()).expect("json")),
+        StreamEvent::Lagged(StreamLagged { missed: 12 }),
+    ];
+    let text: String = events.iter().map(|e| watch::line(e, &PLAIN)).collect();
+    check("watch_lines", &text);
 }

@@ -135,6 +135,17 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     let fast = "[analyzer]\nwindow_ms = 2000\n[evaluation]\nsettle_secs = 2\nwindow_secs = 3\n";
     let sys = System::start(format!("{fast}{}", tokens())).await;
 
+    // The event stream: a line per pass with --passes, JSON lines with -o json (hello first).
+    let out = sys.lbctl(&["watch", "--passes", "-n", "3"]).await;
+    let text = out.ok();
+    assert_eq!(text.lines().filter(|l| l.contains(" pass ") && l.contains("hot partitions")).count(), 3, "{text}");
+    let out = sys.lbctl(&["watch", "--passes", "-n", "2", "-o", "json"]).await;
+    let events: Vec<serde_json::Value> =
+        out.ok().lines().map(|l| serde_json::from_str(l).expect("one JSON value per line")).collect();
+    assert_eq!(events[0]["event"], "hello", "{events:?}");
+    assert_eq!(events[1]["event"], "pass", "{events:?}");
+    assert!(events[1]["data"]["stats"]["workers"].as_u64() == Some(4), "{events:?}");
+
     // Halt before the hotspot starts: what the master submits waits in the queue.
     let out = sys.sre(&["halt", "--reason", "lbctl test: hold everything"]).await;
     assert!(
