@@ -22,33 +22,7 @@ const SRE_TOKEN: &str = "console-operator-token-0001";
 const VIEWER_TOKEN: &str = "console-viewer-token-00001";
 
 /// Four workers, a key range at ~3x its partition's limit from 3 s.
-const SCENARIO: &str = r#"
-name = "console-e2e"
-description = "a key range at 3x its partition's limit from 3 s"
-seed = 11
-duration_secs = 3600
-[cluster]
-workers = 4
-worker_ops_per_sec = 40000
-worker_bytes_per_sec = 400e6
-partition_limit_ops_per_sec = 8000
-partition_limit_bytes_per_sec = 80e6
-[[tables]]
-tenant = "acme"
-table = "orders"
-partitions = 8
-stored_bytes_per_partition = 16777216
-[[tables.workloads]]
-kind = "uniform"
-ops_per_sec = 16000
-[[tables.workloads]]
-kind = "hot_range"
-ops_per_sec = 22000
-start_key = "4000000000000000"
-end_key = "43ffffffffffffff"
-start_secs = 3
-ramp_secs = 0
-"#;
+const SCENARIO: &str = include_str!("../../../configs/scenarios/e2e-hot-range.toml");
 const HOT_START: u64 = 0x4000_0000_0000_0000;
 const HOT_END: u64 = 0x43ff_ffff_ffff_ffff;
 

@@ -35,33 +35,7 @@ struct Case {
     budget: Duration,
 }
 
-const HOT_RANGE: &str = r#"
-name = "e2e-hot-range"
-description = "a key range at 3x its partition's limit from 3 s"
-seed = 11
-duration_secs = 3600
-[cluster]
-workers = 4
-worker_ops_per_sec = 40000
-worker_bytes_per_sec = 400e6
-partition_limit_ops_per_sec = 8000
-partition_limit_bytes_per_sec = 80e6
-[[tables]]
-tenant = "acme"
-table = "orders"
-partitions = 8
-stored_bytes_per_partition = 16777216
-[[tables.workloads]]
-kind = "uniform"
-ops_per_sec = 16000
-[[tables.workloads]]
-kind = "hot_range"
-ops_per_sec = 22000
-start_key = "4000000000000000"
-end_key = "43ffffffffffffff"
-start_secs = 3
-ramp_secs = 0
-"#;
+const HOT_RANGE: &str = include_str!("../../../configs/scenarios/e2e-hot-range.toml");
 
 const HOT_KEY: &str = r#"
 name = "e2e-hot-key"

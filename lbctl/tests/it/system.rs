@@ -29,33 +29,7 @@ use lbctl::cmd::status::Status;
 use crate::support::{command, eventually, lbctl};
 
 /// A key range at 3x its partition's limit from 3 s (the launcher's e2e hot range).
-const HOT_RANGE: &str = r#"
-name = "lbctl-hot-range"
-description = "a key range at 3x its partition's limit from 3 s"
-seed = 11
-duration_secs = 3600
-[cluster]
-workers = 4
-worker_ops_per_sec = 40000
-worker_bytes_per_sec = 400e6
-partition_limit_ops_per_sec = 8000
-partition_limit_bytes_per_sec = 80e6
-[[tables]]
-tenant = "acme"
-table = "orders"
-partitions = 8
-stored_bytes_per_partition = 16777216
-[[tables.workloads]]
-kind = "uniform"
-ops_per_sec = 16000
-[[tables.workloads]]
-kind = "hot_range"
-ops_per_sec = 22000
-start_key = "4000000000000000"
-end_key = "43ffffffffffffff"
-start_secs = 3
-ramp_secs = 0
-"#;
+const HOT_RANGE: &str = include_str!("../../../configs/scenarios/e2e-hot-range.toml");
 
 const SRE_TOKEN: &str = "lbctl-sre-operator-token-01";
 const VIEWER_TOKEN: &str = "lbctl-dashboard-viewer-token";
