@@ -3,7 +3,7 @@
 
 import { token } from "./api.js";
 import * as live from "./live.js";
-import { time } from "./ui.js";
+import { newRender, time } from "./ui.js";
 import overview from "./pages/overview.js";
 import heatmap from "./pages/heatmap.js";
 import top from "./pages/top.js";
@@ -42,6 +42,7 @@ function show() {
   main.replaceChildren();
   document.body.dataset.page = name;
   document.body.dataset.ready = "";
+  newRender();
   current = PAGES[name].render(main, { rest, params, setParams }) || {};
 }
 

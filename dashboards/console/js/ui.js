@@ -129,9 +129,23 @@ export function throttle(fn, ms) {
   };
 }
 
-/// The page is drawn: tests wait for `data-ready`, and `data-first-draw-ms` keeps when the first
-/// page of this load was (milliseconds since navigation start).
-export function ready() {
-  document.body.dataset.ready = "1";
-  document.body.dataset.firstDrawMs ||= String(Math.round(performance.now()));
+let render = 0;
+
+/// A new page is being drawn (the router calls this): signals of the pages before it go dead.
+export function newRender() {
+  render += 1;
+  // Which render this is, unique across reloads too: a test waits for it to change.
+  document.body.dataset.render = `${performance.timeOrigin}-${render}`;
+}
+
+/// The page's "drawn" signal, bound to the render it was made in, so a page left behind cannot
+/// mark the next one drawn. Tests wait for `data-ready`; `data-first-draw-ms` keeps when the first
+/// page of this load was drawn (milliseconds since navigation start).
+export function readySignal() {
+  const mine = render;
+  return () => {
+    if (mine !== render) return;
+    document.body.dataset.ready = "1";
+    document.body.dataset.firstDrawMs ||= String(Math.round(performance.now()));
+  };
 }

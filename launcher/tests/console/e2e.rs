@@ -56,9 +56,13 @@ fn use_token(page: &mut Page<'_>, token: &str) {
     page.wait_for("!document.getElementById('token-dialog').open", WAIT).expect("the dialog closes");
 }
 
+/// Opens a page and waits until it, not the page before (a hash change renders asynchronously),
+/// is drawn.
 fn show(page: &mut Page<'_>, base: &str, route: &str) {
+    let before = page.eval("document.body?.dataset.render ?? ''").expect("the render before");
     page.goto(&format!("{base}/console/#/{route}")).expect("navigate");
-    page.wait_for("document.body.dataset.ready === '1'", WAIT).unwrap_or_else(|e| panic!("{route} is drawn: {e:#}"));
+    let drawn = format!("document.body.dataset.render !== {before} && document.body.dataset.ready === '1'");
+    page.wait_for(&drawn, WAIT).unwrap_or_else(|e| panic!("{route} is drawn: {e:#}"));
 }
 
 /// Where screenshots go; the temporary directory, when there is one, lives as long as this.
@@ -171,7 +175,12 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
             break;
         }
         assert!(attempt < 5, "six clicks on approve did nothing");
-        eprintln!("a click on approve of {proposal} did not register; clicking again");
+        let seen = page
+            .eval("[document.getElementById('pending').dataset.draws, document.getElementById('pending').dataset.ids, document.activeElement?.id, document.getElementById('token-dialog').open]")
+            .unwrap_or_default();
+        eprintln!(
+            "a click on approve of {proposal} did not register (list draws, ids, focus, dialog open: {seen}); clicking again"
+        );
     }
     page.wait_for(
         &format!("document.querySelector('#decisions [data-outcome=approved][data-proposal={}]')", js_str(&proposal)),
@@ -274,22 +283,51 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
         )
         .expect("read the canvas");
     let (row, height) = (band[0].as_u64().expect("row"), band[1].as_u64().expect("height"));
-    let heat = rt
-        .block_on(sre.heatmap(&lb_common::protocol::HeatmapQuery {
-            tenant: "acme".parse().expect("tenant"),
-            table: "orders".parse().expect("table"),
-            metric: None,
-            from_ms: None,
-            to_ms: None,
-            step_ms: Some(60_000),
-            buckets: Some(height as usize),
-        }))
-        .expect("heatmap");
-    let bucket = &heat.key_buckets[row as usize];
-    assert!(bucket.start.0 <= HOT_END && bucket.end.0 >= HOT_START, "the brightest band {bucket:?} is the hot range");
+    // The keys of that row, from the reply the page drew (the master's heatmap, kept on the
+    // canvas), in hex as the API writes them.
+    let drawn = page
+        .eval(&format!(
+            "(() => {{ const h = document.getElementById('heatmap-canvas').lbHeatmap; \
+             return [h.key_buckets[{row}].start, h.key_buckets[{row}].end, h.bucket_partitions[{row}], h.key_buckets.length]; }})()"
+        ))
+        .expect("the drawn heatmap");
+    let hex = |i: usize| u64::from_str_radix(drawn[i].as_str().expect("a key"), 16).expect("hex");
+    let (start, end) = (hex(0), hex(1));
+    assert_eq!(drawn[3].as_u64(), Some(height), "one canvas row per key bucket");
+    assert!(start <= HOT_END && end >= HOT_START, "the brightest band {start:016x}..{end:016x} is the hot range");
     page.wait_for("document.querySelector('#heatmap-markers .marker[data-kind=split]')", WAIT)
         .expect("the split is marked");
+    // Hovering the band names the partition there now, its keys and the value (a mouse reports
+    // whole pixels: the first pixel row inside the band's 1.2 px).
+    let tip = page
+        .eval(&format!(
+            "(() => {{ const c = document.getElementById('heatmap-canvas'); const b = c.getBoundingClientRect(); \
+             c.dispatchEvent(new MouseEvent('mousemove', {{ clientX: b.right - 2, clientY: Math.ceil(b.top + {row} * b.height / {height} + 0.01), bubbles: true }})); \
+             return document.getElementById('heatmap-tip')?.textContent; }})()"
+        ))
+        .expect("hover");
+    let tip = tip.as_str().unwrap_or_default().to_owned();
+    let owner_now = drawn[2].as_str().expect("a live partition holds the band");
+    assert!(tip.contains(&format!("partition {owner_now}")) && tip.contains(&format!("keys {start:016x}")), "{tip}");
     shots.take(&mut page, "heatmap");
+
+    // The halt switch, clicked by the operator: the ops server halts, and resumes.
+    show(&mut page, &base, "act");
+    page.wait_for("document.getElementById('halt-toggle')", WAIT).expect("the halt switch");
+    page.type_into("#halt-reason", "console drill").expect("why");
+    page.click("#halt-toggle").expect("halt");
+    let state = page
+        .wait_for("document.getElementById('halt-state')?.textContent.startsWith('Halted') && document.getElementById('halt-state').textContent", WAIT)
+        .expect("shown halted");
+    // (`up`'s ops server has no tokens, so it audits "anonymous"; the master's reason names the
+    // operator.)
+    assert!(state.as_str().is_some_and(|s| s.contains("console drill (by sre through the master)")), "{state}");
+    let halt = rt.block_on(ops.halt_status()).expect("halt status");
+    assert!(halt.halted && halt.reason.as_deref().is_some_and(|r| r.contains("by sre")), "{halt:?}");
+    page.click("#halt-toggle").expect("resume");
+    page.wait_for("document.getElementById('halt-state')?.textContent.startsWith('Running')", WAIT)
+        .expect("shown running");
+    assert!(!rt.block_on(ops.halt_status()).expect("halt status").halted, "resumed at the ops server");
 
     // Top-N opens a partition's history.
     show(&mut page, &base, "top?group_by=none");

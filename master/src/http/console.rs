@@ -190,7 +190,10 @@ async fn set_halt(
     let caller = identify(&cfg.auth, &headers)?;
     require(&caller, &[Role::Operator], "halt or resume the executor")?;
     tracing::warn!(by = %caller.name, halted = request.halted, "halt switch changed through the master");
-    ops_for(&shared, &headers).set_halt(request.halted, request.reason).await.map(ApiJson).map_err(ops_error)
+    // The ops server audits the token it sees (none when its auth is off): the reason says who.
+    let by = format!("by {} through the master", caller.name);
+    let reason = Some(request.reason.map_or(by.clone(), |r| format!("{r} ({by})")));
+    ops_for(&shared, &headers).set_halt(request.halted, reason).await.map(ApiJson).map_err(ops_error)
 }
 
 /// `GET /api/v1/actions`: the ops server's actions (`GET /v1/actions`), newest first, at most

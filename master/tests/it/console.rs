@@ -155,7 +155,7 @@ async fn halt_and_actions_pass_through_to_the_ops_server_with_the_callers_token(
     let halted = sre.set_halt(true, Some("console drill".to_owned())).await.expect("the operator halts");
     assert!(halted.halted && halted.halted_by_api, "{halted:?}");
     assert_eq!(halted.changed_by.as_deref(), Some("sre"), "the ops server audited the person, not the master");
-    assert_eq!(halted.reason.as_deref(), Some("console drill"));
+    assert_eq!(halted.reason.as_deref(), Some("console drill (by sre through the master)"));
     let resumed = sre.set_halt(false, None).await.expect("resume");
     assert!(!resumed.halted, "{resumed:?}");
 

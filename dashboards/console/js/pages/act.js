@@ -2,7 +2,7 @@
 // prediction, then submitted through the master), and the executor's halt switch.
 
 import * as api from "../api.js";
-import { describe, h, kv, notice, ready, throttle } from "../ui.js";
+import { describe, h, kv, notice, readySignal, throttle } from "../ui.js";
 
 const KIND_FIELDS = {
   split: [["partition", "partition"], ["split_key", "split key (16 hex digits)"]],
@@ -18,6 +18,7 @@ function askToken(e) {
 
 export default {
   render(root) {
+    const ready = readySignal();
     const pendingEl = h("div", { id: "pending" });
     // Decisions outlive the list's redraws (every pass), newest first.
     const decisions = h("div", { id: "decisions" });
@@ -48,6 +49,7 @@ export default {
         const ids = proposals.map((p) => p.id).join(",");
         if (pendingEl.dataset.ids === ids && pendingEl.childElementCount) return;
         pendingEl.dataset.ids = ids;
+        pendingEl.dataset.draws = String(Number(pendingEl.dataset.draws || 0) + 1);
         pendingEl.replaceChildren(
           proposals.length
             ? h(

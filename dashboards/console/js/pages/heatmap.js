@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { heatColor, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, num, partitionsOf, ready, select, throttle, time } from "../ui.js";
+import { describe, h, METRICS, notice, num, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
 
 // Range → step: 5 min at 1 s up to 6 h at 1 min.
 const RANGES = [
@@ -24,6 +24,7 @@ const MAX_CELLS = 120000;
 
 export default {
   render(root, { params, setParams }) {
+    const ready = readySignal();
     const state = {
       table: params.get("tenant") && params.get("table") ? `${params.get("tenant")}/${params.get("table")}` : "",
       metric: params.get("metric") || "ops",
@@ -86,6 +87,7 @@ export default {
         ]);
         errors.replaceChildren();
         map = hm;
+        canvas.lbHeatmap = hm; // what is drawn, for tests and the devtools
         draw(hm, acts.records, tenant, table, from, to);
         ready();
       } catch (e) {

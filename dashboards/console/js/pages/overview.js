@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { lineChart } from "../charts.js";
-import { ago, describe, h, METRICS, notice, num, pct, ready, select, throttle } from "../ui.js";
+import { ago, describe, h, METRICS, notice, num, pct, readySignal, select, throttle } from "../ui.js";
 
 const METRIC_CHOICES = [
   ["ops", "ops/s"],
@@ -14,6 +14,7 @@ const METRIC_CHOICES = [
 
 export default {
   render(root, { params, setParams }) {
+    const ready = readySignal();
     let metric = params.get("metric") || "ops";
     let chart = null;
     let busy = false;

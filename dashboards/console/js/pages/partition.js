@@ -2,10 +2,11 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, partitionsOf, ready, select, time } from "../ui.js";
+import { describe, h, METRICS, notice, partitionsOf, readySignal, select, time } from "../ui.js";
 
 export default {
   render(root, { rest, params, setParams }) {
+    const ready = readySignal();
     const id = rest[0] || "";
     let metric = params.get("metric") || "ops";
     let chart = null;

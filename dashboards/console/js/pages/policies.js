@@ -2,7 +2,7 @@
 // the file it comes from, and the last reload's outcome and error.
 
 import * as api from "../api.js";
-import { ago, h, notice, ready } from "../ui.js";
+import { ago, h, notice, readySignal } from "../ui.js";
 
 /// Nested config sections as tables: a section's scalars first, then its subsections.
 function section(name, obj) {
@@ -21,6 +21,7 @@ function section(name, obj) {
 
 export default {
   render(root) {
+    const ready = readySignal();
     const out = h("div", { id: "policies" });
     root.append(h("h2", {}, "Policies"), out);
     async function load() {

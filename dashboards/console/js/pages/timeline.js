@@ -4,13 +4,14 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, kv, notice, partitionsOf, ready, select, throttle, time } from "../ui.js";
+import { describe, h, kv, notice, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
 
 const KINDS = ["", "split", "move", "merge", "group", "reshard"];
 const VERDICTS = ["", "effective", "no_effect", "harmful", "pending"];
 
 export default {
   render(root, { params, setParams }) {
+    const ready = readySignal();
     const f = {
       policy: params.get("policy") || "",
       kind: params.get("kind") || "",

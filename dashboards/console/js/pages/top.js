@@ -2,7 +2,7 @@
 // tenant; a partition opens its history and actions.
 
 import * as api from "../api.js";
-import { h, METRICS, notice, num, ready, select } from "../ui.js";
+import { h, METRICS, notice, num, readySignal, select } from "../ui.js";
 
 const METRIC_CHOICES = Object.entries(METRICS).concat([["stored_bytes", "stored bytes"]]);
 const WINDOWS = [
@@ -21,6 +21,7 @@ const SIZES = [["10", "10"], ["50", "50"], ["100", "100"], ["500", "500"]];
 
 export default {
   render(root, { params, setParams }) {
+    const ready = readySignal();
     const q = {
       metric: params.get("metric") || "ops",
       window_secs: params.get("window_secs") || "10",
