@@ -105,7 +105,7 @@ export function kv(obj) {
     { class: "kv" },
     Object.entries(obj || {}).flatMap(([k, v]) => [
       h("dt", {}, k),
-      h("dd", {}, typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)),
+      h("dd", {}, v === null || v === undefined ? "–" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : typeof v === "object" ? JSON.stringify(v) : String(v)),
     ]),
   );
 }

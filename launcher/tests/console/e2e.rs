@@ -63,6 +63,10 @@ fn show(page: &mut Page<'_>, base: &str, route: &str) {
     page.goto(&format!("{base}/console/#/{route}")).expect("navigate");
     let drawn = format!("document.body.dataset.render !== {before} && document.body.dataset.ready === '1'");
     page.wait_for(&drawn, WAIT).unwrap_or_else(|e| panic!("{route} is drawn: {e:#}"));
+    let leaked = page
+        .eval("(document.getElementById('page').innerText.match(/\\b(null|undefined|NaN|\\[object Object\\])\\b/) || [''])[0]")
+        .expect("read the page");
+    assert_eq!(leaked, Value::from(""), "{route} shows a raw JavaScript value");
 }
 
 /// Where screenshots go; the temporary directory, when there is one, lives as long as this.
@@ -314,6 +318,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     // The halt switch, clicked by the operator: the ops server halts, and resumes.
     show(&mut page, &base, "act");
     page.wait_for("document.getElementById('halt-toggle')", WAIT).expect("the halt switch");
+    let text = page.eval("document.getElementById('halt').innerText").expect("the halt panel");
+    assert!(text.as_str().is_some_and(|t| !t.contains("null") && t.contains("0 queued")), "{text}");
     page.type_into("#halt-reason", "console drill").expect("why");
     page.click("#halt-toggle").expect("halt");
     let state = page

@@ -116,13 +116,17 @@ export default {
           }
         };
         haltEl.replaceChildren(
-          h("p", { id: "halt-state", class: hs.halted ? "bad" : "good" }, hs.halted ? `Halted${hs.changed_by ? ` by ${hs.changed_by}` : ""}${hs.reason ? `: ${hs.reason}` : ""}. No new action starts; running ones finish.` : "Running: actions start as they are submitted."),
+          h(
+            "div",
+            {},
+            h("p", { id: "halt-state", class: hs.halted ? "bad" : "good" }, hs.halted ? `Halted${hs.changed_by ? ` by ${hs.changed_by}` : ""}${hs.reason ? `: ${hs.reason}` : ""}. No new action starts; running ones finish.` : "Running: actions start as they are submitted."),
           hs.halted_by_config ? notice("executor.halted is set in the ops server's config; the switch cannot lift that.", "error") : null,
           h("p", {}, `${hs.queued} queued`),
           hs.halted ? null : reason,
           " ",
-          h("button", { id: "halt-toggle", type: "button", class: hs.halted ? "primary" : "danger", onclick: flip }, hs.halted ? "Resume" : "Halt executor"),
-          msg,
+            h("button", { id: "halt-toggle", type: "button", class: hs.halted ? "primary" : "danger", onclick: flip }, hs.halted ? "Resume" : "Halt executor"),
+            msg,
+          ),
         );
       } catch (e) {
         haltEl.replaceChildren(notice(e.message, "error"));

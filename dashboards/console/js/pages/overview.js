@@ -79,7 +79,10 @@ export default {
       drawKpis(ov.value, pass.value, coll.value);
       if (hist.value) {
         chart?.destroy();
-        const p = hist.value.points;
+        // From the first step with any load: before it the table had nothing to show.
+        const all = hist.value.points;
+        const first = all.findIndex((x) => x.max > 0);
+        const p = first < 0 ? [] : all.slice(first);
         chart = lineChart(spread, {
           times: p.map((x) => x.ts_ms),
           series: [

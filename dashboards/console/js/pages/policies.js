@@ -13,7 +13,7 @@ function section(name, obj) {
     { class: "panel", dataset: { section: name } },
     h("h3", {}, name),
     scalars.length
-      ? h("table", {}, scalars.map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", { class: "num" }, Array.isArray(v) ? v.join(", ") || "[]" : String(v)))))
+      ? h("table", {}, scalars.map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", { class: "num" }, Array.isArray(v) ? v.join(", ") || "[]" : v === null ? "–" : String(v)))))
       : null,
     nested.map(([k, v]) => section(`${name}.${k}`, v)),
   );
