@@ -99,16 +99,18 @@ fn bearer_token(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// The token a request presents in `Authorization: Bearer <token>`, if any (not checked).
+pub fn presented_token(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token)
+}
+
 /// The caller behind a request's `Authorization: Bearer` header: 401 without one or with an
 /// unknown token. Compares against every token without stopping at a match.
 pub fn identify(auth: &AuthConfig, headers: &HeaderMap) -> Result<Caller, ApiError> {
     if auth.tokens.is_empty() {
         return Ok(Caller::anonymous());
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
+    let presented = presented_token(headers)
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing bearer token"))?;
     let mut found = None;
     for t in &auth.tokens {

@@ -143,13 +143,7 @@ fn json_event(name: &str, body: &impl serde::Serialize) -> Event {
 /// it sent one (the ops server then checks and audits the person), else the master's.
 fn ops_for(shared: &Shared, headers: &HeaderMap) -> OpsClient {
     let cfg = shared.config.borrow().clone();
-    let own = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim().to_owned());
-    match own {
+    match lb_common::http::auth::presented_token(headers) {
         Some(token) => OpsClient::new(&cfg.ops_server.url, &cfg.client).with_bearer_token(token),
         None => crate::ops_client(&cfg),
     }
