@@ -15,6 +15,7 @@
 pub mod config;
 pub mod host;
 pub mod http;
+pub mod metrics;
 pub mod registration;
 pub mod source;
 pub mod store;
@@ -52,6 +53,9 @@ pub async fn start(
     use anyhow::Context;
     let addr = listener.local_addr().context("listener address")?;
     let readiness = Readiness::new();
+    let metrics_handle = lb_common::telemetry::install(metrics::CATALOG);
+    lb_common::telemetry::describe(lb_valkey::metrics::CATALOG);
+    metrics::initialize();
     let store = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || MetricStore::open(config)).await.context("store open task")??
@@ -66,7 +70,7 @@ pub async fn start(
     shutdown.spawn(source::valkey::run(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(maintenance(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(registration::run(config.clone(), addr, store.clone(), shutdown.token()));
-    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), shutdown.token()));
+    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(metrics_handle, shutdown.token()));
     readiness.set_ready();
     info!(%addr, worker_id = %config.borrow().worker_id, "agent started");
     Ok(RunningAgent { addr, shutdown, store, readiness })
@@ -108,6 +112,7 @@ async fn maintenance(
     cancel: tokio_util::sync::CancellationToken,
 ) {
     loop {
+        record_store_size(&config.borrow().store.path);
         let interval = Duration::from_millis(config.borrow().store.maintenance_interval_ms);
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -117,6 +122,14 @@ async fn maintenance(
             warn!(%error, "store maintenance failed");
         }
     }
+}
+
+/// `lb_agent_store_bytes`: the SQLite file and its write-ahead log, as the disk sees them.
+fn record_store_size(path: &std::path::Path) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    ::metrics::gauge!("lb_agent_store_bytes").set((size(path) + size(std::path::Path::new(&wal))) as f64);
 }
 
 impl lb_common::service::RunningService for RunningAgent {

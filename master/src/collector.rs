@@ -128,7 +128,7 @@ impl Collector {
         self.status.stale = false;
         metrics::counter!("lb_master_collect_rounds_total", "outcome" => "ok").increment(1);
         metrics::counter!("lb_master_collected_samples_total").increment(collected);
-        metrics::gauge!("lb_master_collector_stale").set(0.0);
+        metrics::gauge!("lb_master_stale_collectors").set(0.0);
         Ok(collected)
     }
 
@@ -175,14 +175,18 @@ impl Collector {
         }
         let smallest = self.status.agents.values().map(|a| a.page_limit).filter(|&l| l > 0).min();
         if let Some(page) = smallest {
-            metrics::gauge!("lb_master_collect_page_limit").set(f64::from(page));
+            metrics::gauge!("lb_master_collect_page_samples").set(f64::from(page));
+        }
+        for status in [CollectStatus::Ok, CollectStatus::Timeout, CollectStatus::Error, CollectStatus::Down] {
+            let n = self.status.agents.values().filter(|a| a.status == Some(status)).count();
+            metrics::gauge!("lb_master_collected_agents", "status" => status.as_str()).set(n as f64);
         }
     }
 
     fn update_stale(&mut self, config: &CollectorConfig, now_ms: i64) {
         let last = self.status.last_success_ms.unwrap_or(i64::MIN);
         self.status.stale = now_ms.saturating_sub(last) > config.stale_after_ms as i64;
-        metrics::gauge!("lb_master_collector_stale").set(if self.status.stale { 1.0 } else { 0.0 });
+        metrics::gauge!("lb_master_stale_collectors").set(if self.status.stale { 1.0 } else { 0.0 });
     }
 
     /// How long to wait before the next round.
@@ -199,11 +203,15 @@ impl Collector {
     }
 }
 
+/// `lb_master_table_bytes` is measured every this many rounds (10 s at the default 1 s).
+const TABLE_MEMORY_EVERY_ROUNDS: u64 = 10;
+
 /// The collect loop: a round every `collector.interval_ms` (backing off while the ops server
 /// fails), each agent's page ingested under the table's write lock before its cursor advances;
 /// the status is published for `/api/v1/collector` after every round.
 pub async fn run(shared: Shared, cancel: CancellationToken) {
     let mut collector: Option<(String, Collector)> = None;
+    let mut rounds = 0u64;
     loop {
         let cfg = shared.config.borrow().clone();
         // A new ops server URL starts from fresh cursors only if the URL changed.
@@ -227,6 +235,13 @@ pub async fn run(shared: Shared, cancel: CancellationToken) {
         };
         let _ = c.run_once(&cfg.collector, crate::now_ms(), &mut sink).await;
         *shared.collector.write().expect("collector status lock is never poisoned") = c.status.clone();
+        if rounds.is_multiple_of(TABLE_MEMORY_EVERY_ROUNDS) {
+            // A walk over every partition entry: cheap, but not worth doing every round.
+            let usage = shared.table.read().expect("table lock is never poisoned").memory_usage();
+            metrics::gauge!("lb_master_table_bytes").set(usage.total_bytes as f64);
+            metrics::gauge!("lb_master_table_partitions").set(usage.partitions as f64);
+        }
+        rounds += 1;
         let delay = c.next_delay(&cfg.collector);
         tokio::select! {
             _ = cancel.cancelled() => return,

@@ -31,6 +31,7 @@ pub mod http;
 pub mod leadership;
 pub mod lineage;
 pub mod maintenance;
+pub mod metrics;
 pub mod online;
 pub mod placement_manager;
 pub mod planner;
@@ -96,6 +97,8 @@ pub async fn start(
     config_status: Option<SharedReloadStatus>,
 ) -> anyhow::Result<RunningMaster> {
     let addr = listener.local_addr().context("listener address")?;
+    let metrics_handle = lb_common::telemetry::install(metrics::CATALOG);
+    metrics::initialize();
     let cfg = config.borrow().clone();
     let table = MetricsTable::new(cfg.table.to_table_config()).context("table config")?;
     let store_path = cfg.store.path.clone();
@@ -143,7 +146,7 @@ pub async fn start(
     if let Some(status) = config_status {
         shutdown.spawn(maintenance::record_config_reloads(shared.clone(), status, shutdown.token()));
     }
-    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), shutdown.token()));
+    shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(metrics_handle, shutdown.token()));
     readiness.set_ready();
     info!(%addr, "master started");
     Ok(RunningMaster { addr, shutdown, readiness, shared })

@@ -78,7 +78,7 @@ pub async fn collect(
                     elapsed_ms,
                 },
             };
-            metrics::counter!("lb_ops_collect_agents_total", "status" => status_label(reply.status)).increment(1);
+            metrics::counter!("lb_ops_collect_agents_total", "status" => reply.status.as_str()).increment(1);
             reply
         });
     }
@@ -90,13 +90,4 @@ pub async fn collect(
     }
     replies.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
     CollectResponse { agents: replies }
-}
-
-fn status_label(status: CollectStatus) -> &'static str {
-    match status {
-        CollectStatus::Ok => "ok",
-        CollectStatus::Timeout => "timeout",
-        CollectStatus::Error => "error",
-        CollectStatus::Down => "down",
-    }
 }

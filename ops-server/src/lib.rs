@@ -16,6 +16,7 @@ pub mod auth;
 pub mod collect;
 pub mod config;
 pub mod http;
+pub mod metrics;
 pub mod registry;
 pub mod storage;
 
@@ -52,6 +53,9 @@ pub async fn start(
     config_status: Option<SharedReloadStatus>,
 ) -> anyhow::Result<RunningOpsServer> {
     let addr = listener.local_addr().context("listener address")?;
+    let metrics_handle = lb_common::telemetry::install(metrics::CATALOG);
+    lb_common::telemetry::describe(lb_valkey::metrics::CATALOG);
+    metrics::initialize();
     let cfg = config.borrow().clone();
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: every caller may do everything");
@@ -87,8 +91,7 @@ pub async fn start(
             tracing::error!(%error, "http server failed");
         }
     });
-    http_scope
-        .spawn(lb_common::telemetry::run_metrics_upkeep(lb_common::telemetry::metrics_handle(), http_scope.token()));
+    http_scope.spawn(lb_common::telemetry::run_metrics_upkeep(metrics_handle, http_scope.token()));
     readiness.set_ready();
     info!(%addr, "ops server started");
     Ok(RunningOpsServer { addr, http: http_scope, executor: executor_scope, readiness, executor_handle: executor })

@@ -19,6 +19,7 @@
 
 pub mod connection;
 pub mod local;
+pub mod metrics;
 pub mod naming;
 pub mod node_id;
 pub mod reply;

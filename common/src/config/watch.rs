@@ -172,8 +172,7 @@ pub fn spawn<C: ServiceConfig>(
         last_error: None,
         changed_fields: Vec::new(),
     }));
-    metrics::gauge!("lb_config_version").set(1.0);
-    metrics::gauge!("lb_config_last_reload_success").set(1.0);
+    reload_succeeded();
     let (tx, rx) = watch::channel(Arc::new(config));
     // Capacity 8: triggers coalesce (any one re-reads the file), so a full queue loses nothing.
     let (reload_tx, reload_rx) = mpsc::channel(8);
@@ -264,10 +263,9 @@ impl<C: ServiceConfig> Reloader<C> {
             info!(trigger, version = status.version, changed = ?changed, "config reloaded");
             status.changed_fields = changed;
             self.tx.send_replace(Arc::new(candidate));
-            metrics::gauge!("lb_config_version").set(status.version as f64);
         }
         metrics::counter!("lb_config_reloads_total", "outcome" => status.last_outcome.as_str()).increment(1);
-        metrics::gauge!("lb_config_last_reload_success").set(1.0);
+        reload_succeeded();
         status.clone()
     }
 
@@ -284,7 +282,7 @@ impl<C: ServiceConfig> Reloader<C> {
         status.last_outcome = outcome;
         status.last_error = Some(err.to_string());
         metrics::counter!("lb_config_reloads_total", "outcome" => outcome.as_str()).increment(1);
-        metrics::gauge!("lb_config_last_reload_success").set(0.0);
+        metrics::gauge!("lb_config_failed_files").set(1.0);
         status.clone()
     }
 
@@ -335,6 +333,12 @@ fn watch_directory(path: &Path, debounce: Duration, tx: mpsc::Sender<Trigger>) -
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The file's config is live as written: clear the failure flag, stamp the time.
+fn reload_succeeded() {
+    metrics::gauge!("lb_config_failed_files").set(0.0);
+    metrics::gauge!("lb_config_last_reload_timestamp_seconds").set(now_ms() as f64 / 1000.0);
 }
 
 fn now_ms() -> i64 {

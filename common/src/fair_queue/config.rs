@@ -28,7 +28,7 @@ pub struct FairQueueConfig {
     pub hierarchy_enabled: bool,
     /// Consumers per tenant (shuffle sharding); 0 lets every consumer serve every tenant.
     pub max_consumers_per_tenant: usize,
-    /// Cap on distinct `tenant` label values of `lb_fair_queue_length`.
+    /// Cap on distinct `tenant` label values of `lb_fair_queue_items`.
     pub max_tenant_labels: usize,
 }
 

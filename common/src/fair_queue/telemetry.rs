@@ -1,6 +1,6 @@
 //! Metrics of the fair queue, with a bounded `tenant` label set.
 //!
-//! `lb_fair_queue_length{tenant}` (gauge): the first `max_tenant_labels` distinct tenants the
+//! `lb_fair_queue_items{tenant}` (gauge): the first `max_tenant_labels` distinct tenants the
 //! queue sees get their own label value for the life of the process; every later tenant is
 //! summed into the single value [`OTHER_TENANTS_LABEL`]. So the series count is at most
 //! `max_tenant_labels + 1` whatever tenants arrive. The ops server has a handful of configured
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use metrics::Gauge;
 
 /// Name of the per-tenant queue length gauge.
-pub const QUEUE_LENGTH_METRIC: &str = "lb_fair_queue_length";
+pub const QUEUE_LENGTH_METRIC: &str = "lb_fair_queue_items";
 /// Name of the rejection counter.
 pub const REJECTIONS_METRIC: &str = "lb_fair_queue_rejections_total";
 /// Label value shared by all tenants beyond the label cap.

@@ -18,6 +18,8 @@ pub enum PolicyMode {
 }
 
 impl PolicyMode {
+    pub const ALL: [PolicyMode; 3] = [PolicyMode::Off, PolicyMode::DryRun, PolicyMode::Auto];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyMode::Off => "off",
@@ -42,6 +44,14 @@ pub enum Policy {
 }
 
 impl Policy {
+    pub const ALL: [Policy; 5] = [
+        Policy::PartitionOverload,
+        Policy::WorkerOverload,
+        Policy::Imbalance,
+        Policy::DatasetPlacement,
+        Policy::Manual,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::PartitionOverload => "partition_overload",
@@ -132,7 +142,70 @@ pub struct Alternative {
 pub struct Declined {
     pub policy: Policy,
     pub subject: String,
+    /// The kind of reason, a bounded set (`lb_master_declines_total{policy,reason}`).
+    #[serde(default)]
+    pub reason: DeclineReason,
+    /// The reason in words, with its numbers.
     pub why: String,
+}
+
+/// Why a trigger got no action, as a bounded set: what TiKV's split controller counts per
+/// rejection reason, for the decisions dashboard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DeclineReason {
+    /// The global halt switch is on.
+    Halted,
+    /// An action on the subject is in flight.
+    InFlight,
+    /// The subject was acted on recently and waits out its cooldown.
+    Cooldown,
+    /// A cap on actions (per pass, in flight in the cluster or per worker) is reached.
+    Cap,
+    /// The partition is already isolated in a group: only more capacity helps.
+    AlreadyIsolated,
+    /// A new split child waits for its first key sketch before it is split again.
+    AwaitingSketch,
+    /// A split child is itself hot: it is split before it is moved.
+    SplitFirst,
+    /// No move or split passes the gain test (nothing worth its cost).
+    NoGain,
+    /// Every remedy (split, move, isolation) was considered and none is possible.
+    #[default]
+    NoRemedy,
+    /// Every worker a move could drain is at its action cap or would overload while streaming.
+    SourceAtLimit,
+}
+
+impl DeclineReason {
+    pub const ALL: [DeclineReason; 10] = [
+        DeclineReason::Halted,
+        DeclineReason::InFlight,
+        DeclineReason::Cooldown,
+        DeclineReason::Cap,
+        DeclineReason::AlreadyIsolated,
+        DeclineReason::AwaitingSketch,
+        DeclineReason::SplitFirst,
+        DeclineReason::NoGain,
+        DeclineReason::NoRemedy,
+        DeclineReason::SourceAtLimit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeclineReason::Halted => "halted",
+            DeclineReason::InFlight => "in_flight",
+            DeclineReason::Cooldown => "cooldown",
+            DeclineReason::Cap => "cap",
+            DeclineReason::AlreadyIsolated => "already_isolated",
+            DeclineReason::AwaitingSketch => "awaiting_sketch",
+            DeclineReason::SplitFirst => "split_first",
+            DeclineReason::NoGain => "no_gain",
+            DeclineReason::NoRemedy => "no_remedy",
+            DeclineReason::SourceAtLimit => "source_at_limit",
+        }
+    }
 }
 
 /// Counters of one pass, for metrics and the console.

@@ -221,6 +221,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    pub const ALL: [Verdict; 3] = [Verdict::Effective, Verdict::NoEffect, Verdict::Harmful];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Effective => "effective",

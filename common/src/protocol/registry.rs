@@ -136,6 +136,18 @@ pub enum CollectStatus {
     Down,
 }
 
+impl CollectStatus {
+    /// Bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollectStatus::Ok => "ok",
+            CollectStatus::Timeout => "timeout",
+            CollectStatus::Error => "error",
+            CollectStatus::Down => "down",
+        }
+    }
+}
+
 /// What one agent returned in a collection round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentCollect {

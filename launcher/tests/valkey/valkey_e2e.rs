@@ -331,7 +331,7 @@ async fn lb_figures(master: &MasterClient) -> String {
         "lb_master_collect_rounds_total",
         "lb_master_collected_samples_total",
         "lb_master_collection_lag_seconds",
-        "lb_master_collect_page_limit",
+        "lb_master_collect_page_samples",
         "lb_master_analysis_data_lag_seconds",
         "lb_master_analysis_passes_total",
     ];

@@ -77,6 +77,8 @@ struct Online {
     input: Option<(u64, PlannerInput)>,
     /// Numbers manual requests within this master's life.
     manual_seq: u64,
+    /// Times each table's hotspot to its relief (`lb_master_hotspot_relief_seconds`).
+    relief: crate::metrics::ReliefClock,
 }
 
 /// The online loop; see the module doc.
@@ -89,9 +91,11 @@ pub async fn run(
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
     let core = OnlineCore::new(&OnlineConfig::of(&shared.config.borrow()), boot_ms);
-    let mut online = Online { shared, core, input: None, manual_seq: 0 };
+    let mut online = Online { shared, core, input: None, manual_seq: 0, relief: Default::default() };
     loop {
         let cfg = online.shared.config.borrow().clone();
+        metrics::gauge!("lb_master_analysis_interval_seconds").set(cfg.analyzer.interval_ms as f64 / 1000.0);
+        metrics::gauge!("lb_master_halted_planners").set(if cfg.planner.halt { 1.0 } else { 0.0 });
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(cfg.analyzer.interval_ms)) => {}
@@ -130,6 +134,7 @@ impl Online {
         publish: &watch::Sender<Arc<PassSnapshot>>,
         leadership: LeadershipStatus,
     ) {
+        let started = std::time::Instant::now();
         let in_flight = match in_flight(client).await {
             Ok(actions) => actions,
             Err(error) => {
@@ -225,6 +230,7 @@ impl Online {
         }
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
         let plan = std::mem::take(&mut out.plan);
+        crate::metrics::record_pass(&plan, &input, &mut self.relief, now);
         let proposals = out.proposals.clone();
         self.carry_out(client, out, &mut replies, now).await;
         let (declined, declined_total) = super::snapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
@@ -241,6 +247,10 @@ impl Online {
             pending: self.core.pending().to_vec(),
             placement_rules: self.core.placement_rules(now),
         }));
+        metrics::gauge!("lb_master_pending_proposals").set(self.core.pending().len() as f64);
+        let cooling = self.core.planner_state().cooldown_until_ms.values().filter(|&&until| until > now).count();
+        metrics::gauge!("lb_master_cooling_partitions").set(cooling as f64);
+        metrics::histogram!("lb_master_analysis_pass_seconds").record(started.elapsed().as_secs_f64());
         self.input = Some((topology.version, input));
     }
 

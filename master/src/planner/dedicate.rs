@@ -113,7 +113,7 @@ impl Pass<'_> {
         }
         if let Some(why) = moves
             .iter()
-            .find_map(|&(q, _)| self.blocked(state, q).map(|why| (q, why)))
+            .find_map(|&(q, _)| self.blocked(state, q).map(|(_, why)| (q, why)))
             .map(|(q, why)| format!("partition {} of its worker {}: {why}", self.input.partitions[q].id, worker.id))
         {
             return Err(why);

@@ -59,7 +59,7 @@ use lb_common::ids::GroupId;
 
 pub use config::{PlannerConfig, PolicyMode};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
-pub use proposal::{Alternative, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
+pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
@@ -112,17 +112,19 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
         in_flight: input.in_flight.len(),
         declined_dropped: 0,
     };
+    pass.plan.hot = hot.iter().map(|h| h.index).collect();
+    pass.plan.worker_load_ratios = (0..input.workers.len()).map(|w| pass.model.worker_ratio(w)).collect();
     if config.halt {
         let why = || "halted: the global halt switch is on".to_owned();
         for h in &hot {
             let id = input.partitions[h.index].id.as_str();
-            pass.decline(Policy::PartitionOverload, id, why());
+            pass.decline(Policy::PartitionOverload, id, DeclineReason::Halted, why());
         }
         for &w in &overloaded {
-            pass.decline(Policy::WorkerOverload, input.workers[w].id.as_str(), why());
+            pass.decline(Policy::WorkerOverload, input.workers[w].id.as_str(), DeclineReason::Halted, why());
         }
         if imbalance {
-            pass.decline(Policy::Imbalance, "cluster", why());
+            pass.decline(Policy::Imbalance, "cluster", DeclineReason::Halted, why());
         }
         return pass.plan;
     }
@@ -167,9 +169,14 @@ pub(crate) struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    pub fn decline(&mut self, policy: Policy, subject: &str, why: String) {
+    pub fn decline(&mut self, policy: Policy, subject: &str, reason: DeclineReason, why: String) {
+        let counts = &mut self.plan.declined_counts;
+        match counts.iter_mut().find(|(p, r, _)| *p == policy && *r == reason) {
+            Some((_, _, n)) => *n += 1,
+            None => counts.push((policy, reason, 1)),
+        }
         if self.plan.rejected.len() < MAX_DECLINED_PER_PASS {
-            self.plan.rejected.push(Declined { policy, subject: subject.to_owned(), why });
+            self.plan.rejected.push(Declined { policy, subject: subject.to_owned(), reason, why });
         } else {
             self.plan.stats.declined_dropped += 1;
         }
@@ -196,14 +203,14 @@ impl Pass<'_> {
     }
 
     /// Why partition `p` cannot be acted on now, if it cannot.
-    pub fn blocked(&self, state: &PlannerState, p: usize) -> Option<String> {
+    pub fn blocked(&self, state: &PlannerState, p: usize) -> Option<(DeclineReason, String)> {
         if self.model.busy[p] {
-            return Some("an action on it is in flight".into());
+            return Some((DeclineReason::InFlight, "an action on it is in flight".into()));
         }
         let id = &self.input.partitions[p].id;
-        state
-            .in_cooldown(id, self.now_ms)
-            .map(|until| format!("in cooldown for {} s more", (until - self.now_ms + 999) / 1000))
+        state.in_cooldown(id, self.now_ms).map(|until| {
+            (DeclineReason::Cooldown, format!("in cooldown for {} s more", (until - self.now_ms + 999) / 1000))
+        })
     }
 
     /// Records a proposal; an auto one starts the partition's cooldown.

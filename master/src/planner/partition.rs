@@ -5,7 +5,7 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use super::config::PolicyMode;
 use super::model::{SketchShape, sketch_shape, split_key, supports};
-use super::proposal::{Alternative, Policy, Prediction, Proposal, Trigger};
+use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::rebalance::alt;
 use super::state::{ExpectedDemand, PendingChild, PlannerState};
 use super::{Hot, Pass};
@@ -48,14 +48,20 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         let info = &pass.input.partitions[p];
         let id = info.id.clone();
         let ratio = h.demand_ops / h.limit_ops;
-        if let Some(why) = pass.blocked(state, p) {
-            pass.decline(Policy::PartitionOverload, id.as_str(), format!("hot at {ratio:.2} of its limit but {why}"));
+        if let Some((reason, why)) = pass.blocked(state, p) {
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                reason,
+                format!("hot at {ratio:.2} of its limit but {why}"),
+            );
             continue;
         }
         if let Some(g) = &info.group {
             pass.decline(
                 Policy::PartitionOverload,
                 id.as_str(),
+                DeclineReason::AlreadyIsolated,
                 format!("hot at {ratio:.2} of its limit but already isolated in group {g}: only more capacity helps"),
             );
             continue;
@@ -63,7 +69,12 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         let owner = pass.model.owner[p] as usize;
         // A split moves no data: only the pass and cluster caps apply, not the per-worker one.
         if let Err(why) = pass.caps_allow(&[]) {
-            pass.decline(Policy::PartitionOverload, id.as_str(), format!("hot at {ratio:.2} of its limit: {why}"));
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                DeclineReason::Cap,
+                format!("hot at {ratio:.2} of its limit: {why}"),
+            );
             continue;
         }
         if info.stats.sketch.is_none()
@@ -73,6 +84,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
             pass.decline(
                 Policy::PartitionOverload,
                 id.as_str(),
+                DeclineReason::AwaitingSketch,
                 format!("new split child hot at {ratio:.2} of its limit: waiting for its first key sketch to split it"),
             );
             continue;
@@ -255,6 +267,7 @@ fn isolate(
         pass.decline(
             Policy::PartitionOverload,
             id.as_str(),
+            DeclineReason::Cap,
             format!("hot at {ratio:.2} of its limit and {what}; isolation: {why}"),
         );
         return;
@@ -326,6 +339,7 @@ fn isolate(
     pass.decline(
         Policy::PartitionOverload,
         id.as_str(),
+        DeclineReason::NoRemedy,
         format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}"),
     );
 }
@@ -376,6 +390,7 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
             pass.decline(
                 Policy::PartitionOverload,
                 id.as_str(),
+                DeclineReason::SplitFirst,
                 "split child is itself hot: split it before scattering".into(),
             );
             continue;
@@ -384,19 +399,29 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
         if pass.input.workers[owner].id != child.from_worker {
             continue;
         }
-        if let Some(why) = pass.blocked(state, p) {
-            pass.decline(Policy::PartitionOverload, id.as_str(), format!("scatter of split child: {why}"));
+        if let Some((reason, why)) = pass.blocked(state, p) {
+            pass.decline(Policy::PartitionOverload, id.as_str(), reason, format!("scatter of split child: {why}"));
             continue;
         }
         if let Err(why) = pass.caps_allow(&[owner]) {
-            pass.decline(Policy::PartitionOverload, id.as_str(), format!("scatter of split child: {why}"));
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                DeclineReason::Cap,
+                format!("scatter of split child: {why}"),
+            );
             continue;
         }
         let mut alts = Vec::new();
         let max_after = pass.model.worker_ratio(owner);
         let Some(e) = pass.best_destination(p, None, max_after, &mut alts) else {
             let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
-            pass.decline(Policy::PartitionOverload, id.as_str(), format!("scatter of split child not needed: {why}"));
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                DeclineReason::NoGain,
+                format!("scatter of split child not needed: {why}"),
+            );
             continue;
         };
         let reason = format!(

@@ -5,7 +5,7 @@ use lb_common::ids::GroupId;
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use super::model::{sketch_shape, supports};
-use super::proposal::{Alternative, Policy, Prediction, Proposal, Trigger};
+use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::state::PlannerState;
 use super::{MAX_ALTERNATIVES, Pass};
 
@@ -166,7 +166,12 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 break;
             }
             if let Err(why) = pass.caps_allow(&[w]) {
-                pass.decline(Policy::WorkerOverload, wid.as_str(), format!("at {ratio:.2} of capacity: {why}"));
+                pass.decline(
+                    Policy::WorkerOverload,
+                    wid.as_str(),
+                    DeclineReason::Cap,
+                    format!("at {ratio:.2} of capacity: {why}"),
+                );
                 break;
             }
             let excess = ratio - low;
@@ -182,7 +187,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 if info.group.is_some() {
                     continue;
                 }
-                if let Some(why) = pass.blocked(state, p) {
+                if let Some((_, why)) = pass.blocked(state, p) {
                     if alts.len() < MAX_ALTERNATIVES {
                         alts.push(alt(format!("move {}", info.id), why));
                     }
@@ -322,6 +327,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 pass.decline(
                     Policy::WorkerOverload,
                     wid.as_str(),
+                    DeclineReason::NoRemedy,
                     format!(
                         "at {ratio:.2} of capacity, no move passes: {}",
                         if why.is_empty() { "no movable partition".into() } else { why }
@@ -363,6 +369,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             pass.decline(
                 Policy::Imbalance,
                 "cluster",
+                DeclineReason::SourceAtLimit,
                 format!(
                     "max/mean {max_over_mean:.2}, cv {cv:.2}: every worker over the mean is at its action cap or would exceed {transient_max:.2} of capacity while a move drains it"
                 ),
@@ -371,7 +378,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
         };
         let sid = pass.input.workers[src].id.clone();
         if let Err(why) = pass.caps_allow(&[src]) {
-            pass.decline(Policy::Imbalance, sid.as_str(), why);
+            pass.decline(Policy::Imbalance, sid.as_str(), DeclineReason::Cap, why);
             return;
         }
         let src_ratio = pass.model.worker_ratio(src);
@@ -389,7 +396,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             if !supports(&info.supported_actions, ActionKind::Move) {
                 continue;
             }
-            if let Some(why) = pass.blocked(state, p) {
+            if let Some((_, why)) = pass.blocked(state, p) {
                 if alts.len() < 2 {
                     alts.push(alt(format!("move {}", info.id), why));
                 }
@@ -419,6 +426,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             pass.decline(
                 Policy::Imbalance,
                 sid.as_str(),
+                DeclineReason::NoGain,
                 format!("max/mean {max_over_mean:.2}, cv {cv:.2}: no move passes the gain test ({why})"),
             );
             return;

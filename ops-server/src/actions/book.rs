@@ -116,8 +116,12 @@ impl ActionBook {
         };
         if to.is_terminal() {
             let outcome = state_name(to);
-            metrics::counter!("lb_ops_actions_total", "kind" => record.request.spec.kind().as_str(), "outcome" => outcome)
-                .increment(1);
+            let kind = record.request.spec.kind().as_str();
+            metrics::counter!("lb_ops_actions_total", "kind" => kind, "outcome" => outcome).increment(1);
+            if let Some(started) = record.started_at_ms {
+                metrics::histogram!("lb_ops_action_duration_seconds", "kind" => kind, "outcome" => outcome)
+                    .record((now_ms - started).max(0) as f64 / 1000.0);
+            }
         }
         let event = AuditEvent { at_ms: now_ms, state: to, actor: actor.to_owned(), detail };
         self.audit.record(&record, event).await?;

@@ -97,7 +97,6 @@ impl Executor {
         let path = &record.request.actor_path;
         let (tenant, rest) = path.split_first().map_or(("", &[][..]), |(t, r)| (t.as_str(), r));
         self.queue.enqueue(tenant, rest, record.request.id.clone())?;
-        metrics::gauge!("lb_ops_queue_depth").set(self.queue.len() as f64);
         self.wake.notify_one();
         Ok(())
     }
@@ -115,7 +114,7 @@ impl Executor {
     pub fn set_halt(&self, halted: bool, by: &str, reason: Option<String>) {
         *self.halt_note.lock().expect("halt note lock is never poisoned") = (Some(by.to_owned()), reason);
         self.api_halt.store(halted, Ordering::Release);
-        metrics::gauge!("lb_ops_executor_halted").set(if halted { 1.0 } else { 0.0 });
+        metrics::gauge!("lb_ops_halted_executors").set(if halted { 1.0 } else { 0.0 });
         self.wake.notify_one();
     }
 
@@ -213,7 +212,6 @@ impl Executor {
             Ok(None) | Err(_) => return false,
         };
         *cursor = next.cursor;
-        metrics::gauge!("lb_ops_queue_depth").set(self.queue.len() as f64);
         let id = next.item;
         let Some(record) = self.book.get(&id).filter(|r| r.state == ActionState::Queued) else {
             return true; // cancelled while queued: nothing to run, look again at once
@@ -242,7 +240,7 @@ impl Executor {
             for w in &workers {
                 *slots.per_worker.entry(w.clone()).or_default() += 1;
             }
-            metrics::gauge!("lb_ops_executor_running").set(slots.running as f64);
+            metrics::gauge!("lb_ops_running_actions").set(slots.running as f64);
         }
         let cancel = CancellationToken::new();
         self.cancels.lock().expect("cancels lock is never poisoned").insert(id.clone(), cancel.clone());
@@ -260,7 +258,7 @@ impl Executor {
                     }
                 }
             }
-            metrics::gauge!("lb_ops_executor_running").set(slots.running as f64);
+            metrics::gauge!("lb_ops_running_actions").set(slots.running as f64);
             drop(slots);
             this.wake.notify_one();
         });
@@ -395,6 +393,7 @@ impl Executor {
                 // still answers every call, with the reason, instead of panicking the executor.
                 let adapter = storage::from_config(&cfg.storage, &cfg.client)
                     .unwrap_or_else(|error| Arc::new(storage::Broken(error.to_string())));
+                let adapter: Arc<dyn StorageAdapter> = Arc::new(storage::Counted(adapter));
                 let mut succeeded = self.book.list(Some(ActionState::Succeeded));
                 succeeded.sort_by_key(|r| r.finished_at_ms);
                 adapter.remember(&succeeded);

@@ -74,11 +74,58 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// Bounded label for `lb_ops_storage_errors_total{error}`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            StorageError::Rejected { .. } => "rejected",
+            StorageError::Unreachable(_) => "unreachable",
+            StorageError::Uncertain(_) => "uncertain",
+        }
+    }
+
     pub fn execution(&self) -> Execution {
         match self {
             StorageError::Rejected { .. } | StorageError::Unreachable(_) => Execution::NotExecuted,
             StorageError::Uncertain(_) => Execution::MaybeExecuted,
         }
+    }
+}
+
+/// Any adapter, with its failed calls counted in `lb_ops_storage_errors_total{call,error}`.
+#[derive(Debug)]
+pub struct Counted(pub std::sync::Arc<dyn StorageAdapter>);
+
+impl Counted {
+    fn count<'a, T: Send + 'a>(call: &'static str, inner: StorageFuture<'a, T>) -> StorageFuture<'a, T> {
+        Box::pin(async move {
+            let result = inner.await;
+            if let Err(error) = &result {
+                metrics::counter!("lb_ops_storage_errors_total", "call" => call, "error" => error.label()).increment(1);
+            }
+            result
+        })
+    }
+}
+
+impl StorageAdapter for Counted {
+    fn topology(&self) -> StorageFuture<'_, Topology> {
+        Self::count("topology", self.0.topology())
+    }
+
+    fn submit<'a>(&'a self, request: &'a AdminRequest) -> StorageFuture<'a, OperationId> {
+        Self::count("submit", self.0.submit(request))
+    }
+
+    fn operation<'a>(&'a self, id: &'a OperationId) -> StorageFuture<'a, Operation> {
+        Self::count("operation", self.0.operation(id))
+    }
+
+    fn poll<'a>(&'a self, id: &'a OperationId, request: &'a AdminRequest) -> StorageFuture<'a, Operation> {
+        Self::count("operation", self.0.poll(id, request))
+    }
+
+    fn remember(&self, succeeded: &[ActionRecord]) {
+        self.0.remember(succeeded);
     }
 }
 

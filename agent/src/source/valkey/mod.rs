@@ -34,7 +34,7 @@
 //! `lb_agent_valkey_idle_slots_total` (owned slots left out of a report as unchanged),
 //! `lb_agent_valkey_slot_resets_total`, `lb_agent_valkey_node_ops_per_sec`,
 //! `lb_agent_valkey_import_discounted_ops_total` (commands of slot imports not counted as load,
-//! [`rates`]), `lb_agent_valkey_slot_stats_available` (1 or 0).
+//! [`rates`]), `lb_agent_valkey_slot_stats_nodes` (1 or 0).
 
 pub mod rates;
 
@@ -334,7 +334,7 @@ impl Poller {
                     info!(address = %source.address, server = %version, "per-slot stats available: reporting every owned slot that changed")
                 }
             }
-            metrics::gauge!("lb_agent_valkey_slot_stats_available").set(if now.is_none() { 1.0 } else { 0.0 });
+            metrics::gauge!("lb_agent_valkey_slot_stats_nodes").set(if now.is_none() { 1.0 } else { 0.0 });
             self.slot_stats = Some(now);
         }
         slots.ok()
@@ -388,7 +388,7 @@ impl Poller {
         }
         metrics::counter!("lb_agent_valkey_idle_slots_total").increment(interval.idle_slots as u64);
         let secs = (interval.interval_ms as f64 / 1000.0).max(1e-3);
-        metrics::gauge!("lb_agent_valkey_node_ops_per_sec").set(interval.node_ops as f64 / secs);
+        metrics::gauge!("lb_agent_valkey_node_ops_per_second").set(interval.node_ops as f64 / secs);
         self.last_seq = (self.last_seq + 1).max(u64::try_from(interval.timestamp_ms).unwrap_or(0));
         let report = Report {
             worker_id: worker_id.clone(),
