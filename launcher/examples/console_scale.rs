@@ -14,6 +14,8 @@
 #[path = "../tests/console/browser.rs"]
 #[allow(dead_code)]
 mod browser;
+#[path = "../tests/support/install.rs"]
+mod install;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //!   written and watched in the data directory.
 //! - [`valkey_up`]: the same on a local cluster of real `valkey-server` primaries;
 //!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks.
+//! - [`dashboards`]: the Grafana dashboards, the metrics reference and the `prometheus.yml`
+//!   that `up` writes for what it started.
 //! - [`events`]: the event lines `lb up` prints (hotspot, proposal, action, verdict), read
 //!   from the master's API.
 //! - [`sim`]: the scale simulator: the testbed's virtual-time engine driven by the master's
@@ -13,6 +15,7 @@
 //! The launcher depends on every component; nothing depends on it (the testbed depends on
 //! `lb-common` alone).
 
+pub mod dashboards;
 pub mod events;
 pub mod sim;
 pub mod up;

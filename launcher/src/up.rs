@@ -33,6 +33,8 @@ pub struct Running {
     /// The master's live config, read from [`Running::master_config_path`].
     pub master_config: ConfigHandle<lb_master::config::MasterConfig>,
     pub master_config_path: PathBuf,
+    /// A `prometheus.yml` that scrapes this system, with lb's alert rules beside it.
+    pub prometheus_config_path: PathBuf,
     watch_cancel: CancellationToken,
 }
 
@@ -46,6 +48,21 @@ pub struct UpOptions {
     pub host: String,
     /// Report and collection cadence.
     pub interval: Duration,
+}
+
+impl UpOptions {
+    /// The tests' and examples' set-up: `scenario` (TOML text) written to `dir`, the data
+    /// directory `dir/data`, free loopback ports, reports and collection every 250 ms.
+    pub fn loopback(dir: &Path, scenario: &str) -> anyhow::Result<UpOptions> {
+        let path = dir.join("scenario.toml");
+        std::fs::write(&path, scenario).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(UpOptions {
+            scenario: path,
+            data_dir: dir.join("data"),
+            host: "127.0.0.1".to_owned(),
+            interval: Duration::from_millis(250),
+        })
+    }
 }
 
 pub(crate) async fn bind(host: &str) -> anyhow::Result<TcpListener> {
@@ -134,7 +151,31 @@ pub async fn up_with(options: &UpOptions, overrides: &Overrides) -> anyhow::Resu
     );
     let WatchedMaster { master, config: master_config, config_path: master_config_path, watch_cancel } =
         start_watched_master(&master_text, &options.data_dir, &options.host).await?;
-    Ok(Running { testbed, ops_server, agents, master, master_config, master_config_path, watch_cancel })
+    let prometheus_config_path = write_prometheus_config(&options.data_dir, master.addr())?;
+    Ok(Running {
+        testbed,
+        ops_server,
+        agents,
+        master,
+        master_config,
+        master_config_path,
+        prometheus_config_path,
+        watch_cancel,
+    })
+}
+
+/// Writes `<data dir>/prometheus.yml` scraping `target` (every component of this process
+/// shares one registry, see [`crate::dashboards::scrape_config`]) and the alert rules it loads,
+/// `<data dir>/lb-alerts.yml`; returns the config's path.
+pub fn write_prometheus_config(data_dir: &Path, target: std::net::SocketAddr) -> anyhow::Result<PathBuf> {
+    let rules = data_dir.join("lb-alerts.yml");
+    std::fs::write(&rules, crate::dashboards::ALERT_RULES)
+        .with_context(|| format!("cannot write {}", rules.display()))?;
+    let path = data_dir.join("prometheus.yml");
+    let rules = std::path::absolute(&rules).unwrap_or(rules);
+    std::fs::write(&path, crate::dashboards::scrape_config(&target.to_string(), &rules.display().to_string()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }
 
 /// A master started from a config file it watches, and what stops the watch.
@@ -188,6 +229,7 @@ impl Running {
             ("console".to_owned(), format!("http://{}/console/", self.master.addr())),
             ("master API (/api/v1)".to_owned(), format!("http://{}", self.master.addr())),
             ("master config (edited live)".to_owned(), self.master_config_path.display().to_string()),
+            ("prometheus config".to_owned(), self.prometheus_config_path.display().to_string()),
             ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
             ("storage admin (testbed)".to_owned(), format!("http://{}", self.testbed.addr())),
         ];

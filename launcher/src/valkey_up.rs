@@ -105,6 +105,8 @@ pub struct RunningValkey {
     pub master: lb_master::RunningMaster,
     pub master_config: ConfigHandle<lb_master::config::MasterConfig>,
     pub master_config_path: PathBuf,
+    /// A `prometheus.yml` that scrapes this system (see [`crate::up::write_prometheus_config`]).
+    pub prometheus_config_path: PathBuf,
     /// The workload, when [`ValkeyUpOptions::load`] asked for one.
     pub load: Option<LoadGenerator>,
     watch_cancel: CancellationToken,
@@ -196,6 +198,7 @@ pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrid
     );
     let WatchedMaster { master, config: master_config, config_path: master_path, watch_cancel } =
         start_watched_master(&master_text, &options.data_dir, &options.host).await?;
+    let prometheus_config_path = crate::up::write_prometheus_config(&options.data_dir, master.addr())?;
 
     let load = match &options.load {
         Some(spec) => Some(LoadGenerator::start(cluster.addrs(), cluster.connect_options(), spec.clone()).await?),
@@ -208,6 +211,7 @@ pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrid
         master,
         master_config,
         master_config_path: master_path,
+        prometheus_config_path,
         load,
         watch_cancel,
     })
@@ -236,6 +240,7 @@ impl RunningValkey {
             ("console".to_owned(), format!("http://{}/console/", self.master.addr())),
             ("master API (/api/v1)".to_owned(), format!("http://{}", self.master.addr())),
             ("master config (edit to change policies live)".to_owned(), self.master_config_path.display().to_string()),
+            ("prometheus config".to_owned(), self.prometheus_config_path.display().to_string()),
             ("ops server".to_owned(), format!("http://{}", self.ops_server.addr())),
         ];
         for (worker, agent) in &self.agents {

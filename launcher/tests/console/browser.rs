@@ -24,7 +24,6 @@ use std::fs::File;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -210,17 +209,9 @@ fn chromium() -> Result<PathBuf> {
     }
     let path = PathBuf::from(DEFAULT_CHROMIUM);
     if !path.is_file() {
-        static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-chromium.sh");
-        INSTALL
-            .get_or_init(|| match Command::new(&script).status() {
-                Ok(status) if status.success() => Ok(()),
-                Ok(status) => Err(format!("{} failed ({status})", script.display())),
-                Err(error) => Err(format!("running {}: {error}", script.display())),
-            })
-            .clone()
+        crate::install::run_once("install-chromium.sh")
             .map_err(|error| anyhow!("{DEFAULT_CHROMIUM} is missing and installing it failed: {error}"))?;
-        ensure!(path.is_file(), "{DEFAULT_CHROMIUM} is still missing after {}", script.display());
+        ensure!(path.is_file(), "{DEFAULT_CHROMIUM} is still missing after scripts/install-chromium.sh");
     }
     Ok(path)
 }

@@ -97,14 +97,7 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
-    let scenario = dir.path().join("console.toml");
-    std::fs::write(&scenario, SCENARIO).expect("scenario");
-    let options = UpOptions {
-        scenario,
-        data_dir: dir.path().join("data"),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(250),
-    };
+    let options = UpOptions::loopback(dir.path(), SCENARIO).expect("scenario");
     let running = rt.block_on(up_with(&options, &Overrides { master: master_overrides() })).expect("up");
     let addr = running.master.addr();
     let base = format!("http://{addr}");

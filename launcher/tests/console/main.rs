@@ -7,3 +7,5 @@
 mod browser;
 mod e2e;
 mod harness;
+#[path = "../support/install.rs"]
+mod install;

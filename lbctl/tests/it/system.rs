@@ -55,14 +55,7 @@ impl System {
     async fn start(master_extra: String) -> System {
         lb_common::telemetry::metrics_handle();
         let dir = tempfile::tempdir().expect("dir");
-        let scenario = dir.path().join("hot-range.toml");
-        std::fs::write(&scenario, HOT_RANGE).expect("scenario");
-        let options = UpOptions {
-            scenario,
-            data_dir: dir.path().join("data"),
-            host: "127.0.0.1".to_owned(),
-            interval: Duration::from_millis(250),
-        };
+        let options = UpOptions::loopback(dir.path(), HOT_RANGE).expect("scenario");
         let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
         let master_url = format!("http://{}", running.master.addr());
         let ops_url = format!("http://{}", running.ops_server.addr());
