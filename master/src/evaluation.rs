@@ -16,7 +16,13 @@
 //!   only the partition's former neighbours: it is judged on them, the source worker's ratio
 //!   before against the hottest shared worker after (where they went), and is harmful when that
 //!   worker ends hotter than the source was;
-//! - **no effect**: neither.
+//! - **inconclusive**: the load the action was meant to relieve left — the subject's demand
+//!   (served plus rejected, over every partition now covering it: a moved partition at its
+//!   destination, a split's pieces) fell under `vanished_demand_ratio` of its value before, or
+//!   the whole cluster's did. Clients that stopped, or stopped following the moved data, make
+//!   every ratio fall; that is a drop in demand, not relief, and it is checked before anything
+//!   else (a hotter destination with the load gone is still not this action's doing);
+//! - **no effect**: none of these.
 //!
 //! **What is watched.** A [`Subject`] is fixed at submission: the target partitions, and — so a
 //! split's pieces are found without lineage — the key range they covered in their table; the
@@ -50,6 +56,10 @@ pub const DEFAULT_HARMFUL_MARGIN_RATIO: f64 = 0.05;
 /// Harmful moves are reported and penalised, not undone, unless an SRE opts in: undoing is
 /// itself a move, and a revert loop is worse than one bad move.
 pub const DEFAULT_REVERT_HARMFUL_MOVES: bool = false;
+/// Demand after under half of demand before means the load left: a split or a move keeps its
+/// subject's demand (served plus rejected), and a one-window wobble or clients backing off
+/// after their rejections stop stays well above half.
+pub const DEFAULT_VANISHED_DEMAND_RATIO: f64 = 0.5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -59,6 +69,8 @@ pub struct EvaluationConfig {
     pub effective_gain_ratio: f64,
     pub harmful_margin_ratio: f64,
     pub revert_harmful_moves: bool,
+    /// The subject's (or the cluster's) demand after under this share of before: inconclusive.
+    pub vanished_demand_ratio: f64,
 }
 
 impl Default for EvaluationConfig {
@@ -69,6 +81,7 @@ impl Default for EvaluationConfig {
             effective_gain_ratio: DEFAULT_EFFECTIVE_GAIN_RATIO,
             harmful_margin_ratio: DEFAULT_HARMFUL_MARGIN_RATIO,
             revert_harmful_moves: DEFAULT_REVERT_HARMFUL_MOVES,
+            vanished_demand_ratio: DEFAULT_VANISHED_DEMAND_RATIO,
         }
     }
 }
@@ -90,6 +103,12 @@ impl EvaluationConfig {
             self.harmful_margin_ratio > 0.0 && self.harmful_margin_ratio < 1.0,
             "harmful_margin_ratio",
             self.harmful_margin_ratio,
+            "must be within (0, 1)",
+        );
+        s.check(
+            self.vanished_demand_ratio > 0.0 && self.vanished_demand_ratio < 1.0,
+            "vanished_demand_ratio",
+            self.vanished_demand_ratio,
             "must be within (0, 1)",
         );
         drop(s);
@@ -171,6 +190,7 @@ pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
         }
     }
     let dest = subject.dest.clone().or(owner_now).filter(|d| Some(d) != subject.source.as_ref());
+    let cluster_demand: f64 = input.partitions.iter().map(|p| p.stats.ops_per_sec + p.stats.rejected_per_sec).sum();
     let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
     for (w, &r) in input.workers.iter().zip(&ratios) {
         if w.health != Health::Down && w.group.is_none() {
@@ -190,7 +210,33 @@ pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
         cluster_max_ratio: max,
         cluster_mean_ratio: mean,
         cluster_cv: cv,
+        target_demand_ops_per_sec: demand,
+        cluster_demand_ops_per_sec: cluster_demand,
     }
+}
+
+/// Why the load an action was judged on is gone, if it is: see the module doc. Snapshots
+/// written before these fields existed carry 0 and are never called vanished.
+fn vanished(before: &Snapshot, after: &Snapshot, config: &EvaluationConfig) -> Option<String> {
+    let keep = config.vanished_demand_ratio;
+    let fell = |b: f64, a: f64| b > 0.0 && a < keep * b;
+    if fell(before.target_demand_ops_per_sec, after.target_demand_ops_per_sec) {
+        return Some(format!(
+            "demand fell / moved load did not arrive: the subject's demand went from {:.0} to {:.0} ops/s (under {:.0} % of before), so its lower load is not relief",
+            before.target_demand_ops_per_sec,
+            after.target_demand_ops_per_sec,
+            keep * 100.0
+        ));
+    }
+    if fell(before.cluster_demand_ops_per_sec, after.cluster_demand_ops_per_sec) {
+        return Some(format!(
+            "demand fell: the cluster's demand went from {:.0} to {:.0} ops/s (under {:.0} % of before), so lower load is not relief",
+            before.cluster_demand_ops_per_sec,
+            after.cluster_demand_ops_per_sec,
+            keep * 100.0
+        ));
+    }
+    None
 }
 
 /// The metric an action is judged on: what its policy meant to fix.
@@ -220,6 +266,9 @@ pub fn judge(
         (metric, b, primary(policy, kind, after).1)
     };
     let score = if b > 0.0 { (b - a) / b } else { 0.0 };
+    if let Some(why) = vanished(before, after, config) {
+        return Judgement { score, verdict: Verdict::Inconclusive, metric: metric.to_owned(), why };
+    }
     let margin = config.harmful_margin_ratio;
     if dedication && a > b + margin && a > 1.0 - margin {
         let why = format!(
@@ -458,6 +507,70 @@ mod tests {
         let dest_hottest = Snapshot { dest_ratio: Some(0.71), source_ratio: Some(0.48), ..after };
         let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &before, &dest_hottest, &cfg);
         assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
+    }
+
+    #[test]
+    fn a_move_whose_load_never_arrives_is_inconclusive_not_effective() {
+        // Valkey, clients that died instead of following the moved slot: the source cools, the
+        // destination stays idle, every ratio falls.
+        let before = input(
+            vec![worker("a", 950.0), worker("b", 200.0), worker("c", 200.0)],
+            vec![partition("p1", "a", (0, 99), 600.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let spec = ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "c".parse().unwrap() };
+        let subject = subject_of(&spec, &before);
+        let b = snapshot(&subject, &before);
+        assert_eq!(b.target_demand_ops_per_sec, 600.0);
+        let gone = input(
+            vec![worker("a", 350.0), worker("b", 200.0), worker("c", 200.0)],
+            vec![partition("p1", "c", (0, 99), 0.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let a = snapshot(&subject, &gone);
+        let cfg = EvaluationConfig::default();
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &b, &a, &cfg);
+        assert_eq!(j.verdict, Verdict::Inconclusive, "{j:?}");
+        assert!(j.why.contains("moved load did not arrive") && j.why.contains("600 to 0"), "{}", j.why);
+        // The same move with the load at its destination is judged on its merits: effective.
+        let arrived = input(
+            vec![worker("a", 350.0), worker("b", 200.0), worker("c", 800.0)],
+            vec![partition("p1", "c", (0, 99), 600.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
+        );
+        let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &b, &snapshot(&subject, &arrived), &cfg);
+        assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
+    }
+
+    #[test]
+    fn a_split_while_the_whole_cluster_goes_quiet_is_inconclusive() {
+        let cfg = EvaluationConfig::default();
+        let s = Snapshot {
+            target_ratio: 2.0,
+            cluster_max_ratio: 1.2,
+            cluster_mean_ratio: 0.6,
+            target_demand_ops_per_sec: 1000.0,
+            cluster_demand_ops_per_sec: 5000.0,
+            ..Default::default()
+        };
+        // The split's pieces keep their demand, but the cluster lost most of its clients.
+        let quiet = Snapshot { target_ratio: 1.0, cluster_demand_ops_per_sec: 2000.0, ..s };
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, false, &s, &quiet, &cfg);
+        assert_eq!(j.verdict, Verdict::Inconclusive, "{j:?}");
+        assert!(j.why.contains("cluster's demand went from 5000 to 2000"), "{}", j.why);
+        // A demand that merely wobbles is no reason: the split halved the target, effective.
+        let wobble =
+            Snapshot { target_ratio: 1.0, target_demand_ops_per_sec: 800.0, cluster_demand_ops_per_sec: 4200.0, ..s };
+        let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, false, &s, &wobble, &cfg);
+        assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
+        // Records written before the demand fields existed (0) are judged as before.
+        let old = Snapshot { target_demand_ops_per_sec: 0.0, cluster_demand_ops_per_sec: 0.0, ..s };
+        let j = judge(
+            Some(Policy::PartitionOverload),
+            ActionKind::Split,
+            false,
+            &old,
+            &Snapshot { target_ratio: 1.0, ..old },
+            &cfg,
+        );
+        assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
     }
 
     #[test]

@@ -209,6 +209,13 @@ pub struct Snapshot {
     pub cluster_max_ratio: f64,
     pub cluster_mean_ratio: f64,
     pub cluster_cv: f64,
+    /// The subject's demand (served plus rejected ops/s over every partition now covering it):
+    /// a move's or split's load must still be there after it, or nothing was relieved.
+    #[serde(default)]
+    pub target_demand_ops_per_sec: f64,
+    /// The whole cluster's demand (served plus rejected ops/s).
+    #[serde(default)]
+    pub cluster_demand_ops_per_sec: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -218,16 +225,20 @@ pub enum Verdict {
     Effective,
     NoEffect,
     Harmful,
+    /// The load the action was judged on left (its clients stopped, or moved elsewhere): a drop
+    /// in demand is not relief, so nothing can be said. Never counted as effective.
+    Inconclusive,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 3] = [Verdict::Effective, Verdict::NoEffect, Verdict::Harmful];
+    pub const ALL: [Verdict; 4] = [Verdict::Effective, Verdict::NoEffect, Verdict::Harmful, Verdict::Inconclusive];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Effective => "effective",
             Verdict::NoEffect => "no_effect",
             Verdict::Harmful => "harmful",
+            Verdict::Inconclusive => "inconclusive",
         }
     }
 }

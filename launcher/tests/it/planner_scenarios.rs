@@ -136,6 +136,43 @@ fn hot_range_surge_is_relieved_within_5_s_and_ends_balanced() {
 }
 
 #[test]
+fn a_split_whose_hot_range_stops_right_after_is_inconclusive_not_effective() {
+    // The clients of the hot range go away 3 s after the split: every ratio falls, and a naive
+    // evaluation would call that the best split of all.
+    let mut sim = Sim::lb(&small_cluster(
+        4,
+        8,
+        16 << 20,
+        r#"
+[[tables.workloads]]
+kind = "uniform"
+ops_per_sec = 40000
+[[tables.workloads]]
+kind = "hot_range"
+ops_per_sec = 30000
+start_key = "4000000000000000"
+end_key = "43ffffffffffffff"
+start_secs = 5
+end_secs = 12
+"#,
+    ));
+    sim.run_until(80);
+    // The splits of the hot range, made on its measured load (a split child may still be split
+    // afterwards on the demand it inherited; that one's load stays, so it is judged as usual).
+    let splits: Vec<_> = sim
+        .evaluations()
+        .iter()
+        .filter(|e| e.spec.kind() == ActionKind::Split && e.before.target_ratio > 1.0)
+        .collect();
+    assert!(!splits.is_empty(), "the hot range was split and judged: {:?}", sim.evaluations());
+    for e in splits {
+        eprintln!("split {}: {} ({})", e.action_id, e.judgement.verdict.as_str(), e.judgement.why);
+        assert_eq!(e.judgement.verdict, Verdict::Inconclusive, "{:?}", e.judgement);
+        assert!(e.judgement.why.contains("demand fell"), "{}", e.judgement.why);
+    }
+}
+
+#[test]
 fn balanced_cluster_gets_zero_actions_over_an_hour() {
     let mut sim =
         Sim::lb(&small_cluster(8, 64, 1 << 30, "[[tables.workloads]]\nkind = \"uniform\"\nops_per_sec = 400000\n"));

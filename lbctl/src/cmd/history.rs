@@ -196,7 +196,7 @@ pub fn render(r: &HistoryReport, style: &Style, now_ms: i64) -> String {
 pub fn verdict_paint(v: lb_common::protocol::Verdict) -> Paint {
     match v {
         lb_common::protocol::Verdict::Effective => Paint::Good,
-        lb_common::protocol::Verdict::NoEffect => Paint::Warn,
+        lb_common::protocol::Verdict::NoEffect | lb_common::protocol::Verdict::Inconclusive => Paint::Warn,
         lb_common::protocol::Verdict::Harmful => Paint::Bad,
     }
 }

@@ -87,7 +87,7 @@ pub fn line(event: &StreamEvent, style: &Style) -> String {
                         let v = e.judgement.verdict;
                         let paint = match v {
                             Verdict::Effective => Paint::Good,
-                            Verdict::NoEffect => Paint::Warn,
+                            Verdict::NoEffect | Verdict::Inconclusive => Paint::Warn,
                             Verdict::Harmful => Paint::Bad,
                         };
                         format!(

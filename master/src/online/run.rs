@@ -293,7 +293,12 @@ impl Online {
             let policy = e.policy.map_or("manual", |p| p.as_str());
             metrics::counter!("lb_master_evaluations_total", "verdict" => e.judgement.verdict.as_str(), "policy" => policy)
                 .increment(1);
-            info!(action = %e.action_id, verdict = e.judgement.verdict.as_str(), score = e.judgement.score, why = %e.judgement.why, "action evaluated");
+            if e.judgement.verdict == lb_common::protocol::Verdict::Inconclusive {
+                // The load left (clients stopped, or stopped following the data): worth a look.
+                warn!(action = %e.action_id, why = %e.judgement.why, "action evaluated inconclusive: the demand it was judged on fell");
+            } else {
+                info!(action = %e.action_id, verdict = e.judgement.verdict.as_str(), score = e.judgement.score, why = %e.judgement.why, "action evaluated");
+            }
         }
         for p in &out.proposals {
             metrics::counter!("lb_master_proposals_total", "policy" => p.policy.as_str(), "mode" => p.mode.as_str())

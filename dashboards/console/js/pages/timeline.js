@@ -7,7 +7,7 @@ import { lineChart, MARKER_COLORS } from "../charts.js";
 import { describe, h, kv, notice, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
 
 const KINDS = ["", "split", "move", "merge", "group", "reshard"];
-const VERDICTS = ["", "effective", "no_effect", "harmful", "pending"];
+const VERDICTS = ["", "effective", "no_effect", "harmful", "inconclusive", "pending"];
 
 export default {
   render(root, { params, setParams }) {
