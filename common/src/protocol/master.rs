@@ -315,9 +315,15 @@ pub struct TopN {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerLoad {
     pub worker: WorkerId,
+    /// Over the part of the window collected from this worker (0 when nothing is).
     pub value: f64,
     /// `value` over the worker's capacity for ops and bytes, when the topology gives one.
     pub capacity_ratio: Option<f64>,
+    /// The worker's newest sample is older than the window's end by more than the collector's
+    /// `stale_after_ms` (its data is not collected yet, or it stopped reporting): its `value` is
+    /// not its load, and it is left out of `max`, `mean`, `max_over_mean` and `cv`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// `GET /api/v1/overview`: per-worker load and its spread.
@@ -333,6 +339,9 @@ pub struct ClusterOverview {
     pub max_over_mean: f64,
     /// Coefficient of variation (population std-dev / mean); 0 when the mean is 0.
     pub cv: f64,
+    /// Workers marked `stale` (not in the spread figures).
+    #[serde(default)]
+    pub stale_workers: usize,
 }
 
 /// `GET /api/v1/cluster/history`.

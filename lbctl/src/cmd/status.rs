@@ -244,11 +244,12 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
             };
             Cell::painted(name, paint)
         });
-        let ratio = load.capacity_ratio;
+        let ratio = load.capacity_ratio.filter(|_| !load.stale);
         t.row(vec![
             load.worker.as_str().into(),
             health.unwrap_or_else(|| "-".into()),
-            fmt::num(load.value).into(),
+            // Not collected yet: the load is unknown, not 0.
+            if load.stale { Cell::painted("stale".to_owned(), Some(Paint::Warn)) } else { fmt::num(load.value).into() },
             row.map(|w| fmt::num(w.rejected_per_sec)).unwrap_or_default().into(),
             row.and_then(|w| w.capacity).map(|c| fmt::num(c.ops_per_sec)).unwrap_or_else(|| "-".to_owned()).into(),
             Cell::painted(ratio.map(fmt::ratio).unwrap_or_else(|| "-".to_owned()), ratio.and_then(ratio_paint)),
@@ -273,6 +274,12 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
         fmt::ratio(st.mean_load_ratio),
         fmt::ratio(st.cv)
     ));
+    if o.stale_workers > 0 {
+        out.push_str(&format!(
+            "{} worker(s) stale: their data for the window is not collected yet, left out of max and mean\n",
+            o.stale_workers
+        ));
+    }
 
     // Hot partitions.
     out.push('\n');

@@ -159,7 +159,8 @@ async fn overview(
 ) -> Result<ApiJson<ClusterOverview>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
     let (metric, last, now) = (q.metric.unwrap_or(Metric::Ops), window(q.window_secs), now_ms());
-    query(&shared, move |t| t.cluster_overview(metric, last, now)).await.map(ApiJson)
+    let stale_after = shared.config.borrow().collector.stale_after_ms as i64;
+    query(&shared, move |t| t.cluster_overview(metric, last, now, stale_after)).await.map(ApiJson)
 }
 
 /// One row per worker: capacity, health, load figures and how much of the window it reported.
@@ -289,7 +290,8 @@ async fn cluster_history(
     let to = q.to_ms.unwrap_or_else(now_ms);
     let from = q.from_ms.unwrap_or(to.saturating_sub(3_600_000));
     let (metric, step) = (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000));
-    query(&shared, move |t| t.cluster_history(metric, from, to, step)).await.map(ApiJson)
+    let stale_after = shared.config.borrow().collector.stale_after_ms as i64;
+    query(&shared, move |t| t.cluster_history(metric, from, to, step, stale_after)).await.map(ApiJson)
 }
 
 /// One partition's history of one metric, reaching into its parents' after a split or merge.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lb_common::protocol::Topology;
+use lb_common::protocol::{Health, Topology};
 
 use crate::planner::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 use crate::table::{MetricsTable, RateBasis};
@@ -104,6 +104,11 @@ pub fn refresh_planner_input(
         .iter()
         .map(|w| {
             let load = loads.get(&w.id);
+            // A worker that reported before and nothing in this window is not idle: its data is
+            // missing (its agent stopped, or collection is behind). Unknown load is not 0: it
+            // takes no new partitions and stays out of the pool's spread, like a degraded one.
+            let silent = load.is_some_and(|l| l.last_sample_ms.is_some() && l.covered_secs == 0.0);
+            let health = if silent && w.health == Health::Healthy { Health::Degraded } else { w.health };
             WorkerView {
                 id: w.id.clone(),
                 capacity: w.capacity,
@@ -111,7 +116,7 @@ pub fn refresh_planner_input(
                 // agents report them (the ops and bytes dimensions carry the decision).
                 cpu_cores: 0.0,
                 group: w.group.clone(),
-                health: w.health,
+                health,
                 load: load.map_or_else(WorkerWindow::default, |l| WorkerWindow {
                     ops_per_sec: l.ops_per_sec,
                     bytes_per_sec: l.bytes_per_sec,

@@ -388,11 +388,20 @@ impl MetricsTable {
         }
     }
 
-    /// Per-worker load with max, mean, max/mean and CV. Counts the workers of the latest
-    /// topology that are not down (with 0 when silent) and any other worker that sent data.
-    pub fn cluster_overview(&self, metric: Metric, last: Duration, now_ms: i64) -> Result<ClusterOverview, TableError> {
+    /// Per-worker load with max, mean, max/mean and CV. Lists the workers of the latest
+    /// topology that are not down and any other worker that sent data; a worker whose newest
+    /// sample is older than `now_ms - stale_after_ms` is marked stale and left out of the
+    /// spread (missing data is not an idle worker).
+    pub fn cluster_overview(
+        &self,
+        metric: Metric,
+        last: Duration,
+        now_ms: i64,
+        stale_after_ms: i64,
+    ) -> Result<ClusterOverview, TableError> {
         let win = window_slots(self, last, now_ms)?;
         let values = self.worker_values(metric, win)?;
+        let fresh_from = now_ms.saturating_sub(stale_after_ms);
         let mut workers = Vec::new();
         for (w, v) in self.workers.iter().zip(values) {
             let counted = if w.in_topology { w.health != Some(Health::Down) } else { v.is_some() };
@@ -406,14 +415,17 @@ impl MetricsTable {
                 _ => None,
             };
             let capacity_ratio = cap.filter(|c| *c > 0.0).map(|c| value / c);
-            workers.push(WorkerLoad { worker: w.id.clone(), value, capacity_ratio });
+            let stale = w.last_sample_ms.is_none_or(|t| t < fresh_from);
+            workers.push(WorkerLoad { worker: w.id.clone(), value, capacity_ratio, stale });
         }
-        let n = workers.len() as f64;
-        let mean = if n > 0.0 { workers.iter().map(|w| w.value).sum::<f64>() / n } else { 0.0 };
-        let max = workers.iter().map(|w| w.value).fold(0.0, f64::max);
-        let var = if n > 0.0 { workers.iter().map(|w| (w.value - mean).powi(2)).sum::<f64>() / n } else { 0.0 };
+        let fresh: Vec<f64> = workers.iter().filter(|w| !w.stale).map(|w| w.value).collect();
+        let n = fresh.len() as f64;
+        let mean = if n > 0.0 { fresh.iter().sum::<f64>() / n } else { 0.0 };
+        let max = fresh.iter().copied().fold(0.0, f64::max);
+        let var = if n > 0.0 { fresh.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n } else { 0.0 };
         let (max_over_mean, cv) = if mean > 0.0 { (max / mean, var.sqrt() / mean) } else { (0.0, 0.0) };
-        Ok(ClusterOverview { metric, window_secs: win.2, workers, max, mean, max_over_mean, cv })
+        let stale_workers = workers.len() - fresh.len();
+        Ok(ClusterOverview { metric, window_secs: win.2, workers, max, mean, max_over_mean, cv, stale_workers })
     }
 
     /// The cluster's spread over `[from_ms, to_ms)`: one overview per `step_ms`, at most
@@ -424,6 +436,7 @@ impl MetricsTable {
         from_ms: i64,
         to_ms: i64,
         step_ms: i64,
+        stale_after_ms: i64,
     ) -> Result<ClusterHistory, TableError> {
         if !(1_000..=86_400_000).contains(&step_ms) || to_ms <= from_ms {
             return Err(TableError::InvalidQuery("step_ms must be 1000..=86400000 and to_ms after from_ms".into()));
@@ -444,7 +457,7 @@ impl MetricsTable {
         let mut points = Vec::with_capacity(steps as usize);
         for k in 1..=steps {
             let end = from_ms.saturating_add(k * step_ms);
-            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end)?;
+            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end, stale_after_ms)?;
             points.push(ClusterPoint {
                 ts_ms: end,
                 max: o.max,

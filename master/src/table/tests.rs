@@ -331,9 +331,77 @@ fn top_n_ranks_partitions_and_groups() {
     assert!((by_tenant.entries[0].value - 65.0).abs() < 0.02);
     let lat = t.top_n(Metric::LatencyP99, 10, GroupBy::Table, secs(10), now).expect("ok");
     assert!((lat.entries[0].value - 1000.0).abs() < 1.0, "gauges group by max: {lat:?}");
-    let overview = t.cluster_overview(Metric::Ops, secs(10), now).expect("ok");
+    let overview = t.cluster_overview(Metric::Ops, secs(10), now, 5_000).expect("ok");
     assert!((overview.mean - 32.5).abs() < 1e-3 && (overview.max_over_mean - 40.0 / 32.5).abs() < 1e-3);
     assert!((overview.cv - 7.5 / 32.5).abs() < 1e-3, "{overview:?}");
+}
+
+/// A worker whose data is not collected up to now is stale, not idle: listed and flagged, left
+/// out of the spread (it read as 0 ops/s and halved the mean).
+#[test]
+fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
+    let mut t = table();
+    let now = T0_MS + 20_000;
+    t.apply_topology(&topo(&[("a", range(0, 49), "w1"), ("b", range(50, 99), "w2")]));
+    let batch = |p: &str, r: KeyRange, secs: i64| -> Vec<Sample> {
+        (0..secs).map(|k| sample(k as u64 + 1, T0_MS + (k + 1) * 1000, pstats(p, "t", r, 10))).collect()
+    };
+    t.ingest(&wid("w1"), &batch("a", range(0, 49), 20), now);
+    // w2's newest sample is 12 s old: its last 10 s are not in yet.
+    t.ingest(&wid("w2"), &batch("b", range(50, 99), 8), now);
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, 5_000).expect("ok");
+    let w2 = o.workers.iter().find(|w| w.worker == wid("w2")).expect("w2 listed");
+    assert!(w2.stale && w2.value == 0.0, "{o:?}");
+    assert!(!o.workers.iter().find(|w| w.worker == wid("w1")).expect("w1").stale);
+    assert_eq!(o.stale_workers, 1);
+    assert!(
+        (o.mean - 10.0).abs() < 1e-3 && (o.max_over_mean - 1.0).abs() < 1e-3,
+        "w2's missing data is not a 0: {o:?}"
+    );
+    // Within the grace, the same worker is fresh.
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, 15_000).expect("ok");
+    assert_eq!(o.stale_workers, 0, "{o:?}");
+}
+
+/// The planner's input does not read a silent worker as an idle one: it may not receive
+/// partitions (degraded) and leaves the pool's spread, until it reports again.
+#[test]
+fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
+    let mut t = table();
+    let now = T0_MS + 20_000;
+    let batch = |p: &str, r: KeyRange, secs: i64| -> Vec<Sample> {
+        (0..secs).map(|k| sample(k as u64 + 1, T0_MS + (k + 1) * 1000, pstats(p, "t", r, 10))).collect()
+    };
+    t.ingest(&wid("w1"), &batch("a", range(0, 49), 20), now);
+    t.ingest(&wid("w2"), &batch("b", range(50, 99), 8), now);
+    let info = |id: &str, owner: &str| PartitionInfo {
+        id: pid(id),
+        tenant: TenantId::new("acme").expect("valid"),
+        table: TableId::new("t").expect("valid"),
+        range: if id == "a" { range(0, 49) } else { range(50, 99) },
+        owner: wid(owner),
+        group: None,
+        stored_bytes: 0,
+        limit: None,
+        supported_actions: Vec::new(),
+    };
+    let worker = |id: &str| WorkerInfo {
+        id: wid(id),
+        capacity: Capacity { ops_per_sec: 100.0, bytes_per_sec: 1e9 },
+        group: None,
+        health: Health::Healthy,
+    };
+    let topology = Topology {
+        version: 1,
+        workers: vec![worker("w1"), worker("w2"), worker("w3")],
+        partitions: vec![info("a", "w1"), info("b", "w2")],
+        datasets: Vec::new(),
+        new_group_dedicates_owner: false,
+    };
+    let input = crate::online::observe::planner_input(&t, &topology, Vec::new(), secs(5), now);
+    let health: Vec<Health> = input.workers.iter().map(|w| w.health).collect();
+    // w3 never reported (a new, empty worker): nothing to miss, it stays a destination.
+    assert_eq!(health, vec![Health::Healthy, Health::Degraded, Health::Healthy]);
 }
 
 /// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
@@ -351,17 +419,17 @@ fn cluster_history_is_the_overview_of_each_step() {
             .collect();
         t.ingest(&wid(w), &batch, now);
     }
-    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000).expect("ok");
+    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000, 5_000).expect("ok");
     assert_eq!(h.points.iter().map(|p| p.ts_ms).collect::<Vec<_>>(), vec![T0_MS + 10_000, now]);
     let (quiet, busy) = (&h.points[0], &h.points[1]);
     assert!((quiet.max - 10.0).abs() < 1e-6 && quiet.cv.abs() < 1e-6, "{quiet:?}");
     assert!((busy.max - 30.0).abs() < 1e-6 && (busy.mean - 20.0).abs() < 1e-6, "{busy:?}");
     assert!((busy.max_over_mean - 1.5).abs() < 1e-6 && (busy.cv - 0.5).abs() < 1e-6, "{busy:?}");
     for bad in [
-        t.cluster_history(Metric::Ops, T0_MS, now, 999),
-        t.cluster_history(Metric::Ops, now, T0_MS, 10_000),
-        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000),
-        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000),
+        t.cluster_history(Metric::Ops, T0_MS, now, 999, 5_000),
+        t.cluster_history(Metric::Ops, now, T0_MS, 10_000, 5_000),
+        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000, 5_000),
+        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000, 5_000),
     ] {
         assert!(matches!(bad, Err(TableError::InvalidQuery(_))), "{bad:?}");
     }
@@ -609,7 +677,7 @@ fn queries_beyond_the_history_or_at_the_extremes_are_refused() {
     let now = T0_MS + 1_000;
     invalid(t.workers(Duration::from_millis(history as u64 + 1_000), now).map(|_| ()), "window_secs");
     invalid(
-        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now).map(|_| ()),
+        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now, 5_000).map(|_| ()),
         "window_secs",
     );
     invalid(t.top_n(Metric::Ops, 5, GroupBy::None, Duration::from_secs(u64::MAX), now).map(|_| ()), "window_secs");

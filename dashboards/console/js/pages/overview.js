@@ -111,10 +111,12 @@ export default {
       const top = Math.max(withCap ? Math.max(1, (watermark ?? 0) * 1.15) : 0, ...values, 1e-9);
       bars.replaceChildren(
         ...ov.workers.map((w, i) => {
-          const over = withCap && watermark !== null && values[i] > watermark;
-          const label = `${w.worker}: ${num(w.value)} ${METRICS[ov.metric] || ""}${withCap ? `, ${pct(w.capacity_ratio)} of capacity` : ""}`;
+          const over = !w.stale && withCap && watermark !== null && values[i] > watermark;
+          const label = w.stale
+            ? `${w.worker}: stale, its data for this window is not collected yet (load unknown)`
+            : `${w.worker}: ${num(w.value)} ${METRICS[ov.metric] || ""}${withCap ? `, ${pct(w.capacity_ratio)} of capacity` : ""}`;
           return h("div", {
-            class: `bar${over ? " over" : ""}`,
+            class: `bar${over ? " over" : ""}${w.stale ? " stale" : ""}`,
             title: label,
             dataset: { worker: w.worker, value: String(w.value) },
             style: { height: `${Math.min(100, (values[i] / top) * 100)}%` },
@@ -126,7 +128,8 @@ export default {
           h("div", { class: "watermark", style: { bottom: `${(watermark / top) * 100}%` } }, h("span", {}, `high watermark ${pct(watermark)}`)),
         );
       }
-      barsNote.textContent = `${ov.workers.length} workers, ${withCap ? "height = load / capacity" : `height = ${METRICS[ov.metric] || ov.metric}`}, over ${ov.window_secs} s. Max ${num(ov.max)}, mean ${num(ov.mean)}.`;
+      const stale = ov.stale_workers ? ` ${ov.stale_workers} stale (hatched: not collected yet, left out of max and mean).` : "";
+      barsNote.textContent = `${ov.workers.length} workers, ${withCap ? "height = load / capacity" : `height = ${METRICS[ov.metric] || ov.metric}`}, over ${ov.window_secs} s. Max ${num(ov.max)}, mean ${num(ov.mean)}.${stale}`;
     }
 
     function drawKpis(ov, pass, coll) {
