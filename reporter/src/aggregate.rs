@@ -48,6 +48,18 @@ impl Default for AggregatorConfig {
     }
 }
 
+/// One partition's counts over the current interval.
+#[derive(Debug, Default)]
+struct Counters {
+    read_ops: u64,
+    write_ops: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    errors: u64,
+    rejected: u64,
+    cpu_ns: u64,
+}
+
 /// One partition over the current interval.
 #[derive(Debug)]
 struct PartitionState {
@@ -56,13 +68,7 @@ struct PartitionState {
     /// Removed from the registry: reported once more, then released.
     removed: bool,
     reported_stored_bytes: Option<u64>,
-    read_ops: u64,
-    write_ops: u64,
-    read_bytes: u64,
-    write_bytes: u64,
-    errors: u64,
-    rejected: u64,
-    cpu_ns: u64,
+    counters: Counters,
     latency: LatencySketch,
     buckets: KeyBuckets,
     top: TopKeys,
@@ -77,13 +83,7 @@ impl PartitionState {
             info,
             removed: false,
             reported_stored_bytes: None,
-            read_ops: 0,
-            write_ops: 0,
-            read_bytes: 0,
-            write_bytes: 0,
-            errors: 0,
-            rejected: 0,
-            cpu_ns: 0,
+            counters: Counters::default(),
             latency: LatencySketch::default(),
             top: TopKeys::default(),
             sequential: SequentialWrites::default(),
@@ -106,14 +106,14 @@ impl PartitionState {
     }
 
     fn ops(&self) -> u64 {
-        self.read_ops + self.write_ops
+        self.counters.read_ops + self.counters.write_ops
     }
 
     /// Whether the interval has anything to report (protocol: idle partitions may be left out).
     fn changed(&self) -> bool {
         self.ops() > 0
-            || self.rejected > 0
-            || self.cpu_ns > 0
+            || self.counters.rejected > 0
+            || self.counters.cpu_ns > 0
             || self.reported_stored_bytes != Some(self.info.stored_bytes)
     }
 
@@ -121,26 +121,26 @@ impl PartitionState {
     fn apply(&mut self, e: &Event) -> bool {
         let write = match (e.kind, e.outcome) {
             (Kind::Cpu, _) => {
-                self.cpu_ns = self.cpu_ns.saturating_add(e.value_ns);
+                self.counters.cpu_ns = self.counters.cpu_ns.saturating_add(e.value_ns);
                 return false;
             }
             (_, Outcome::Rejected) => {
-                self.rejected += 1;
+                self.counters.rejected += 1;
                 return false;
             }
             (Kind::Read, _) => {
-                self.read_ops += 1;
-                self.read_bytes += u64::from(e.bytes);
+                self.counters.read_ops += 1;
+                self.counters.read_bytes += u64::from(e.bytes);
                 false
             }
             (Kind::Write, _) => {
-                self.write_ops += 1;
-                self.write_bytes += u64::from(e.bytes);
+                self.counters.write_ops += 1;
+                self.counters.write_bytes += u64::from(e.bytes);
                 true
             }
         };
         if e.outcome == Outcome::Error {
-            self.errors += 1;
+            self.counters.errors += 1;
         }
         self.latency.insert(e.value_ns);
         // A key outside the range (a request routed before a split took effect) counts as an op
@@ -169,15 +169,15 @@ impl PartitionState {
             table: self.info.table.clone(),
             partition_id: self.info.partition_id.clone(),
             key_range: self.info.key_range,
-            read_ops: self.read_ops,
-            write_ops: self.write_ops,
-            read_bytes: self.read_bytes,
-            write_bytes: self.write_bytes,
-            errors: self.errors,
-            rejected: self.rejected,
+            read_ops: self.counters.read_ops,
+            write_ops: self.counters.write_ops,
+            read_bytes: self.counters.read_bytes,
+            write_bytes: self.counters.write_bytes,
+            errors: self.counters.errors,
+            rejected: self.counters.rejected,
             latency_p50_us: us(0.5),
             latency_p99_us: us(0.99),
-            cpu_time_us: self.cpu_ns / 1_000,
+            cpu_time_us: self.counters.cpu_ns / 1_000,
             stored_bytes: self.info.stored_bytes,
             sketch,
         }
@@ -185,8 +185,7 @@ impl PartitionState {
 
     fn start_interval(&mut self) {
         self.reported_stored_bytes = Some(self.info.stored_bytes);
-        (self.read_ops, self.write_ops, self.read_bytes, self.write_bytes) = (0, 0, 0, 0);
-        (self.errors, self.rejected, self.cpu_ns) = (0, 0, 0);
+        self.counters = Counters::default();
         self.latency.clear();
         self.buckets.clear();
         self.top.clear();
