@@ -17,6 +17,9 @@ pub const MAX_TRACKED_LATENCY_NS: u64 = 1_000_000_000_000;
 
 /// `gamma = (1 + a) / (1 - a)`: bucket `i` holds values in `(gamma^(i-1), gamma^i]`.
 const GAMMA: f64 = (1.0 + LATENCY_RELATIVE_ERROR) / (1.0 - LATENCY_RELATIVE_ERROR);
+/// `1 / ln(GAMMA)`, written out because `f64::ln` is not `const` and one `ln` per record is the
+/// sketch's main cost (checked against `GAMMA` by a test).
+const INV_LN_GAMMA: f64 = 49.998_333_288_886_78;
 
 /// A mergeable latency sketch (values in nanoseconds).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,7 +34,11 @@ pub struct LatencySketch {
 
 fn index_of(ns: u64) -> i32 {
     let ns = ns.min(MAX_TRACKED_LATENCY_NS) as f64;
-    (ns.ln() / GAMMA.ln()).ceil() as i32
+    // `ns >= 1`, so `x >= 0` and truncation is the floor; `f64::ceil` is a libm call on the
+    // baseline x86-64 target (no SSE4.1 rounding), a tenth of the aggregator's time.
+    let x = ns.ln() * INV_LN_GAMMA;
+    let i = x as i32;
+    if f64::from(i) < x { i + 1 } else { i }
 }
 
 /// The value reported for index `i`: the point of `(gamma^(i-1), gamma^i]` whose relative
@@ -155,6 +162,11 @@ mod tests {
             }
         }
         assert_eq!(a.count(), whole.count());
+    }
+
+    #[test]
+    fn the_written_out_constant_is_gammas() {
+        assert!((INV_LN_GAMMA - 1.0 / GAMMA.ln()).abs() < 1e-9);
     }
 
     #[test]
