@@ -20,13 +20,8 @@ use lb_reporter::{Aggregator, AggregatorConfig, Op, Outcome, PartitionInfo};
 const CHUNK: u64 = 1 << 20;
 
 fn partition(i: usize) -> PartitionInfo {
-    PartitionInfo {
-        tenant: "acme".parse().expect("id"),
-        table: "orders".parse().expect("id"),
-        partition_id: format!("acme.orders.p{i:06}").parse().expect("id"),
-        key_range: KeyRange::FULL,
-        stored_bytes: 0,
-    }
+    let id = format!("acme.orders.p{i:06}").parse().expect("id");
+    PartitionInfo::new("acme".parse().expect("id"), "orders".parse().expect("id"), id, KeyRange::FULL)
 }
 
 fn bench(c: &mut Criterion) {

@@ -347,13 +347,8 @@ mod tests {
     use crate::record::Op;
 
     fn info(id: &str, range: KeyRange) -> PartitionInfo {
-        PartitionInfo {
-            tenant: "acme".parse().expect("id"),
-            table: "orders".parse().expect("id"),
-            partition_id: id.parse().expect("id"),
-            key_range: range,
-            stored_bytes: 1_000,
-        }
+        let (tenant, table) = ("acme".parse().expect("id"), "orders".parse().expect("id"));
+        PartitionInfo { stored_bytes: 1_000, ..PartitionInfo::new(tenant, table, id.parse().expect("id"), range) }
     }
 
     fn worker() -> WorkerId {

@@ -15,13 +15,8 @@
 //!
 //! let reporter = Reporter::start(ReporterConfig::new("w-1".parse()?, "http://127.0.0.1:7101"))?;
 //! let handle = reporter.handle();
-//! let slot = handle.upsert_partition(PartitionInfo {
-//!     tenant: "acme".parse()?,
-//!     table: "orders".parse()?,
-//!     partition_id: "acme.orders.p0".parse()?,
-//!     key_range: KeyRange::FULL,
-//!     stored_bytes: 0,
-//! });
+//! let partition = PartitionInfo::new("acme".parse()?, "orders".parse()?, "acme.orders.p0".parse()?, KeyRange::FULL);
+//! let slot = handle.upsert_partition(partition);
 //! let recorder = handle.recorder(); // one per request thread
 //! recorder.record(slot, Key(42), Op::Read, 512, Duration::from_micros(180), Outcome::Ok);
 //! reporter.shutdown();

@@ -23,6 +23,14 @@ pub struct PartitionInfo {
     pub stored_bytes: u64,
 }
 
+impl PartitionInfo {
+    /// A partition with no stored bytes yet (set them with
+    /// [`ReporterHandle::set_stored_bytes`] or the next upsert).
+    pub fn new(tenant: TenantId, table: TableId, partition_id: PartitionId, key_range: KeyRange) -> Self {
+        Self { tenant, table, partition_id, key_range, stored_bytes: 0 }
+    }
+}
+
 /// What a request thread records against: a registered partition's slot. `Copy`, 8 bytes; a
 /// slot of a removed partition is never confused with a later one (its generation differs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,13 +8,7 @@ pub fn worker() -> WorkerId {
 }
 
 pub fn partition(id: &str, range: KeyRange) -> PartitionInfo {
-    PartitionInfo {
-        tenant: "acme".parse().expect("id"),
-        table: "orders".parse().expect("id"),
-        partition_id: id.parse().expect("id"),
-        key_range: range,
-        stored_bytes: 0,
-    }
+    PartitionInfo::new("acme".parse().expect("id"), "orders".parse().expect("id"), id.parse().expect("id"), range)
 }
 
 /// The key below which half of `bucket_ops` falls, interpolated inside the crossing bucket:

@@ -181,13 +181,8 @@ impl SampledTraffic {
                         self.workers[old.worker].handle.remove_partition(id);
                     }
                     let table = &cluster.tables[parts.table[p] as usize];
-                    let slot = self.workers[worker].handle.upsert_partition(PartitionInfo {
-                        tenant: table.tenant.clone(),
-                        table: table.table.clone(),
-                        partition_id: id.clone(),
-                        key_range: range,
-                        stored_bytes: 0,
-                    });
+                    let info = PartitionInfo::new(table.tenant.clone(), table.table.clone(), id.clone(), range);
+                    let slot = self.workers[worker].handle.upsert_partition(info);
                     Registered { worker, slot, range }
                 }
             };
