@@ -216,3 +216,33 @@ async fn run(mut aggregator: Aggregator, config: ReporterConfig, cancel: Cancell
     info!(flushed, pending = stats.pending_reports, acked = stats.reports_acked_total, "reporter stopped");
     flushed
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field's name and how to spoil it.
+    type Spoil = (&'static str, fn(&mut ReporterConfig));
+
+    #[test]
+    fn a_bad_config_is_refused_with_the_field_named() {
+        let good = ReporterConfig::new("w-1".parse().expect("id"), "http://127.0.0.1:1");
+        assert!(good.validate().is_ok());
+        let cases: [Spoil; 6] = [
+            ("agent_url", |c| c.agent_url = "127.0.0.1:7101".into()),
+            ("report_interval", |c| c.report_interval = Duration::ZERO),
+            ("drain_interval", |c| c.drain_interval = c.report_interval * 2),
+            ("aggregator.sketch_buckets", |c| c.aggregator.sketch_buckets = 65),
+            ("ring_capacity / max_pending_reports", |c| c.max_pending_reports = 0),
+            ("retry", |c| c.retry.initial = c.retry.max * 2),
+        ];
+        for (field, spoil) in cases {
+            let mut config = good.clone();
+            spoil(&mut config);
+            match Reporter::start(config) {
+                Err(StartError::Config { field: got, .. }) => assert_eq!(got, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+}
