@@ -13,7 +13,8 @@
 //! - [`realtime`] and [`http`]: the same engine stepped by the wall clock behind the storage
 //!   admin API, and the pusher that posts every worker's report to its agent.
 //!
-//! It depends on `lb-common` alone: the launcher (`lb-launcher`: `lb up`, `lb sim`) puts it
+//! It depends on `lb-common` and `lb-reporter` (the worker-side library its real-time mode
+//! records sampled requests through, as a real storage worker would) alone: the launcher (`lb-launcher`: `lb up`, `lb sim`) puts it
 //! together with lb, and the master's tests use its engine.
 
 pub mod http;

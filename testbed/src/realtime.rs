@@ -1,6 +1,10 @@
 //! The real-time engine: the [`Engine`] stepped by the wall clock, behind the storage admin API,
 //! with a pusher that posts every worker's [`Report`](lb_common::protocol::Report) to its agent.
 //!
+//! The engine samples requests from each partition's workload and records them through
+//! lb-reporter ([`Engine::sample_traffic`]), so the reports' key-access sketches come from the
+//! library a real worker embeds, built from keys.
+//!
 //! Loops follow `run(cancel)` around a `run_once` that tests call directly:
 //! - ticker: every `tick`, steps the engine by the time elapsed since the previous tick;
 //! - pusher: every `report_interval`, builds each worker's report (under the lock) and posts
@@ -71,6 +75,7 @@ pub async fn start(
     options: RealtimeOptions,
 ) -> std::io::Result<RunningTestbed> {
     let addr = listener.local_addr()?;
+    engine.sample_traffic();
     let elapsed_ms = i64::try_from(engine.elapsed().as_millis()).unwrap_or(i64::MAX);
     engine.set_clock_origin(chrono::Utc::now().timestamp_millis() - elapsed_ms);
     let engine = Arc::new(Mutex::new(engine));

@@ -13,6 +13,7 @@ use lb_common::protocol::{Capacity, Operation, Report, Topology};
 use serde::Serialize;
 
 use crate::model::Cluster;
+use crate::model::traffic::SampledTraffic;
 use crate::ops::{AdminError, FaultRule, OpBook};
 use crate::scenario::{Event, Scenario, TimelineEvent};
 
@@ -32,6 +33,9 @@ pub struct Engine {
     report_seq: Vec<u64>,
     last_report_ms: Vec<i64>,
     next_action: u64,
+    seed: u64,
+    /// Real-time mode: requests sampled through lb-reporter build the sketches.
+    traffic: Option<SampledTraffic>,
 }
 
 /// One partition's load at the last step, per second.
@@ -95,6 +99,8 @@ impl Engine {
             report_seq: vec![0; workers],
             last_report_ms: vec![scenario.start_ms; workers],
             next_action: 0,
+            seed: scenario.seed,
+            traffic: None,
         };
         engine.fire_events(0.0);
         engine.cluster.step_load(0.0, 0.0);
@@ -134,6 +140,17 @@ impl Engine {
         let now = self.now_ms();
         self.ops.advance(&mut self.cluster, t, now);
         self.cluster.step_load(t, dt_ms as f64 / 1000.0);
+        if let Some(traffic) = &mut self.traffic {
+            traffic.step(&self.cluster, t, dt_ms as f64 / 1000.0);
+        }
+    }
+
+    /// From the next step on, every step samples requests from each partition's workload and
+    /// records them through lb-reporter, whose aggregator then builds the reports' key-access
+    /// sketches ([`crate::model::traffic`]). The real-time mode turns this on; the virtual-time
+    /// simulator keeps the closed-form sketches (at 100k partitions sampling would dominate).
+    pub fn sample_traffic(&mut self) {
+        self.traffic.get_or_insert_with(|| SampledTraffic::new(self.seed));
     }
 
     fn fire_events(&mut self, t_secs: f64) {
@@ -296,7 +313,11 @@ impl Engine {
             self.report_seq[w] += 1;
             let interval_ms = u64::try_from(now - self.last_report_ms[w]).unwrap_or(0).max(1);
             self.last_report_ms[w] = now;
-            reports.push(self.cluster.report_for(w, &by_owner[w], self.report_seq[w], now, interval_ms, t));
+            let mut report = self.cluster.report_for(w, &by_owner[w], self.report_seq[w], now, interval_ms, t);
+            if let Some(traffic) = &mut self.traffic {
+                traffic.apply_sketches(w, &mut report);
+            }
+            reports.push(report);
         }
         reports
     }

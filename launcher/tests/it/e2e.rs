@@ -33,6 +33,9 @@ struct Case {
     /// From start (the hotspot begins at `onset`) until relief must have held.
     onset: Duration,
     budget: Duration,
+    /// Where the first split must put its key (the hot range), if the fix is a split: the
+    /// testbed's sketches come from requests recorded through lb-reporter.
+    first_split_key_in: Option<(u64, u64)>,
 }
 
 const HOT_RANGE: &str = include_str!("../../../configs/scenarios/e2e-hot-range.toml");
@@ -216,6 +219,20 @@ async fn run(case: Case) {
         }
     }
     assert!(peak > 0.02, "{}: the hotspot did reject requests (peak {:.1} %)", case.name, peak * 100.0);
+    if let Some((lo, hi)) = case.first_split_key_in {
+        let mut proposals = master.records::<Proposal>(&ALL).await.expect("proposals");
+        proposals.sort_by_key(|r| r.at_ms);
+        let keys: Vec<lb_common::ids::Key> = proposals
+            .iter()
+            .filter_map(|r| match &r.body.spec {
+                ActionSpec::Split { split_key, .. } => Some(*split_key),
+                _ => None,
+            })
+            .collect();
+        eprintln!("{}: split keys proposed, in order: {keys:?}", case.name);
+        let first = keys.first().expect("a split was proposed");
+        assert!((lo..=hi).contains(&first.0), "{}: the first split key {first} lies outside the hot range", case.name);
+    }
     assert!(running.stop(Duration::from_secs(20)).await, "clean stop");
 }
 
@@ -229,6 +246,8 @@ async fn a_hot_range_is_split_evaluated_effective_and_relieved() {
         kind: ActionKind::Split,
         onset: Duration::from_secs(3),
         budget: Duration::from_secs(60),
+        // `e2e-hot-range.toml`'s hot range.
+        first_split_key_in: Some((0x4000_0000_0000_0000, 0x43ff_ffff_ffff_ffff)),
     })
     .await;
 }
@@ -243,6 +262,7 @@ async fn a_single_hot_key_is_isolated_evaluated_effective_and_relieved() {
         kind: ActionKind::Group,
         onset: Duration::from_secs(3),
         budget: Duration::from_secs(60),
+        first_split_key_in: None,
     })
     .await;
 }
@@ -257,6 +277,7 @@ async fn a_lost_workers_load_is_moved_evaluated_effective_and_relieved() {
         kind: ActionKind::Move,
         onset: Duration::from_secs(3),
         budget: Duration::from_secs(60),
+        first_split_key_in: None,
     })
     .await;
 }

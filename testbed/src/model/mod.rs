@@ -8,6 +8,8 @@
 //!   timeline's (worker lost, worker added), each checked first with a 4xx-mapped error.
 //! - [`datasets`]: hash-sharded datasets placed with the placement core.
 //! - [`report`]: the protocol's [`Report`](lb_common::protocol::Report) with its key sketch.
+//! - [`traffic`]: the real-time mode's sampled requests, recorded through lb-reporter, whose
+//!   sketches replace the closed-form ones.
 //!
 //! Invariants: every table's partitions tile the whole 64-bit key space without gaps or overlap
 //! (`tables[t].sorted` is in key order); every partition's owner is a worker that is not down.
@@ -16,6 +18,7 @@ pub mod datasets;
 pub mod load;
 pub mod mutate;
 pub mod report;
+pub mod traffic;
 
 use std::collections::HashMap;
 

@@ -12,6 +12,8 @@
 pub mod rng;
 mod zipf;
 
+use rng::SplitMix64;
+
 use crate::scenario::{WorkloadKind, WorkloadSpec};
 pub use zipf::ZipfCdf;
 
@@ -133,6 +135,29 @@ impl Component {
             }
             _ => None,
         }
+    }
+
+    /// One key drawn from this component's ops inside `[start, end]` (the caller only asks
+    /// where [`Component::mass`] or [`Component::point_at`] says it has some). A moving tail
+    /// answers its point at `t_secs`.
+    pub fn sample_in(&self, start: u64, end: u64, t_secs: f64, rng: &mut SplitMix64) -> u64 {
+        let uniform = |lo: u64, hi: u64, rng: &mut SplitMix64| match (hi - lo).checked_add(1) {
+            Some(width) => lo + rng.below(width),
+            None => rng.next_u64(),
+        };
+        let key = match &self.shape {
+            Shape::Uniform => uniform(start, end, rng),
+            Shape::HotRange { start: a, end: b } => uniform(start.max(*a), end.min(*b), rng),
+            Shape::HotKey(k) => *k,
+            Shape::Zipf(cdf) => {
+                let lo = cdf.share_below(start);
+                let hi = lo + cdf.mass(start, end);
+                let position = cdf.position_at(lo + (hi - lo) * rng.next_f64());
+                if position >= KEY_SPACE { u64::MAX } else { position as u64 }
+            }
+            Shape::Append { .. } => self.point_at(t_secs).unwrap_or(start),
+        };
+        key.clamp(start, end)
     }
 
     /// A single key that concentrates this component's ops, for the sketch's top keys.

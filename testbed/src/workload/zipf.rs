@@ -42,6 +42,22 @@ impl ZipfCdf {
         self.prefix[i] + frac * (self.prefix[i + 1] - self.prefix[i])
     }
 
+    /// The position (a key as a float) below which `share` of the load falls: the inverse of
+    /// the CDF, for sampling keys.
+    pub fn position_at(&self, share: f64) -> f64 {
+        let n = self.prefix.len() - 1;
+        // The segment whose prefix interval holds `share`.
+        let i = self.prefix.partition_point(|&p| p <= share).clamp(1, n) - 1;
+        let span = self.prefix[i + 1] - self.prefix[i];
+        let frac = if span > 0.0 { ((share - self.prefix[i]) / span).clamp(0.0, 1.0) } else { 0.0 };
+        (i as f64 + frac) * self.segment_width
+    }
+
+    /// Share of load strictly below key `key`.
+    pub fn share_below(&self, key: u64) -> f64 {
+        self.cdf(key as f64)
+    }
+
     /// Share of load in the inclusive key range `[start, end]`.
     pub fn mass(&self, start: u64, end: u64) -> f64 {
         (self.cdf(end as f64 + 1.0) - self.cdf(start as f64)).max(0.0)

@@ -4,6 +4,7 @@
 
 mod admin_http;
 mod engine_ops;
+mod sampled;
 mod scenarios;
 mod support;
 mod workloads;

@@ -6,7 +6,7 @@ use lb_common::protocol::ActionSpec;
 use crate::support::{demand, partition_at, scenario, sketch_median, step_secs};
 use lb_testbed::Engine;
 
-const HOT_RANGE: &str = r#"
+pub const HOT_RANGE: &str = r#"
 [[tables.workloads]]
 kind = "uniform"
 ops_per_sec = 4000
@@ -55,7 +55,7 @@ fn hot_range_ramps_up_and_splitting_at_the_load_median_halves_demand() {
     assert!((right - full / 2.0).abs() / full < 0.03, "right {right} of {full}");
 }
 
-const HOT_KEY: &str = r#"
+pub const HOT_KEY: &str = r#"
 [[tables.workloads]]
 kind = "uniform"
 ops_per_sec = 4000
@@ -89,7 +89,7 @@ fn a_single_hot_key_shows_in_the_sketch_and_cannot_be_split_apart() {
     }
 }
 
-const APPEND: &str = r#"
+pub const APPEND: &str = r#"
 [[tables.workloads]]
 kind = "uniform"
 ops_per_sec = 4000
