@@ -188,6 +188,7 @@ pub const COUNTED_THINGS: &[&str] = &[
     "partitions",
     "planners",
     "proposals",
+    "reports",
     "samples",
     "workers",
 ];

@@ -26,12 +26,13 @@ pub const ALERT_RULES: &str = include_str!("../../dashboards/prometheus/lb-alert
 
 /// Every metric any lb binary exports, from each crate's catalog.
 pub fn catalog() -> Vec<(&'static str, MetricDef)> {
-    let crates: [(&str, &[MetricDef]); 5] = [
+    let crates: [(&str, &[MetricDef]); 6] = [
         ("every server (lb-common)", lb_common::telemetry::CATALOG),
         ("lb-agent", lb_agent::metrics::CATALOG),
         ("lb-ops-server", lb_ops_server::metrics::CATALOG),
         ("lb-master", lb_master::metrics::CATALOG),
         ("lb-agent and lb-ops-server on Valkey (lb-valkey)", lb_valkey::metrics::CATALOG),
+        ("a storage worker embedding lb-reporter (lb up's testbed does)", lb_reporter::CATALOG),
     ];
     crates.into_iter().flat_map(|(who, defs)| defs.iter().map(move |d| (who, *d))).collect()
 }

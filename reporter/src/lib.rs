@@ -56,4 +56,4 @@ pub use reporter::{
     DEFAULT_DRAIN_INTERVAL, DEFAULT_MAX_PENDING_REPORTS, DEFAULT_REPORT_INTERVAL, DEFAULT_RETRY_INITIAL,
     DEFAULT_RETRY_MAX, DEFAULT_SHUTDOWN_FLUSH, Reporter, ReporterConfig, StartError,
 };
-pub use stats::ReporterStats;
+pub use stats::{CATALOG, ReporterStats};

@@ -118,6 +118,8 @@ impl Reporter {
     /// Starts the background thread (`lb-reporter`).
     pub fn start(config: ReporterConfig) -> Result<Self, StartError> {
         config.validate()?;
+        // HELP text for the worker's `/metrics`, if it installed a recorder already.
+        lb_common::telemetry::describe(crate::CATALOG);
         let aggregator = Aggregator::new(config.aggregator.clone());
         let handle = aggregator.handle();
         let stats = aggregator.shared_stats();

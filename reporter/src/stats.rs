@@ -112,3 +112,38 @@ impl Stats {
         }
     }
 }
+
+/// What the reporter exports through the embedding worker's `metrics` recorder, with HELP
+/// text: a worker that serves Prometheus calls `lb_common::telemetry::describe(CATALOG)` after
+/// installing its recorder.
+pub const CATALOG: &[lb_common::telemetry::MetricDef] = {
+    use lb_common::telemetry::MetricDef;
+    use lb_common::telemetry::MetricKind::{Counter, Gauge};
+    &[
+        MetricDef::new("lb_reporter_records_total", Counter, &[], "Requests recorded and aggregated into reports."),
+        MetricDef::new(
+            "lb_reporter_records_dropped_total",
+            Counter,
+            &["reason"],
+            "Requests not counted: a request thread's ring was full (buffer_full) or the partition was gone (stale_partition).",
+        ),
+        MetricDef::new(
+            "lb_reporter_reports_total",
+            Counter,
+            &["outcome"],
+            "Reports by outcome: built, acked, duplicate (the agent had it), rejected (refused, not retried), dropped (the outbox was full).",
+        ),
+        MetricDef::new(
+            "lb_reporter_push_retries_total",
+            Counter,
+            &[],
+            "Pushes to the agent retried (it was down or slow); a retry repeats seq and timestamp.",
+        ),
+        MetricDef::new(
+            "lb_reporter_pending_reports",
+            Gauge,
+            &[],
+            "Reports built and not yet acknowledged by the agent (bounded by the outbox).",
+        ),
+    ]
+};

@@ -81,8 +81,10 @@ pub async fn start(
     let engine = Arc::new(Mutex::new(engine));
     let shutdown = Shutdown::new();
     let readiness = Readiness::new();
+    // The sampled traffic goes through lb-reporter: its series get their HELP text here.
+    let metrics = lb_common::telemetry::install(lb_reporter::CATALOG);
     let app = router(AppState { engine: engine.clone() }).merge(lb_common::http::observability_router(
-        lb_common::telemetry::metrics_handle(),
+        metrics,
         readiness.clone(),
         None,
     ));

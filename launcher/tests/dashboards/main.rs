@@ -163,6 +163,7 @@ fn recorded_in_source() -> Vec<(String, Option<MetricKind>, String)> {
         "lbctl/src",
         "master/src",
         "ops-server/src",
+        "reporter/src",
         "testbed/src",
         "valkey/src",
     ] {
