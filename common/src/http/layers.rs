@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -14,7 +14,8 @@ use super::ApiError;
 use crate::config::shared::HttpServerConfig;
 
 /// Wraps `router` (outermost first): request tracing → panic catching → metrics and deadline →
-/// body limit; unknown routes and methods answer with the JSON error body.
+/// URI and header limits → every error reply as the JSON error body → body limit; unknown routes
+/// and methods answer with the JSON error body.
 ///
 /// Metrics: `lb_http_requests_total{method,route,status}` and
 /// `lb_http_request_duration_seconds{method,route}`, labelled by the route *template* so that
@@ -22,12 +23,18 @@ use crate::config::shared::HttpServerConfig;
 pub fn with_standard_layers(router: Router, config: &HttpServerConfig) -> Router {
     let deadline = config.request_timeout();
     let body_limit = usize::try_from(config.body_limit_bytes).unwrap_or(usize::MAX);
+    let limits = HeadLimits {
+        max_uri_bytes: usize::try_from(config.max_uri_bytes).unwrap_or(usize::MAX),
+        max_header_bytes: usize::try_from(config.max_header_bytes).unwrap_or(usize::MAX),
+    };
     router
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(move |req, next| head_limits(req, next, limits)))
         .layer(middleware::from_fn(move |req, next| track(req, next, deadline)))
         .layer(CatchPanicLayer::custom(|_panic| ApiError::internal("handler panicked").into_response()))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
@@ -37,6 +44,88 @@ pub fn with_standard_layers(router: Router, config: &HttpServerConfig) -> Router
 /// put a token there; tower-http's default span records the full URI).
 fn request_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
     tracing::debug_span!("request", method = %req.method(), path = %req.uri().path(), version = ?req.version())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct HeadLimits {
+    max_uri_bytes: usize,
+    max_header_bytes: usize,
+}
+
+/// 414 for a URI over `http.max_uri_bytes`, 431 for headers over `http.max_header_bytes` (names
+/// and values), before any handler runs.
+async fn head_limits(req: Request, next: Next, limits: HeadLimits) -> Response {
+    let uri_bytes = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if uri_bytes > limits.max_uri_bytes {
+        let message =
+            format!("the request URI is {uri_bytes} bytes; at most {} (http.max_uri_bytes)", limits.max_uri_bytes);
+        return ApiError::new(StatusCode::URI_TOO_LONG, "uri_too_long", message).into_response();
+    }
+    let header_bytes: usize = req.headers().iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if header_bytes > limits.max_header_bytes {
+        let message = format!(
+            "the request headers are {header_bytes} bytes; at most {} (http.max_header_bytes)",
+            limits.max_header_bytes
+        );
+        return ApiError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large", message)
+            .into_response();
+    }
+    next.run(req).await
+}
+
+/// The most of a non-JSON error reply's text kept as the message (axum's rejections are one
+/// short sentence).
+const MAX_REJECTION_TEXT_BYTES: usize = 1024;
+
+/// Turns an error reply that is not JSON — axum's own extractor rejections (a bad path
+/// parameter, a query that does not parse, a body that is not UTF-8 …) — into the shared error
+/// body with the same status and headers, its text as the message.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_REJECTION_TEXT_BYTES).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_lowercase() } else { text };
+    let mut reply = ApiError::new(status, code_of(status), message).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            reply.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    reply
+}
+
+/// The error body's code for a status no lb handler chose a code for (see docs/protocol.md).
+pub(crate) fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::CONFLICT => "conflict",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::URI_TOO_LONG => "uri_too_long",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid_field",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers_too_large",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    }
 }
 
 async fn track(req: Request, next: Next, deadline: Duration) -> Response {
@@ -97,9 +186,9 @@ mod tests {
         let router = with_standard_layers(
             Router::new().route("/v1/x", get(|| async { "ok" })),
             &HttpServerConfig {
-                listen: "127.0.0.1:0".parse().expect("addr"),
                 body_limit_bytes: 4096,
                 request_timeout_ms: 1_000,
+                ..HttpServerConfig::on("127.0.0.1:0".parse().expect("addr"))
             },
         );
         let request =
