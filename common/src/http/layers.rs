@@ -8,6 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
 
 use super::ApiError;
@@ -37,7 +38,27 @@ pub fn with_standard_layers(router: Router, config: &HttpServerConfig) -> Router
         .layer(middleware::from_fn(move |req, next| head_limits(req, next, limits)))
         .layer(middleware::from_fn(move |req, next| track(req, next, deadline)))
         .layer(CatchPanicLayer::custom(|_panic| ApiError::internal("handler panicked").into_response()))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span).on_failure(log_failure))
+}
+
+/// Server errors by what they mean: a 500 is a bug (ERROR); a 503 is expected — not ready
+/// during a start or a stop, a store or peer away, a deadline — and its cause is logged where
+/// it arises, so the reply itself is DEBUG (a probe every second during a restart is not an
+/// error); any other 5xx (a peer's bad answer passed on) is WARN.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = latency.as_millis() as u64;
+    match class {
+        ServerErrorsFailureClass::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(status = 503, latency_ms, "response failed")
+        }
+        ServerErrorsFailureClass::StatusCode(status) if status == StatusCode::INTERNAL_SERVER_ERROR => {
+            tracing::error!(status = status.as_u16(), latency_ms, "response failed")
+        }
+        ServerErrorsFailureClass::StatusCode(status) => {
+            tracing::warn!(status = status.as_u16(), latency_ms, "response failed")
+        }
+        ServerErrorsFailureClass::Error(error) => tracing::error!(%error, latency_ms, "response failed"),
+    }
 }
 
 /// The span every request is traced in: method and path, never the query string (a caller may
@@ -170,6 +191,36 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Issue 17 item 18: every 503 was logged at ERROR, `/ready` probes during a restart
+    /// included; a 500 still is.
+    #[tokio::test]
+    async fn an_expected_503_is_not_logged_as_an_error() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let router = with_standard_layers(
+            Router::new()
+                .route("/ready", get(|| async { ApiError::unavailable("not_ready", "starting") }))
+                .route("/bug", get(|| async { ApiError::internal("a bug") })),
+            &HttpServerConfig::on("127.0.0.1:0".parse().expect("addr")),
+        );
+        let get = |uri: &str| axum::http::Request::get(uri).body(Body::empty()).expect("request");
+        let response = router.clone().oneshot(get("/ready")).await.expect("served");
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let log = String::from_utf8(captured.0.lock().expect("capture lock").clone()).expect("utf-8");
+        assert!(log.contains("response failed"), "the 503 is logged: {log}");
+        assert!(!log.contains("ERROR"), "not as an error: {log}");
+        let response = router.oneshot(get("/bug")).await.expect("served");
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let log = String::from_utf8(captured.0.lock().expect("capture lock").clone()).expect("utf-8");
+        assert!(log.lines().any(|l| l.contains("ERROR") && l.contains("response failed")), "{log}");
     }
 
     /// Issue 17: a token sent in a query string was logged with the full URI at DEBUG.
