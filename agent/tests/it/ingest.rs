@@ -176,6 +176,34 @@ async fn expired_data_is_flagged_as_a_gap_and_rollups_sum_the_hour() {
     assert!(agent.stop(STOP).await);
 }
 
+/// Issue 17 item 18: a late report with an older timestamp overwrote a rollup's stored_bytes
+/// once the newer sample's rollup had been written.
+#[tokio::test]
+async fn a_late_older_report_does_not_overwrite_a_rollups_stored_bytes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    let sized = |seq: u64, stored_bytes: u64| {
+        let mut r = report(seq, 1);
+        r.partitions[0].stored_bytes = stored_bytes;
+        r
+    };
+    let hour: i64 = 1_764_478_800_000;
+    let stored = || async {
+        let rollups: RollupsResponse = client
+            .get_with_query("/v1/rollups", &RollupsQuery { from_ms: hour, to_ms: hour + 3_600_000 })
+            .await
+            .expect("rollups");
+        (rollups.rollups[0].sample_count, rollups.rollups[0].stored_bytes)
+    };
+    client.post::<_, ReportAck>("/v1/report", &sized(5, 500)).await.expect("ack");
+    assert_eq!(stored().await, (1, 500), "reading flushes the rollup");
+    client.post::<_, ReportAck>("/v1/report", &sized(2, 200)).await.expect("ack");
+    assert_eq!(stored().await, (2, 500), "the older sample is counted, its size is not the latest");
+    client.post::<_, ReportAck>("/v1/report", &sized(7, 700)).await.expect("ack");
+    assert_eq!(stored().await, (3, 700));
+    assert!(agent.stop(STOP).await);
+}
+
 #[tokio::test]
 async fn a_cursor_from_the_future_restarts_from_the_beginning_with_a_gap() {
     let dir = tempfile::tempdir().expect("dir");
