@@ -57,6 +57,10 @@ pub async fn start(
         tokio::task::spawn_blocking(move || MetricStore::open(config)).await.context("store open task")??
     };
     let store = Arc::new(store);
+    readiness.add_check({
+        let store = store.clone();
+        Arc::new(move || store.write_failure().map(|error| format!("store writes are failing: {error}")))
+    });
     let shutdown = Shutdown::new();
 
     let router =
