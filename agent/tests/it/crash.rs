@@ -34,6 +34,17 @@ fn spawn_listening(mut command: Command) -> (Child, String) {
     (child, url)
 }
 
+/// What a sample is, whatever its cursor: its time and its partition.
+fn identity(s: &lb_common::protocol::Sample) -> (i64, String) {
+    match &s.data {
+        SampleData::Partition(p) => (s.timestamp_ms, p.partition_id.to_string()),
+        SampleData::Host(_) => (s.timestamp_ms, "host".to_owned()),
+    }
+}
+
+/// kill -9 under load: a worker streams reports while two pullers read concurrently. After the
+/// restart every acknowledged report is served, every cursor a puller saw still names the same
+/// sample, and a puller continuing from its last cursor loses and repeats nothing.
 #[tokio::test]
 async fn every_acknowledged_report_survives_sigkill() {
     let dir = tempfile::tempdir().expect("dir");
@@ -61,11 +72,40 @@ async fn every_acknowledged_report_survives_sigkill() {
                 }
             }
         });
+        let pullers: Vec<_> = (0..2)
+            .map(|_| {
+                let client = HttpClient::new(&url, &HttpClientConfig { connect_timeout_ms: 500, deadline_ms: 5_000 });
+                tokio::spawn(async move {
+                    // Reads until the agent dies; returns every (cursor, sample) it saw and its cursor.
+                    let mut seen = std::collections::BTreeMap::new();
+                    let mut after = lb_common::protocol::Cursor(0);
+                    loop {
+                        let query = lb_common::protocol::SamplesQuery { after, limit: Some(100) };
+                        match client
+                            .get_with_query::<_, lb_common::protocol::SamplesResponse>("/v1/samples", &query)
+                            .await
+                        {
+                            Ok(page) => {
+                                for s in &page.samples {
+                                    seen.insert(s.cursor, identity(s));
+                                }
+                                after = page.next_cursor;
+                            }
+                            Err(_) => return (seen, after),
+                        }
+                    }
+                })
+            })
+            .collect();
         // Let it stream for a while, then kill -9 mid-stream.
         tokio::time::sleep(Duration::from_millis(400 + 150 * round)).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
         streamer.await.expect("streamer ends on the first failed call");
+        let mut pulled = Vec::new();
+        for puller in pullers {
+            pulled.push(puller.await.expect("puller ends when the agent dies"));
+        }
         let mut acked = Vec::new();
         while let Ok(seq) = acked_rx.try_recv() {
             acked.push(seq);
@@ -85,13 +125,22 @@ async fn every_acknowledged_report_survives_sigkill() {
         let mut per_seq = std::collections::BTreeMap::<u64, usize>::new();
         for s in &samples {
             if let SampleData::Partition(_) = s.data {
-                *per_seq.entry(((s.timestamp_ms - 1_764_478_800_000) / 1000) as u64).or_default() += 1;
+                *per_seq.entry(((s.timestamp_ms - base_ms()) / 1000) as u64).or_default() += 1;
             }
         }
         for seq in &acked {
             assert_eq!(per_seq.get(seq), Some(&20), "round {round}: acknowledged report {seq} lost or partial");
         }
         assert!(per_seq.values().all(|&n| n == 20), "no report is ever half-stored");
+        let served: std::collections::BTreeMap<_, _> = samples.iter().map(|s| (s.cursor, identity(s))).collect();
+        for (seen, last) in &pulled {
+            assert!(!seen.is_empty(), "round {round}: a puller read while the worker streamed");
+            for (cursor, what) in seen {
+                assert_eq!(served.get(cursor), Some(what), "round {round}: cursor {cursor:?} names another sample");
+            }
+            let (rest, _, gap) = pull_all(&client, last.0).await;
+            assert!(!gap && rest.iter().all(|s| s.cursor > *last && !seen.contains_key(&s.cursor)), "round {round}");
+        }
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
     }
