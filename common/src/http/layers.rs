@@ -183,6 +183,20 @@ mod tests {
     #[derive(Clone, Default)]
     struct Captured(Arc<Mutex<Vec<u8>>>);
 
+    impl Captured {
+        /// Captures every event of this thread, at every level, while the guard lives.
+        fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+            let captured = Captured::default();
+            let writer = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            (captured, tracing::subscriber::set_default(subscriber))
+        }
+    }
+
     impl Write for Captured {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             self.0.lock().expect("capture lock").extend_from_slice(buf);
@@ -197,14 +211,7 @@ mod tests {
     /// included; a 500 still is.
     #[tokio::test]
     async fn an_expected_503_is_not_logged_as_an_error() {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (captured, _guard) = Captured::install();
         let router = with_standard_layers(
             Router::new()
                 .route("/ready", get(|| async { ApiError::unavailable("not_ready", "starting") }))
@@ -226,14 +233,7 @@ mod tests {
     /// Issue 17: a token sent in a query string was logged with the full URI at DEBUG.
     #[tokio::test]
     async fn a_query_string_never_reaches_the_request_log() {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (captured, _guard) = Captured::install();
         let router = with_standard_layers(
             Router::new().route("/v1/x", get(|| async { "ok" })),
             &HttpServerConfig {
