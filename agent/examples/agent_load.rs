@@ -29,14 +29,19 @@ const HTTP_PARTITIONS: usize = 1_000;
 const HTTP_SECS: u64 = 20;
 const RSS_PARTITIONS: usize = 10_000;
 const RSS_REPORTS: u64 = 150;
-const BASE_TS_MS: i64 = 1_764_478_800_000;
+/// A day ago: within the agent's raw retention (it refuses older reports), and in the past
+/// for the few hundred thousand seconds the reports count up.
+fn base_ts_ms() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| chrono::Utc::now().timestamp_millis() - 86_400_000)
+}
 
 fn report(worker: &str, seq: u64, partitions: usize) -> Report {
     let width = u64::MAX / partitions as u64;
     Report {
         worker_id: worker.parse().expect("id"),
         seq,
-        timestamp_ms: BASE_TS_MS + seq as i64 * 1000,
+        timestamp_ms: base_ts_ms() + seq as i64 * 1000,
         interval_ms: 1000,
         partitions: (0..partitions)
             .map(|i| {
@@ -78,14 +83,14 @@ struct BodyTemplate {
 impl BodyTemplate {
     fn new(worker: &str, partitions: usize) -> Self {
         let json = serde_json::to_string(&report(worker, 424_242_424, partitions)).expect("json");
-        let ts = (BASE_TS_MS + 424_242_424 * 1000).to_string();
+        let ts = (base_ts_ms() + 424_242_424 * 1000).to_string();
         let (before_seq, rest) = json.split_once("424242424").expect("seq in body");
         let (between, after_ts) = rest.split_once(&ts).expect("ts in body");
         Self { before_seq: before_seq.to_owned(), between: between.to_owned(), after_ts: after_ts.to_owned() }
     }
 
     fn body(&self, seq: u64) -> String {
-        format!("{}{seq}{}{}{}", self.before_seq, self.between, BASE_TS_MS + seq as i64 * 1000, self.after_ts)
+        format!("{}{seq}{}{}{}", self.before_seq, self.between, base_ts_ms() + seq as i64 * 1000, self.after_ts)
     }
 }
 

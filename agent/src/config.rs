@@ -140,12 +140,28 @@ pub enum Synchronous {
     Full,
 }
 
+/// What the agent does when its store file is damaged at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnCorruption {
+    /// Refuse to start, naming the file and what to do: an operator decides (the default, as
+    /// moving data aside should be a choice).
+    #[default]
+    Fail,
+    /// Rename the damaged file (and its `-wal` and `-shm`) to `<path>.damaged-<unix ms>` and
+    /// start with an empty store; the lost samples are a gap to every puller.
+    MoveAside,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     pub path: PathBuf,
     #[serde(default)]
     pub synchronous: Synchronous,
+    /// Read at start-up only.
+    #[serde(default)]
+    pub on_corruption: OnCorruption,
     #[serde(default = "default_raw_retention_hours")]
     pub raw_retention_hours: u64,
     #[serde(default = "default_rollup_retention_days")]

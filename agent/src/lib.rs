@@ -61,11 +61,16 @@ pub async fn start(
         tokio::task::spawn_blocking(move || MetricStore::open(config)).await.context("store open task")??
     };
     let store = Arc::new(store);
+    readiness.add_check({
+        let store = store.clone();
+        Arc::new(move || store.write_failure().map(|error| format!("store writes are failing: {error}")))
+    });
     let shutdown = Shutdown::new();
 
     let router =
         http::router(http::AppState { store: store.clone(), config: config.clone() }, readiness.clone(), config_status);
-    shutdown.spawn(serve_or_log(listener, router, shutdown.token()));
+    let http_config = config.borrow().http.clone();
+    shutdown.spawn(serve_or_log(listener, router, shutdown.token(), http_config));
     shutdown.spawn(host::run(host::ProcRoot::default(), store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(source::valkey::run(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(maintenance(store.clone(), config.clone(), shutdown.token()));
@@ -100,8 +105,13 @@ impl RunningAgent {
     }
 }
 
-async fn serve_or_log(listener: TcpListener, router: axum::Router, cancel: tokio_util::sync::CancellationToken) {
-    if let Err(error) = serve(listener, router, cancel).await {
+async fn serve_or_log(
+    listener: TcpListener,
+    router: axum::Router,
+    cancel: tokio_util::sync::CancellationToken,
+    http: lb_common::config::shared::HttpServerConfig,
+) {
+    if let Err(error) = serve(listener, router, cancel, &http).await {
         tracing::error!(%error, "http server failed");
     }
 }

@@ -54,6 +54,18 @@ pub const CATALOG: &[MetricDef] = &[
         "Size on disk of the agent's store: the SQLite file plus its write-ahead log.",
     ),
     MetricDef::new(
+        "lb_agent_store_lost_samples_total",
+        Counter,
+        &[],
+        "Acknowledged samples found missing at start-up (a lost or damaged -wal file, a replaced store): told to pullers as a gap.",
+    ),
+    MetricDef::new(
+        "lb_agent_store_moved_aside_total",
+        Counter,
+        &[],
+        "Damaged store files moved aside at start-up ([store] on_corruption = \"move_aside\") and replaced by an empty store.",
+    ),
+    MetricDef::new(
         "lb_agent_window_samples",
         Gauge,
         &[],

@@ -9,11 +9,24 @@
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 use tracing::{info, warn};
+
+use crate::config::shared::HttpServerConfig;
+use crate::http::parse_errors::JsonParseErrors;
 
 /// The process's root token and tracker.
 #[derive(Debug, Clone, Default)]
@@ -86,10 +99,67 @@ pub async fn wait_for_signal() -> &'static str {
 
 /// Serves `router` on `listener` until `cancel` fires, then stops accepting and lets in-flight
 /// requests finish (the caller bounds the wait with [`Shutdown::stop`]).
-pub async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken) -> std::io::Result<()> {
+///
+/// Each connection must send a request head within `http.head_timeout_ms` — the first one and
+/// every later one on a kept-alive connection — or it is closed (a slowloris, an idle client);
+/// at most `http.max_connections` are served at once, the others wait in the listen backlog.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    cancel: CancellationToken,
+    http: &HttpServerConfig,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
-    info!(%addr, "http server listening");
-    axum::serve(listener, router).with_graceful_shutdown(async move { cancel.cancelled().await }).await?;
+    info!(%addr, max_connections = http.max_connections, head_timeout_ms = http.head_timeout_ms, "http server listening");
+    let slots = Arc::new(Semaphore::new(usize::try_from(http.max_connections).unwrap_or(usize::MAX)));
+    let connections = TaskTracker::new();
+    // HTTP/1.1 only, like every lb client: hyper-util's auto builder would first wait, with no
+    // timeout, for the bytes that tell HTTP/2 from HTTP/1, and a silent connection would hold
+    // its slot forever.
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(http.head_timeout());
+    let builder = Arc::new(builder);
+    loop {
+        let slot = tokio::select! {
+            () = cancel.cancelled() => break,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let (stream, _peer) = tokio::select! {
+            () = cancel.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, or a connection reset before accept: back off a
+                    // little rather than spin.
+                    warn!(%error, "accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone().map_request(|req: Request<Incoming>| req.map(Body::new)));
+        let (builder, cancel) = (builder.clone(), cancel.clone());
+        connections.spawn(async move {
+            let _slot = slot;
+            let conn = builder.serve_connection(TokioIo::new(JsonParseErrors::new(stream)), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
     info!(%addr, "http server stopped");
     Ok(())
 }
+
+/// After a failed accept (EMFILE), wait this long before the next: the condition rarely clears
+/// faster, and a tight loop would burn a core.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

@@ -3,6 +3,7 @@
 //! - [`up`]: the whole system in one process on loopback — the simulated storage (the
 //!   testbed), an agent per worker, the ops server and the master — with the master's config
 //!   written and watched in the data directory.
+//! - [`tokens`]: the demo's bearer tokens, one per role, kept in the data directory.
 //! - [`valkey_up`]: the same on a local cluster of real `valkey-server` primaries;
 //!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks.
 //! - [`dashboards`]: the Grafana dashboards, the metrics reference and the `prometheus.yml`
@@ -18,6 +19,7 @@
 pub mod dashboards;
 pub mod events;
 pub mod sim;
+pub mod tokens;
 pub mod up;
 pub mod valkey_load;
 pub mod valkey_up;

@@ -127,8 +127,9 @@ pub async fn start(
     let shutdown = Shutdown::new();
     let router = http::router(shared.clone(), readiness.clone(), config_status.clone(), shutdown.token());
     let token = shutdown.token();
+    let http_config = cfg.http.clone();
     shutdown.spawn(async move {
-        if let Err(error) = serve(listener, router, token).await {
+        if let Err(error) = serve(listener, router, token, &http_config).await {
             tracing::error!(%error, "http server failed");
         }
     });

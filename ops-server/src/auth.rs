@@ -2,7 +2,8 @@
 //!
 //! Tokens come from the live config (rotate them without a restart), are compared in constant
 //! time, and never reach a log line or an error body. Reads need any role; agents' registry
-//! calls and collection need `service`; submitting and cancelling actions needs `operator` or
+//! calls (register, heartbeat) need `agent`, so no other component can take an agent's place;
+//! collection needs `service`; submitting and cancelling actions needs `operator` or
 //! `service`; the halt switch needs `operator`. With no tokens configured, auth is off.
 
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ pub use lb_common::http::auth::Caller;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Need {
     Read,
+    Agent,
     Service,
     OperatorOrService,
     Operator,
@@ -31,7 +33,9 @@ enum Need {
 fn need(method: &Method, path: &str) -> Need {
     if method == Method::GET || method == Method::HEAD {
         Need::Read
-    } else if path.starts_with("/v1/agents/") || path == "/v1/collect" {
+    } else if path.starts_with("/v1/agents/") {
+        Need::Agent
+    } else if path == "/v1/collect" {
         Need::Service
     } else if path.starts_with("/v1/actions") {
         Need::OperatorOrService
@@ -43,6 +47,7 @@ fn need(method: &Method, path: &str) -> Need {
 fn allowed(role: Role, need: Need) -> bool {
     match need {
         Need::Read => true,
+        Need::Agent => role == Role::Agent,
         Need::Service => role == Role::Service,
         Need::OperatorOrService => matches!(role, Role::Operator | Role::Service),
         Need::Operator => role == Role::Operator,
@@ -103,7 +108,8 @@ mod tests {
     #[test]
     fn roles_map_to_routes() {
         assert_eq!(need(&Method::GET, "/v1/actions"), Need::Read);
-        assert_eq!(need(&Method::POST, "/v1/agents/register"), Need::Service);
+        assert_eq!(need(&Method::POST, "/v1/agents/register"), Need::Agent);
+        assert_eq!(need(&Method::POST, "/v1/agents/heartbeat"), Need::Agent);
         assert_eq!(need(&Method::POST, "/v1/collect"), Need::Service);
         assert_eq!(need(&Method::POST, "/v1/actions/a/cancel"), Need::OperatorOrService);
         assert_eq!(need(&Method::POST, "/v1/halt"), Need::Operator);
@@ -111,6 +117,9 @@ mod tests {
         assert!(allowed(Role::Service, Need::OperatorOrService));
         assert!(!allowed(Role::Service, Need::Operator));
         assert!(!allowed(Role::Operator, Need::Service));
+        assert!(!allowed(Role::Service, Need::Agent), "the master cannot register as an agent");
+        assert!(allowed(Role::Agent, Need::Agent));
+        assert!(!allowed(Role::Agent, Need::Service) && !allowed(Role::Agent, Need::OperatorOrService));
     }
 
     #[test]

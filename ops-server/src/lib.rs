@@ -86,8 +86,9 @@ pub async fn start(
     executor_scope.spawn(executor.clone().run(executor_scope.token()));
     let router = http::router(state, readiness.clone(), config_status);
     let token = http_scope.token();
+    let http_config = cfg.http.clone();
     http_scope.spawn(async move {
-        if let Err(error) = serve(listener, router, token).await {
+        if let Err(error) = serve(listener, router, token, &http_config).await {
             tracing::error!(%error, "http server failed");
         }
     });

@@ -20,9 +20,37 @@ pub struct Registry {
     agents: RwLock<BTreeMap<WorkerId, Entry>>,
 }
 
+/// A registration refused: the worker id belongs to a live agent at another address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "worker {worker_id} is registered at {live_address} and heartbeating (last {since_ms} ms ago); \
+     register at another address after {down_after_ms} ms without heartbeats"
+)]
+pub struct Taken {
+    pub worker_id: WorkerId,
+    pub live_address: String,
+    pub since_ms: i64,
+    pub down_after_ms: u64,
+}
+
 impl Registry {
-    /// Adds or replaces the agent (a restarted agent registers again).
-    pub fn register(&self, req: RegisterRequest, now_ms: i64) {
+    /// Adds or replaces the agent: a restarted agent registers again at its address, and an
+    /// agent that moved registers at its new one once the old registration is down. A live
+    /// registration (heartbeats within `down_after_ms`) at another address is refused, so one
+    /// caller cannot redirect another agent's collection to itself.
+    pub fn register(&self, req: RegisterRequest, now_ms: i64, down_after_ms: u64) -> Result<(), Taken> {
+        let mut agents = self.agents.write().expect("registry lock is never poisoned");
+        if let Some(live) = agents.get(&req.worker_id) {
+            let since_ms = now_ms.saturating_sub(live.last_heartbeat_ms);
+            if live.address != req.address && since_ms <= down_after_ms as i64 {
+                return Err(Taken {
+                    worker_id: req.worker_id,
+                    live_address: live.address.clone(),
+                    since_ms,
+                    down_after_ms,
+                });
+            }
+        }
         let entry = Entry {
             address: req.address,
             version: req.version,
@@ -30,7 +58,8 @@ impl Registry {
             last_heartbeat_ms: now_ms,
             latest_cursor: Cursor(0),
         };
-        self.agents.write().expect("registry lock is never poisoned").insert(req.worker_id, entry);
+        agents.insert(req.worker_id, entry);
+        Ok(())
     }
 
     /// `false` for an agent the registry does not know (it must register again).
@@ -80,7 +109,12 @@ mod tests {
     fn agents_go_down_without_heartbeats_and_come_back() {
         let r = Registry::default();
         let w: WorkerId = "w-1".parse().expect("id");
-        r.register(RegisterRequest { worker_id: w.clone(), address: "http://a".into(), version: "1".into() }, 1_000);
+        r.register(
+            RegisterRequest { worker_id: w.clone(), address: "http://a".into(), version: "1".into() },
+            1_000,
+            10_000,
+        )
+        .expect("new id");
         assert_eq!(r.list(5_000, 10_000)[0].state, AgentState::Up);
         assert_eq!(r.list(11_001, 10_000)[0].state, AgentState::Down);
         assert!(r.heartbeat(&HeartbeatRequest { worker_id: w.clone(), latest_cursor: Cursor(9) }, 11_500));
@@ -88,5 +122,26 @@ mod tests {
         assert_eq!((a.state, a.latest_cursor), (AgentState::Up, Cursor(9)));
         let unknown = HeartbeatRequest { worker_id: "w-2".parse().expect("id"), latest_cursor: Cursor(0) };
         assert!(!r.heartbeat(&unknown, 1));
+    }
+
+    /// Issue 17 item 12: re-registering a live worker id at another address redirected its
+    /// collection there.
+    #[test]
+    fn a_live_id_cannot_be_taken_over_from_another_address() {
+        let r = Registry::default();
+        let req = |address: &str| RegisterRequest {
+            worker_id: "w-1".parse().expect("id"),
+            address: address.into(),
+            version: "1".into(),
+        };
+        r.register(req("http://real:7101"), 1_000, 10_000).expect("new id");
+        let taken = r.register(req("http://evil:7101"), 5_000, 10_000).expect_err("live elsewhere");
+        assert_eq!(taken.live_address, "http://real:7101");
+        assert!(taken.to_string().contains("http://real:7101"), "{taken}");
+        assert_eq!(r.list(5_000, 10_000)[0].address, "http://real:7101", "nothing changed");
+        r.register(req("http://real:7101"), 6_000, 10_000).expect("a restart at the same address");
+        // Once the old registration is down, the agent may come back elsewhere.
+        r.register(req("http://moved:7101"), 16_001, 10_000).expect("old one is down");
+        assert_eq!(r.list(16_001, 10_000)[0].address, "http://moved:7101");
     }
 }

@@ -50,11 +50,7 @@ impl RealtimeOptions {
             report_interval: Duration::from_millis(DEFAULT_REPORT_INTERVAL_MS),
             agents: BTreeMap::new(),
             client: HttpClientConfig::default(),
-            http: HttpServerConfig {
-                listen,
-                body_limit_bytes: lb_common::config::shared::DEFAULT_BODY_LIMIT_BYTES,
-                request_timeout_ms: lb_common::config::shared::DEFAULT_REQUEST_TIMEOUT_MS,
-            },
+            http: HttpServerConfig::on(listen),
         }
     }
 }
@@ -90,8 +86,9 @@ pub async fn start(
     ));
     let app = with_standard_layers(app, &options.http);
     let token = shutdown.token();
+    let http_config = options.http.clone();
     shutdown.spawn(async move {
-        if let Err(error) = serve(listener, app, token).await {
+        if let Err(error) = serve(listener, app, token, &http_config).await {
             warn!(%error, "http server failed");
         }
     });

@@ -33,6 +33,23 @@ pub async fn report(
             ),
         ));
     }
+    // As old as the raw retention: the next maintenance would delete it at once, and pullers
+    // that are past its time would never see it.
+    let retention_ms = i64::try_from(state.config.borrow().store.raw_retention().as_millis()).unwrap_or(i64::MAX);
+    if report.timestamp_ms < now_ms.saturating_sub(retention_ms) {
+        metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!(
+                "timestamp_ms = {}: more than store.raw_retention_hours ({} h) before this agent's clock ({now_ms}); \
+                 it would expire at once",
+                report.timestamp_ms,
+                retention_ms / 3_600_000
+            ),
+        )
+        .with_field("timestamp_ms"));
+    }
     let expected = state.config.borrow().worker_id.clone();
     if report.worker_id != expected {
         metrics::counter!("lb_agent_reports_total", "outcome" => "invalid").increment(1);

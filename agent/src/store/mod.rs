@@ -4,11 +4,13 @@
 //! - [`MetricStore::write_report`] returns only after the report's samples are committed (and
 //!   appended to the in-memory window); a retried report is recognised and not stored twice.
 //! - Cursors are SQLite `AUTOINCREMENT` row ids: strictly increasing, never reused, stable
-//!   across restarts. [`MetricStore::samples`] serves `cursor > after` from the window when it
+//!   across restarts — also when the `-wal` file is lost: the cursor mark beside the file
+//!   (see `mark`) reveals the loss, new cursors continue above it, and pullers get `gap`. [`MetricStore::samples`] serves `cursor > after` from the window when it
 //!   holds all of them, else from SQLite, with `gap` when retention removed some.
 //! - Rollups are exact (see `rollup`), retention deletes a cursor prefix in bounded chunks.
 
 mod codec;
+pub mod mark;
 mod rollup;
 pub mod schema;
 mod writer;
@@ -21,7 +23,7 @@ use lb_common::protocol::{Cursor, HostStats, HourlyRollup, PartitionStats, Repor
 use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, OnCorruption, Synchronous};
 use crate::window::{Record, RecordData, Window};
 use codec::{decode_sketch, from_sql};
 pub use writer::ReportOutcome;
@@ -29,6 +31,10 @@ use writer::{Command, Writer, get_meta};
 
 const META_ROLLED_THROUGH: &str = "rolled_through";
 const META_EXPIRED_THROUGH: &str = "expired_through";
+/// The last loss the cursor mark revealed: cursors `(lost_from, lost_through]` were acknowledged
+/// and are gone (see `mark`).
+const META_LOST_FROM: &str = "lost_from";
+const META_LOST_THROUGH: &str = "lost_through";
 
 /// Commands queued for the writer before callers wait: a second of 1 s reports from a few
 /// hundred workers' worth of bursts, and the back-pressure point when the disk is slow.
@@ -44,6 +50,29 @@ pub enum StoreError {
     Write(String),
     #[error("the store is shut down")]
     Closed,
+    #[error(
+        "the agent's store {path} is damaged ({error}). To start with an empty store (its samples \
+         are lost; pullers are told gap: true), move it aside with its -wal and -shm files \
+         (mv {path} {path}.damaged), or set [store] on_corruption = \"move_aside\" to do so at start-up"
+    )]
+    Corrupt { path: String, error: String },
+}
+
+impl StoreError {
+    /// SQLite found the file damaged: not a database, or a malformed page.
+    fn is_corruption(&self) -> bool {
+        let sqlite = match self {
+            StoreError::Open(schema::OpenError::Open { source, .. } | schema::OpenError::Migrate { source, .. }) => {
+                source
+            }
+            StoreError::Sqlite(source) => source,
+            _ => return false,
+        };
+        matches!(
+            sqlite.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    }
 }
 
 /// State the writer publishes for readers without a lock.
@@ -51,6 +80,11 @@ pub enum StoreError {
 pub struct Shared {
     latest_cursor: AtomicU64,
     expired_through: AtomicU64,
+    /// The last loss of acknowledged samples (`0, 0` for none): cursors in `(from, through]`.
+    lost_from: AtomicU64,
+    lost_through: AtomicU64,
+    /// Why the last commit failed, until one succeeds (a full disk): the agent is not ready.
+    write_failure: RwLock<Option<String>>,
 }
 
 /// One page of `GET /v1/samples`.
@@ -72,20 +106,63 @@ pub struct MetricStore {
 }
 
 impl MetricStore {
-    /// Opens (creating or migrating) the file, reloads the recent window, starts the writer.
+    /// Opens (creating or migrating) the file, reloads the recent window, starts the writer. A
+    /// damaged file is refused with what to do, or moved aside (`store.on_corruption`).
     pub fn open(config: watch::Receiver<Arc<AgentConfig>>) -> Result<Self, StoreError> {
+        let cfg = config.borrow().clone();
+        match Self::open_file(config.clone()) {
+            Err(err) if err.is_corruption() => {
+                let path = cfg.store.path.display().to_string();
+                if cfg.store.on_corruption == OnCorruption::Fail {
+                    return Err(StoreError::Corrupt { path, error: err.to_string() });
+                }
+                let aside = move_aside(&cfg.store.path)
+                    .map_err(|e| StoreError::Write(format!("cannot move the damaged store {path} aside: {e}")))?;
+                tracing::error!(
+                    %path,
+                    moved_to = %aside.display(),
+                    error = %err,
+                    "the store was damaged: moved aside, starting with an empty one (pullers are told gap: true)"
+                );
+                metrics::counter!("lb_agent_store_moved_aside_total").increment(1);
+                Self::open_file(config)
+            }
+            other => other,
+        }
+    }
+
+    fn open_file(config: watch::Receiver<Arc<AgentConfig>>) -> Result<Self, StoreError> {
         let cfg = config.borrow().clone();
         let conn = schema::open_writer(&cfg.store.path, cfg.store.synchronous)?;
         let reader = schema::open_reader(&cfg.store.path)?;
         let shared = Arc::new(Shared::default());
-        let latest: i64 = conn
+        let mut latest: i64 = conn
             .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'samples'", [], |r| r.get(0))
             .optional()?
             .unwrap_or(0);
+        let mark_path = mark::path_of(&cfg.store.path);
+        let (mut mark, held) = mark::CursorMark::open(&cfg.store.path, cfg.store.synchronous == Synchronous::Full)
+            .map_err(|e| StoreError::Write(format!("cannot open the cursor mark {}: {e}", mark_path.display())))?;
+        if let Some(held) = held.and_then(|h| i64::try_from(h).ok()).filter(|&h| h > latest) {
+            tracing::error!(
+                path = %cfg.store.path.display(),
+                lost_from = latest,
+                lost_through = held,
+                "acknowledged samples are missing from the store (its -wal file was lost or damaged, or the store was replaced): \
+                 new cursors continue above the lost ones and pullers are told gap: true"
+            );
+            metrics::counter!("lb_agent_store_lost_samples_total").increment((held - latest) as u64);
+            writer::record_loss(&conn, latest, held)?;
+            latest = held;
+        }
+        mark.record(latest as u64)
+            .map_err(|e| StoreError::Write(format!("cannot write the cursor mark {}: {e}", mark_path.display())))?;
         shared.latest_cursor.store(latest as u64, Ordering::Release);
+        shared.lost_from.store(get_meta(&conn, META_LOST_FROM)?.unwrap_or(0) as u64, Ordering::Release);
+        shared.lost_through.store(get_meta(&conn, META_LOST_THROUGH)?.unwrap_or(0) as u64, Ordering::Release);
         shared.expired_through.store(get_meta(&conn, META_EXPIRED_THROUGH)?.unwrap_or(0) as u64, Ordering::Release);
         let window = Arc::new(RwLock::new(load_window(&reader, &cfg, Cursor(latest as u64))?));
-        let writer = Writer::new(conn, config, window.clone(), shared.clone())?;
+        let writer = Writer::new(conn, config, window.clone(), shared.clone(), mark)?;
         let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
         let thread = std::thread::Builder::new()
             .name("lb-agent-store-writer".to_owned())
@@ -120,6 +197,12 @@ impl MetricStore {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Why the last commit failed (`None` once one succeeded): while it is set, reports are
+    /// refused and `/ready` answers 503.
+    pub fn write_failure(&self) -> Option<String> {
+        self.shared.write_failure.read().expect("write failure lock is never poisoned").clone()
+    }
+
     /// Flushes rollups and applies retention as of `now_ms`.
     pub async fn maintenance(&self, now_ms: i64) -> Result<(), StoreError> {
         let (reply, rx) = oneshot::channel();
@@ -150,9 +233,21 @@ impl MetricStore {
         };
         let more = samples.len() > limit;
         samples.truncate(limit);
-        let gap = reset || after < expired;
+        // A page that reaches the lost cursors (it passes over them, or ends with the newest
+        // sample before them), or a puller waiting inside them, is told; it continues after
+        // them at once.
+        let lost_from = Cursor(self.shared.lost_from.load(Ordering::Acquire));
+        let lost_through = Cursor(self.shared.lost_through.load(Ordering::Acquire));
+        let at_loss = after < lost_through
+            && match samples.last() {
+                Some(last) => last.cursor > lost_through || (!more && last.cursor >= lost_from),
+                None => after >= lost_from,
+            };
+        let gap = reset || after < expired || at_loss;
         let next_cursor = match samples.last() {
+            Some(last) if at_loss => last.cursor.max(lost_through),
             Some(last) => last.cursor,
+            None if at_loss => expired.max(lost_through),
             None if gap => expired.max(after),
             None => after,
         };
@@ -227,6 +322,26 @@ const RELOAD_CHUNK: usize = 10_000;
 const MIN_SAMPLE_BYTES: u64 = 24;
 
 /// Reloads the newest samples into a fresh window, within its age and bytes bounds.
+/// Renames the store file and its `-wal` and `-shm` to `<name>.damaged-<unix ms>[-wal|-shm]`;
+/// the cursor mark stays, so the fresh store's cursors continue above the old ones and the lost
+/// range is a gap.
+fn move_aside(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let stamp = chrono::Utc::now().timestamp_millis();
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".damaged-{stamp}"));
+    let aside = std::path::PathBuf::from(aside);
+    std::fs::rename(path, &aside)?;
+    for suffix in ["-wal", "-shm"] {
+        let (mut from, mut to) = (path.as_os_str().to_owned(), aside.as_os_str().to_owned());
+        from.push(suffix);
+        to.push(suffix);
+        if std::path::Path::new(&from).exists() {
+            std::fs::rename(&from, &to)?;
+        }
+    }
+    Ok(aside)
+}
+
 fn load_window(conn: &Connection, config: &AgentConfig, latest: Cursor) -> Result<Window, StoreError> {
     let max_bytes = usize::try_from(config.window.max_bytes).unwrap_or(usize::MAX);
     let max_age_ms = i64::try_from(config.window.duration_ms).unwrap_or(i64::MAX);

@@ -19,7 +19,7 @@ pub fn hour_start(ts_ms: i64) -> i64 {
 }
 
 /// One partition's hour so far.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Accumulator {
     pub sample_count: u64,
     pub read_ops: u64,
@@ -34,6 +34,26 @@ pub struct Accumulator {
     /// Stored bytes of the newest sample, and its time.
     pub stored_bytes: u64,
     pub stored_bytes_ts_ms: i64,
+}
+
+impl Default for Accumulator {
+    fn default() -> Self {
+        Self {
+            sample_count: 0,
+            read_ops: 0,
+            write_ops: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            errors: 0,
+            rejected: 0,
+            cpu_time_us: 0,
+            max_ops_per_sec: 0.0,
+            max_latency_p99_us: 0.0,
+            stored_bytes: 0,
+            // Before any sample: the first one folded in, of any time, sets the size.
+            stored_bytes_ts_ms: i64::MIN,
+        }
+    }
 }
 
 /// The counters of one partition sample, as the writer has them.
@@ -93,8 +113,9 @@ impl Rollups {
     pub fn write(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
         let mut stmt = tx.prepare_cached(
             "INSERT INTO rollups (hour_start_ms, partition_ref, sample_count, read_ops, write_ops, read_bytes,
-                 write_bytes, errors, rejected, cpu_time_us, max_ops_per_sec, max_latency_p99_us, stored_bytes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 write_bytes, errors, rejected, cpu_time_us, max_ops_per_sec, max_latency_p99_us, stored_bytes,
+                 stored_bytes_ts_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
              ON CONFLICT (hour_start_ms, partition_ref) DO UPDATE SET
                  sample_count = sample_count + excluded.sample_count,
                  read_ops = read_ops + excluded.read_ops,
@@ -106,7 +127,11 @@ impl Rollups {
                  cpu_time_us = cpu_time_us + excluded.cpu_time_us,
                  max_ops_per_sec = max(max_ops_per_sec, excluded.max_ops_per_sec),
                  max_latency_p99_us = max(max_latency_p99_us, excluded.max_latency_p99_us),
-                 stored_bytes = excluded.stored_bytes",
+                 -- The newest sample's size wins, whichever flush brought it (a late report
+                 -- of an older time must not overwrite it); SET reads the row as it was.
+                 stored_bytes = CASE WHEN excluded.stored_bytes_ts_ms >= stored_bytes_ts_ms
+                     THEN excluded.stored_bytes ELSE stored_bytes END,
+                 stored_bytes_ts_ms = max(stored_bytes_ts_ms, excluded.stored_bytes_ts_ms)",
         )?;
         for (&(hour, partition_ref), a) in &self.pending {
             stmt.execute(params![
@@ -123,6 +148,7 @@ impl Rollups {
                 a.max_ops_per_sec,
                 a.max_latency_p99_us,
                 to_sql(a.stored_bytes),
+                a.stored_bytes_ts_ms,
             ])?;
         }
         super::writer::set_meta(tx, super::META_ROLLED_THROUGH, self.folded_through)?;

@@ -68,6 +68,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (seq, ts_ms)
     ) WITHOUT ROWID;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
+    // 2: when a rollup's stored_bytes was sampled, so a late, older sample cannot overwrite it
+    // (rows from before keep the oldest possible time: the next sample replaces their size).
+    "ALTER TABLE rollups ADD COLUMN stored_bytes_ts_ms INTEGER NOT NULL DEFAULT -9223372036854775808;",
 ];
 
 /// The agent's sample store.
@@ -121,12 +124,16 @@ mod tests {
         drop(conn);
         let err = open_writer(&path, Synchronous::Normal).expect_err("newer schema");
         let text = err.to_string();
-        assert!(text.contains("newer than version 1 that this agent sample store knows"), "{text}");
-        assert!(text.contains("agent.sqlite") && text.contains("schema version 2"), "{text}");
+        let newer = format!("newer than version {SCHEMA_VERSION} that this agent sample store knows");
+        assert!(text.contains(&newer), "{text}");
+        assert!(
+            text.contains("agent.sqlite") && text.contains(&format!("schema version {}", SCHEMA_VERSION + 1)),
+            "{text}"
+        );
     }
 
     /// A file written by the agent before the shared opener: its own migration loop ran
-    /// migration 1 and set `user_version = 1`; it opens as it is, data kept.
+    /// migration 1 and set `user_version = 1`; it opens with its data, migrated on.
     #[test]
     fn a_file_from_the_previous_opener_opens_with_its_data() {
         let dir = tempfile::tempdir().expect("dir");
@@ -139,7 +146,7 @@ mod tests {
         drop(old);
         let conn = open_writer(&path, Synchronous::Normal).expect("open the old file");
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 1);
+        assert_eq!(version, SCHEMA_VERSION);
         let v: i64 =
             conn.query_row("SELECT value FROM meta WHERE key = 'rolled_through'", [], |r| r.get(0)).expect("kept");
         assert_eq!(v, 42);

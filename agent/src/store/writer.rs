@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use super::codec::{encode_sketch, to_sql};
+use super::mark::CursorMark;
 use super::rollup::{Rollups, SampleCounters};
 use super::{META_EXPIRED_THROUGH, META_ROLLED_THROUGH, Shared, StoreError};
 use crate::config::AgentConfig;
@@ -77,6 +78,8 @@ pub struct Writer {
     seen_reports: HashSet<(u64, i64)>,
     rollups: Rollups,
     last_rollup_flush: Instant,
+    /// The newest committed cursor, outside the WAL (see `mark`).
+    mark: CursorMark,
 }
 
 impl Writer {
@@ -85,6 +88,7 @@ impl Writer {
         config: watch::Receiver<Arc<AgentConfig>>,
         window: Arc<RwLock<Window>>,
         shared: Arc<Shared>,
+        mark: CursorMark,
     ) -> Result<Self, StoreError> {
         let seen_reports = conn
             .prepare("SELECT seq, ts_ms FROM report_keys")?
@@ -100,6 +104,7 @@ impl Writer {
             seen_reports,
             rollups: Rollups::new(rolled_through),
             last_rollup_flush: Instant::now(),
+            mark,
         };
         writer.refold_unflushed_rollups()?;
         Ok(writer)
@@ -167,8 +172,13 @@ impl Writer {
         let result = self.write_batch(&batch, &mut staged);
         match result {
             Ok(()) => {
+                self.set_write_failure(None);
                 // Publish the newest cursor first: nothing a reader can see is ever above it.
                 if let Some(last) = staged.records.last() {
+                    // Before any acknowledgement: a later loss of the WAL is then detected.
+                    if let Err(error) = self.mark.record(last.cursor.0) {
+                        warn!(%error, "cannot write the cursor mark: a lost -wal file would go unnoticed");
+                    }
                     self.shared.latest_cursor.store(last.cursor.0, Ordering::Release);
                 }
                 self.seen_reports.extend(staged.new_keys.iter().copied());
@@ -212,6 +222,7 @@ impl Writer {
                 warn!(%error, reports = batch_len, "store commit failed; nothing in the batch is acknowledged");
                 metrics::counter!("lb_agent_store_commits_total", "outcome" => "error").increment(1);
                 let message = error.to_string();
+                self.set_write_failure(Some(message.clone()));
                 for cmd in batch {
                     match cmd {
                         Command::Report { reply, .. } => {
@@ -225,6 +236,17 @@ impl Writer {
                 }
             }
         }
+    }
+
+    fn set_write_failure(&self, failure: Option<String>) {
+        let mut slot = self.shared.write_failure.write().expect("write failure lock is never poisoned");
+        if slot.is_some() != failure.is_some() {
+            match &failure {
+                Some(error) => warn!(%error, "store writes failing: not ready until one succeeds"),
+                None => info!("store writes succeed again: ready"),
+            }
+        }
+        *slot = failure;
     }
 
     fn write_batch(&mut self, batch: &[Command], staged: &mut Staged) -> rusqlite::Result<()> {
@@ -500,6 +522,21 @@ fn insert_host_sample(tx: &Transaction<'_>, ts_ms: i64, interval_ms: u64, host: 
         json
     ])?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Moves the cursor sequence to `lost_through` (new samples get higher cursors than any lost
+/// one) and records the lost range `(lost_from, lost_through]` in `meta`, in one transaction.
+pub fn record_loss(conn: &Connection, lost_from: i64, lost_through: i64) -> rusqlite::Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute(
+        "INSERT INTO sqlite_sequence (name, seq) SELECT 'samples', 0
+         WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'samples')",
+        [],
+    )?;
+    tx.execute("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'samples'", [lost_through])?;
+    set_meta(&tx, super::META_LOST_FROM, lost_from)?;
+    set_meta(&tx, super::META_LOST_THROUGH, lost_through)?;
+    tx.commit()
 }
 
 pub fn get_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<i64>> {

@@ -39,7 +39,7 @@ async fn ingest_then_pull_by_cursor_across_a_restart_loses_and_repeats_nothing()
     let mut seen = std::collections::BTreeSet::new();
     for s in &all {
         let SampleData::Partition(p) = &s.data else { panic!("host sampling is off") };
-        let seq = (s.timestamp_ms - 1_764_478_800_000) / 1000;
+        let seq = (s.timestamp_ms - base_ms()) / 1000;
         assert!(seen.insert((seq, p.partition_id.to_string())), "duplicate sample");
         let expected = &report(seq as u64, 40).partitions;
         let sent = expected.iter().find(|e| e.partition_id == p.partition_id).expect("sent");
@@ -130,6 +130,14 @@ async fn bad_input_gets_the_right_status_and_leaves_state_untouched() {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(message.contains("timestamp_ms") && message.contains("ahead"), "{message}");
     }
+    // Issue 17: a report older than the raw retention would expire at once.
+    for past in [base_ms() - 8 * 86_400_000, 1_764_478_800_000] {
+        let mut old = report(8, 2);
+        old.timestamp_ms = past;
+        let (status, _, message) = rejected(client.post::<_, ReportAck>("/v1/report", &old).await.unwrap_err());
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(message.contains("timestamp_ms") && message.contains("raw_retention_hours"), "{message}");
+    }
 
     let reply = raw.get(format!("http://{}/v1/samples?after=abc", agent.addr())).send().await.expect("reply");
     assert_eq!(reply.status(), StatusCode::BAD_REQUEST);
@@ -149,7 +157,7 @@ async fn expired_data_is_flagged_as_a_gap_and_rollups_sum_the_hour() {
         client.post::<_, ReportAck>("/v1/report", &report(seq, 2)).await.expect("ack");
     }
     // The example timestamps start on an hour boundary.
-    let hour: i64 = 1_764_478_800_000;
+    let hour: i64 = base_ms();
     assert_eq!(hour % 3_600_000, 0);
     let rollups: RollupsResponse = client
         .get_with_query("/v1/rollups", &RollupsQuery { from_ms: hour, to_ms: hour + 3_600_000 })
@@ -162,7 +170,7 @@ async fn expired_data_is_flagged_as_a_gap_and_rollups_sum_the_hour() {
     assert_eq!(p0.max_ops_per_sec, 33.0);
 
     // Retention as of eight days later removes every raw sample: a puller at 0 learns of the gap.
-    let later = 1_764_478_800_000 + 8 * 86_400_000;
+    let later = base_ms() + 8 * 86_400_000;
     agent.store().maintenance(later).await.expect("maintenance");
     let page = agent.store().samples(Cursor(0), 100).await.expect("page");
     assert!(page.gap && page.samples.is_empty());
@@ -173,6 +181,34 @@ async fn expired_data_is_flagged_as_a_gap_and_rollups_sum_the_hour() {
         .await
         .expect("rollups");
     assert_eq!(rollups.rollups.len(), 2);
+    assert!(agent.stop(STOP).await);
+}
+
+/// Issue 17 item 18: a late report with an older timestamp overwrote a rollup's stored_bytes
+/// once the newer sample's rollup had been written.
+#[tokio::test]
+async fn a_late_older_report_does_not_overwrite_a_rollups_stored_bytes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    let sized = |seq: u64, stored_bytes: u64| {
+        let mut r = report(seq, 1);
+        r.partitions[0].stored_bytes = stored_bytes;
+        r
+    };
+    let hour: i64 = base_ms();
+    let stored = || async {
+        let rollups: RollupsResponse = client
+            .get_with_query("/v1/rollups", &RollupsQuery { from_ms: hour, to_ms: hour + 3_600_000 })
+            .await
+            .expect("rollups");
+        (rollups.rollups[0].sample_count, rollups.rollups[0].stored_bytes)
+    };
+    client.post::<_, ReportAck>("/v1/report", &sized(5, 500)).await.expect("ack");
+    assert_eq!(stored().await, (1, 500), "reading flushes the rollup");
+    client.post::<_, ReportAck>("/v1/report", &sized(2, 200)).await.expect("ack");
+    assert_eq!(stored().await, (2, 500), "the older sample is counted, its size is not the latest");
+    client.post::<_, ReportAck>("/v1/report", &sized(7, 700)).await.expect("ack");
+    assert_eq!(stored().await, (3, 700));
     assert!(agent.stop(STOP).await);
 }
 

@@ -43,13 +43,24 @@ pub async fn start(config: AgentConfig) -> (RunningAgent, watch::Sender<Arc<Agen
     (agent, tx, client)
 }
 
+/// Where the test reports' times start: on an hour, four days ago — within the agent's raw
+/// retention (seven days), and far enough back that `seq` seconds after it (a crash test sends
+/// a few hundred thousand) stay in the past. The same for every test of this binary.
+pub fn base_ms() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        let now = chrono::Utc::now().timestamp_millis();
+        now - now.rem_euclid(3_600_000) - 4 * 86_400_000
+    })
+}
+
 /// A valid report with `partitions` partitions; values depend on `seq` so every sample differs.
 pub fn report(seq: u64, partitions: usize) -> Report {
     let width = u64::MAX / partitions as u64;
     Report {
         worker_id: WORKER.parse().expect("id"),
         seq,
-        timestamp_ms: 1_764_478_800_000 + seq as i64 * 1000,
+        timestamp_ms: base_ms() + seq as i64 * 1000,
         interval_ms: 1000,
         partitions: (0..partitions)
             .map(|i| {

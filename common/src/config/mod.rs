@@ -59,12 +59,40 @@ impl ConfigError {
     }
 }
 
-/// Parses and validates config text; `path` only names the source in errors.
+/// Parses and validates config text; `path` only names the source in errors. A float that is
+/// not finite (TOML's `inf`, `nan`) is refused wherever it is, naming the field: no threshold,
+/// ratio or rate of lb means anything at infinity, and a comparison with NaN is always false.
 pub fn parse<C: ServiceConfig>(text: &str, path: &Path) -> Result<C, ConfigError> {
     let config: C = toml::from_str(text)
         .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: parse_message(text, &e) })?;
+    let mut finite = crate::validate::Validator::new();
+    if let Ok(table) = toml::from_str::<toml::Table>(text) {
+        check_finite(&mut finite, "", &toml::Value::Table(table));
+    }
+    finite.finish().map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })?;
     config.validate().map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })?;
     Ok(config)
+}
+
+/// Records every non-finite float under `at`.
+fn check_finite(v: &mut crate::validate::Validator, at: &str, value: &toml::Value) {
+    match value {
+        toml::Value::Float(f) => {
+            v.at(at).check(f.is_finite(), "", f, "must be a finite number");
+        }
+        toml::Value::Table(table) => {
+            for (key, value) in table {
+                let child = if at.is_empty() { key.clone() } else { format!("{at}.{key}") };
+                check_finite(v, &child, value);
+            }
+        }
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_finite(v, &format!("{at}[{i}]"), item);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Keys whose values are secrets: their line is never quoted in an error.
@@ -198,6 +226,40 @@ mod tests {
             err.contains("line 1, column") && err.contains("| listen = 0.0.0.0:80"),
             "a line without a secret is quoted: {err}"
         );
+    }
+
+    #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ratios {
+        planner: Planner,
+        #[serde(default)]
+        steps: Vec<f64>,
+    }
+
+    #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Planner {
+        max_shards_to_target_ratio: f64,
+    }
+
+    impl ServiceConfig for Ratios {
+        const STATIC_FIELDS: &'static [&'static str] = &[];
+        fn validate(&self) -> Result<(), ValidationError> {
+            Ok(())
+        }
+    }
+
+    /// Issue 17: `max_shards_to_target_ratio = inf` was accepted; every config float must be
+    /// finite, whether or not its own validation thought of it.
+    #[test]
+    fn a_float_that_is_not_finite_is_refused_naming_the_field() {
+        for bad in ["inf", "+inf", "-inf", "nan"] {
+            let text = format!("steps = [1.0, {bad}]\n[planner]\nmax_shards_to_target_ratio = {bad}\n");
+            let err = parse::<Ratios>(&text, Path::new("t.toml")).expect_err("not finite").to_string();
+            assert!(err.contains("planner.max_shards_to_target_ratio = "), "{err}");
+            assert!(err.contains("steps[1] = ") && err.contains("must be a finite number"), "{err}");
+        }
+        parse::<Ratios>("[planner]\nmax_shards_to_target_ratio = 2.5\n", Path::new("t.toml")).expect("finite");
     }
 
     #[test]

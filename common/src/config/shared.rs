@@ -14,6 +14,21 @@ pub const DEFAULT_BODY_LIMIT_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_BODY_LIMIT_BYTES: u64 = 256 * 1024 * 1024;
 /// 30 s: longer than any healthy request here, short enough that a stuck one frees its slot.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// 10 s: a request head is a few hundred bytes that a live client sends in milliseconds; a
+/// slow or silent connection (slowloris, or idle between keep-alive requests) is closed after
+/// this, so it cannot hold a connection slot for long. Clients keep pooled connections idle for
+/// less (`IDLE_POOL_TIMEOUT` in the HTTP client), so they never reuse one the server closes.
+pub const DEFAULT_HEAD_TIMEOUT_MS: u64 = 10_000;
+/// 1,024 connections: far above what a cluster's components open to one server (the master
+/// keeps one per agent through the ops server's fan-out, a few per console), and well below
+/// the default 1,024+ open-file limit headroom of a process that also holds SQLite files.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1_024;
+/// 8 KiB: lb's longest URI (a heatmap query with every parameter) is under 300 bytes; nginx's
+/// default is the same 8 KiB.
+pub const DEFAULT_MAX_URI_BYTES: u64 = 8 * 1024;
+/// 16 KiB of request headers (start line excluded): a bearer token and the usual headers take
+/// under 1 KiB; a browser with cookies stays far below.
+pub const DEFAULT_MAX_HEADER_BYTES: u64 = 16 * 1024;
 /// 1 s: a loopback or LAN connect takes microseconds; a second means the peer is gone.
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// 5 s: a collection round is 1 s, so one slow peer may cost a few rounds but never more.
@@ -37,12 +52,47 @@ pub struct HttpServerConfig {
     pub body_limit_bytes: u64,
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// A connection must send a whole request head within this, also between keep-alive
+    /// requests (an idle connection is closed after it).
+    #[serde(default = "default_head_timeout_ms")]
+    pub head_timeout_ms: u64,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u64,
+    /// A longer request URI is 414 `uri_too_long`.
+    #[serde(default = "default_max_uri_bytes")]
+    pub max_uri_bytes: u64,
+    /// Larger request headers (names and values together) are 431 `headers_too_large`.
+    #[serde(default = "default_max_header_bytes")]
+    pub max_header_bytes: u64,
 }
 
 impl HttpServerConfig {
+    /// A server on `listen` with every limit at its default.
+    pub fn on(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            head_timeout_ms: DEFAULT_HEAD_TIMEOUT_MS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_uri_bytes: DEFAULT_MAX_URI_BYTES,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+        }
+    }
+
     pub fn validate_into(&self, s: &mut Scope<'_>) {
         s.range_u64("body_limit_bytes", self.body_limit_bytes, 1024, MAX_BODY_LIMIT_BYTES);
         s.range_u64("request_timeout_ms", self.request_timeout_ms, 100, 3_600_000);
+        s.range_u64("head_timeout_ms", self.head_timeout_ms, 100, 600_000);
+        s.range_u64("max_connections", self.max_connections, 1, 1_000_000);
+        // The server's own parser refuses beyond 64 KiB with an empty reply; stay below it.
+        s.range_u64("max_uri_bytes", self.max_uri_bytes, 256, 60 * 1024);
+        s.range_u64("max_header_bytes", self.max_header_bytes, 1024, 256 * 1024);
+    }
+
+    pub fn head_timeout(&self) -> Duration {
+        Duration::from_millis(self.head_timeout_ms)
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -134,4 +184,16 @@ fn default_body_limit_bytes() -> u64 {
 }
 fn default_request_timeout_ms() -> u64 {
     DEFAULT_REQUEST_TIMEOUT_MS
+}
+fn default_head_timeout_ms() -> u64 {
+    DEFAULT_HEAD_TIMEOUT_MS
+}
+fn default_max_connections() -> u64 {
+    DEFAULT_MAX_CONNECTIONS
+}
+fn default_max_uri_bytes() -> u64 {
+    DEFAULT_MAX_URI_BYTES
+}
+fn default_max_header_bytes() -> u64 {
+    DEFAULT_MAX_HEADER_BYTES
 }

@@ -23,6 +23,9 @@
 //! * Rejections (never queued, never counted): more than `max_outstanding_per_tenant` items over
 //!   the tenant's whole tree (HTTP 429), a path deeper than `max_depth`, an empty segment, an
 //!   empty tenant, a closed queue. [`EnqueueError::http_status`] gives the status.
+//! * [`FairQueue::remove`] withdraws one queued item (a cancelled action) from its actor's
+//!   queue; it stops counting at once and the nodes it empties leave their rotations, as after
+//!   a dequeue.
 //! * [`FairQueue::try_dequeue`] never blocks; [`FairQueue::dequeue`] waits for work, a
 //!   cancellation or a deadline. After [`FairQueue::close`] enqueues fail and consumers drain
 //!   what is left, then get [`DequeueError::Closed`].
@@ -149,6 +152,13 @@ impl<T> FairQueue<T> {
                 Err(err)
             }
         }
+    }
+
+    /// Withdraws the first item that `matches` among those queued for `tenant` at `path` (the
+    /// path it was enqueued with), e.g. a cancelled action; it stops counting against the
+    /// tenant's limit at once. `None` when no such item is queued (already dequeued).
+    pub fn remove<S: AsRef<str>>(&self, tenant: &str, path: &[S], matches: impl FnMut(&T) -> bool) -> Option<T> {
+        self.lock().remove(tenant, path, matches)
     }
 
     /// Takes the next item `consumer` may serve, continuing the tenant rotation after `cursor`;

@@ -60,6 +60,61 @@ fn assert_round_robin<K: std::hash::Hash + Eq + Copy + std::fmt::Debug>(served: 
     }
 }
 
+/// A queue for the fairness tests (no limit in the way) with one registered consumer, holding
+/// `arrivals` as [`Item`]s numbered per actor; returns them in arrival order.
+fn queue_of(arrivals: &[(usize, Vec<&'static str>)]) -> (FairQueue<Item>, Vec<Item>) {
+    let q = FairQueue::new(FairQueueConfig { max_outstanding_per_tenant: 10_000, ..FairQueueConfig::default() });
+    q.register_consumer(CONSUMER);
+    let mut seq: HashMap<(usize, Vec<&str>), usize> = HashMap::new();
+    let mut items = Vec::new();
+    for (tenant, path) in arrivals {
+        let n = seq.entry((*tenant, path.clone())).or_default();
+        let item = Item { tenant: *tenant, path: path.clone(), seq: *n };
+        *n += 1;
+        q.enqueue(TENANTS[*tenant], path, item.clone()).expect("valid item");
+        items.push(item);
+    }
+    (q, items)
+}
+
+/// Dequeues everything, in order.
+fn drain_all(q: &FairQueue<Item>) -> Vec<Item> {
+    let mut order = Vec::new();
+    let mut cursor = TenantCursor::START;
+    while let Some(d) = q.try_dequeue(CONSUMER, cursor).expect("registered") {
+        cursor = d.cursor;
+        order.push(d.item);
+    }
+    order
+}
+
+const CONSUMER: ConsumerId = ConsumerId(1);
+
+/// FIFO within each actor (sequence numbers strictly increase), round robin across tenants and
+/// at every node of every tenant tree.
+fn assert_fair_order(order: &[Item]) {
+    let mut last: HashMap<(usize, &[&str]), usize> = HashMap::new();
+    for item in order {
+        if let Some(prev) = last.insert((item.tenant, &item.path), item.seq) {
+            assert!(prev < item.seq, "FIFO broken for {item:?} after seq {prev}");
+        }
+    }
+    let tenants: Vec<usize> = order.iter().map(|i| i.tenant).collect();
+    assert_round_robin(&tenants, "tenants");
+    for tenant in 0..TENANTS.len() {
+        let mine: Vec<&Item> = order.iter().filter(|i| i.tenant == tenant).collect();
+        let mut prefixes: Vec<Vec<&'static str>> =
+            mine.iter().flat_map(|i| (0..=i.path.len()).map(|n| i.path[..n].to_vec())).collect();
+        prefixes.sort();
+        prefixes.dedup();
+        for prefix in prefixes {
+            let served: Vec<Option<&str>> =
+                mine.iter().filter(|i| i.path.starts_with(&prefix)).map(|i| participant(&i.path, &prefix)).collect();
+            assert_round_robin(&served, &format!("tenant {tenant} node {prefix:?}"));
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -67,57 +122,11 @@ proptest! {
     /// node of every tenant tree and across tenants; FIFO within each actor; nothing lost.
     #[test]
     fn every_level_is_round_robin_within_one_item(arrivals in arrivals()) {
-        let q: FairQueue<Item> = FairQueue::new(FairQueueConfig {
-            max_outstanding_per_tenant: 10_000,
-            ..FairQueueConfig::default()
-        });
-        let consumer = ConsumerId(1);
-        q.register_consumer(consumer);
-        let mut seq: HashMap<(usize, Vec<&str>), usize> = HashMap::new();
-        for (tenant, path) in &arrivals {
-            let n = seq.entry((*tenant, path.clone())).or_default();
-            let item = Item { tenant: *tenant, path: path.clone(), seq: *n };
-            *n += 1;
-            q.enqueue(TENANTS[*tenant], path, item).expect("valid item");
-        }
-
-        let mut order = Vec::new();
-        let mut cursor = TenantCursor::START;
-        while let Some(d) = q.try_dequeue(consumer, cursor).expect("registered") {
-            cursor = d.cursor;
-            order.push(d.item);
-        }
+        let (q, _) = queue_of(&arrivals);
+        let order = drain_all(&q);
         prop_assert_eq!(order.len(), arrivals.len());
         prop_assert_eq!(q.lock().forest().live_nodes(), 0);
-
-        // FIFO per actor.
-        let mut next: HashMap<(usize, Vec<&str>), usize> = HashMap::new();
-        for item in &order {
-            let n = next.entry((item.tenant, item.path.clone())).or_default();
-            prop_assert_eq!(item.seq, *n);
-            *n += 1;
-        }
-        // Across tenants.
-        let tenants: Vec<usize> = order.iter().map(|i| i.tenant).collect();
-        assert_round_robin(&tenants, "tenants");
-        // At every node of every tenant tree.
-        for tenant in 0..TENANTS.len() {
-            let mine: Vec<&Item> = order.iter().filter(|i| i.tenant == tenant).collect();
-            let mut prefixes: Vec<Vec<&'static str>> = mine
-                .iter()
-                .flat_map(|i| (0..=i.path.len()).map(|n| i.path[..n].to_vec()))
-                .collect();
-            prefixes.sort();
-            prefixes.dedup();
-            for prefix in prefixes {
-                let served: Vec<Option<&str>> = mine
-                    .iter()
-                    .filter(|i| i.path.starts_with(&prefix))
-                    .map(|i| participant(&i.path, &prefix))
-                    .collect();
-                assert_round_robin(&served, &format!("tenant {tenant} node {prefix:?}"));
-            }
-        }
+        assert_fair_order(&order);
     }
 }
 
@@ -131,6 +140,11 @@ enum Op {
     Dequeue {
         consumer: usize,
     },
+    /// Withdraws the oldest item queued at this tenant and path (a cancel).
+    Remove {
+        tenant: usize,
+        path: Vec<usize>,
+    },
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -138,6 +152,8 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         3 => (0..4_usize, prop::collection::vec(0..4_usize, 0..=5))
             .prop_map(|(tenant, path)| Op::Enqueue { tenant, path }),
         2 => (0..2_usize).prop_map(|consumer| Op::Dequeue { consumer }),
+        1 => (0..4_usize, prop::collection::vec(0..4_usize, 0..=2))
+            .prop_map(|(tenant, path)| Op::Remove { tenant, path }),
     ];
     prop::collection::vec(op, 1..200)
 }
@@ -162,8 +178,9 @@ fn expected_error(tenant: &str, path: &[&str], outstanding: usize) -> Option<Enq
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Counters never leak: after any mix of accepted and refused enqueues and dequeues by two
-    /// consumers, lengths match a model, the invariants hold, and draining frees every node.
+    /// Counters never leak: after any mix of accepted and refused enqueues, dequeues by two
+    /// consumers and removals, lengths match a model, the invariants hold, a removal takes the
+    /// oldest item of its actor, and draining frees every node.
     #[test]
     fn counters_match_a_model_on_every_path(ops in ops()) {
         let q: FairQueue<u32> = FairQueue::new(FairQueueConfig {
@@ -175,40 +192,76 @@ proptest! {
             q.register_consumer(c);
         }
         let mut cursors = [TenantCursor::START; 2];
-        let mut model: HashMap<&str, usize> = HashMap::new();
+        // Queued items by id (ids grow, so the smallest of an actor is its oldest).
+        let mut model: std::collections::BTreeMap<u32, (&str, Vec<&str>)> = Default::default();
+        let mut next_id = 0_u32;
+        let outstanding = |model: &std::collections::BTreeMap<u32, (&str, Vec<&str>)>, tenant: &str| {
+            model.values().filter(|(t, _)| *t == tenant).count()
+        };
         for op in ops {
             match op {
                 Op::Enqueue { tenant, path } => {
                     let tenant = NAMES[tenant];
                     let path: Vec<&str> = path.into_iter().map(|s| NAMES[s]).collect();
-                    let outstanding = model.get(tenant).copied().unwrap_or(0);
-                    let want = expected_error(tenant, &path, outstanding);
-                    let got = q.enqueue(tenant, &path, 0).err();
+                    let want = expected_error(tenant, &path, outstanding(&model, tenant));
+                    let got = q.enqueue(tenant, &path, next_id).err();
                     prop_assert_eq!(&got, &want);
                     if want.is_none() {
-                        *model.entry(tenant).or_default() += 1;
+                        model.insert(next_id, (tenant, path));
                     }
+                    next_id += 1;
                 }
                 Op::Dequeue { consumer } => {
                     let got = q.try_dequeue(consumers[consumer], cursors[consumer]).expect("registered");
-                    let total: usize = model.values().sum();
-                    prop_assert_eq!(got.is_some(), total > 0);
+                    prop_assert_eq!(got.is_some(), !model.is_empty());
                     if let Some(d) = got {
                         cursors[consumer] = d.cursor;
-                        let n = model.get_mut(&*d.tenant).expect("tenant in model");
-                        *n -= 1;
-                        prop_assert_eq!(d.tenant_drained, *n == 0);
+                        let (tenant, _) = model.remove(&d.item).expect("a queued item");
+                        prop_assert_eq!(&*d.tenant, tenant);
+                        prop_assert_eq!(d.tenant_drained, outstanding(&model, tenant) == 0);
+                    }
+                }
+                Op::Remove { tenant, path } => {
+                    let tenant = NAMES[tenant];
+                    let path: Vec<&str> = path.into_iter().map(|s| NAMES[s]).collect();
+                    let want = model.iter().find(|(_, (t, p))| *t == tenant && *p == path).map(|(&id, _)| id);
+                    let got = q.remove(tenant, &path, |_| true);
+                    prop_assert_eq!(got, want);
+                    if let Some(id) = got {
+                        model.remove(&id);
                     }
                 }
             }
             q.lock().check_consistent();
-            prop_assert_eq!(q.len(), model.values().sum::<usize>());
-            for (tenant, &n) in &model {
-                prop_assert_eq!(q.tenant_len(tenant), n);
+            prop_assert_eq!(q.len(), model.len());
+            for tenant in NAMES {
+                prop_assert_eq!(q.tenant_len(tenant), outstanding(&model, tenant));
             }
         }
         while q.try_dequeue(consumers[0], cursors[0]).expect("registered").is_some() {}
         prop_assert_eq!(q.tenant_count(), 0);
         prop_assert_eq!(q.lock().forest().live_nodes(), 0);
+    }
+
+    /// After withdrawing any subset of the queued items, the rest still drain round robin at
+    /// every level, FIFO per actor, and nothing else is lost.
+    #[test]
+    fn removals_keep_the_rotation_fair(arrivals in arrivals(), keep in prop::collection::vec(any::<bool>(), 96)) {
+        let (q, items) = queue_of(&arrivals);
+        let mut kept = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            if keep[i % keep.len()] {
+                kept.push(item);
+            } else {
+                let removed = q.remove(TENANTS[item.tenant], &item.path, |queued| *queued == item);
+                prop_assert_eq!(removed.as_ref(), Some(&item));
+                q.lock().check_consistent();
+            }
+        }
+        prop_assert_eq!(q.len(), kept.len());
+        let order = drain_all(&q);
+        prop_assert_eq!(order.len(), kept.len());
+        prop_assert_eq!(q.lock().forest().live_nodes(), 0);
+        assert_fair_order(&order);
     }
 }

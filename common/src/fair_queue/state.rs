@@ -138,6 +138,28 @@ impl<T> State<T> {
         Ok(Some(Dequeued { item, tenant, cursor: TenantCursor(next_cursor), tenant_drained: remaining == 0 }))
     }
 
+    /// Withdraws the first item that `matches` at `tenant`'s actor `path` (see
+    /// [`super::FairQueue::remove`]).
+    pub(crate) fn remove<S: AsRef<str>>(
+        &mut self,
+        tenant: &str,
+        path: &[S],
+        matches: impl FnMut(&T) -> bool,
+    ) -> Option<T> {
+        let path: &[S] = if self.config.hierarchy_enabled { path } else { &[] };
+        let tq = self.tenants.get(tenant)?;
+        let (root, label) = (tq.root, tq.label);
+        let item = self.forest.remove(root, path, matches)?;
+        let remaining = self.forest.len(root);
+        if remaining == 0 {
+            self.tenants.remove(tenant);
+            self.forest.release(root);
+        }
+        self.total_len -= 1;
+        self.labels.removed(label, remaining);
+        Some(item)
+    }
+
     /// Loki's `getNextQueueForQuerier`: the first tenant after `last` that `consumer` may serve.
     /// Returns its slot (if any) and the cursor to continue from.
     fn next_tenant_for(&self, last: SlotCursor, consumer: ConsumerId) -> (Option<usize>, SlotCursor) {

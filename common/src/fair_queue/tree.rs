@@ -145,6 +145,43 @@ impl<T> Forest<T> {
         None
     }
 
+    /// Removes the first item that `matches` from the local queue of the node reached from
+    /// `root` along `path`, and unlinks every node below the root that the removal left empty
+    /// (the caller releases the root), exactly as [`Forest::pop`] does when it drains a child.
+    /// Freed slots are never compacted, so every cursor stays valid. `None` (nothing changed)
+    /// when the path or the item is not there.
+    pub(crate) fn remove<S: AsRef<str>>(
+        &mut self,
+        root: NodeId,
+        path: &[S],
+        matches: impl FnMut(&T) -> bool,
+    ) -> Option<T> {
+        let mut chain = Vec::with_capacity(path.len() + 1);
+        let mut id = root;
+        chain.push(id);
+        for segment in path {
+            id = *self.nodes[id].children.get(segment.as_ref())?;
+            chain.push(id);
+        }
+        let local = &mut self.nodes[id].local;
+        let position = local.iter().position(matches)?;
+        let item = local.remove(position).expect("position came from this queue");
+        for &node in &chain {
+            self.nodes[node].len -= 1;
+        }
+        // Bottom-up: a node emptied by the removal had only the chain below it.
+        for pair in chain.windows(2).rev() {
+            let (parent, child) = (pair[0], pair[1]);
+            if self.nodes[child].len > 0 {
+                break;
+            }
+            let name = Arc::clone(&self.nodes[child].name);
+            self.nodes[parent].children.remove(&name);
+            self.release(child);
+        }
+        Some(item)
+    }
+
     /// Checks the tree invariants below `id` and returns its item count (tests only).
     #[cfg(test)]
     pub(crate) fn check_subtree(&self, id: NodeId) -> usize {
@@ -232,6 +269,25 @@ mod tests {
         assert_eq!(f.child_count(root, &[]), Some(1));
         assert_eq!(f.child_count(root, &["l0"]), Some(2));
         assert_eq!(f.check_subtree(root), 2);
+    }
+
+    /// Issue 17 item 11: a removal unlinks the nodes it empties and leaves the rest in turn.
+    #[test]
+    fn remove_takes_one_item_and_unlinks_emptied_nodes() {
+        let mut f = Forest::default();
+        let root = f.alloc("t".into());
+        f.push(root, &["a", "x"], 1);
+        f.push(root, &["a"], 2);
+        f.push(root, &["b"], 3);
+        assert_eq!(f.remove(root, &["a", "x"], |&i| i == 2), None, "not at that node");
+        assert_eq!(f.remove(root, &["zz"], |_| true), None, "no such node");
+        assert_eq!(f.remove(root, &["a", "x"], |&i| i == 1), Some(1));
+        assert_eq!(f.child_count(root, &["a"]), Some(0), "the emptied leaf is unlinked");
+        assert_eq!(f.check_subtree(root), 2);
+        assert_eq!(f.remove(root, &["a"], |&i| i == 2), Some(2));
+        assert_eq!(f.child_count(root, &[]), Some(1), "the emptied child is unlinked");
+        assert_eq!(f.live_nodes(), 2, "root and b");
+        assert_eq!(drain(&mut f, root), vec![3]);
     }
 
     #[test]

@@ -20,8 +20,10 @@ pub enum Role {
     Viewer,
     /// Reads, submits, approves and cancels actions, halts the executor.
     Operator,
-    /// Components: agents register and heartbeat, the master collects and submits actions.
+    /// Components: the master collects and submits actions.
     Service,
+    /// An agent: registers and heartbeats, nothing else.
+    Agent,
 }
 
 impl Role {
@@ -30,6 +32,7 @@ impl Role {
             Role::Viewer => "viewer",
             Role::Operator => "operator",
             Role::Service => "service",
+            Role::Agent => "agent",
         }
     }
 }

@@ -60,6 +60,11 @@ impl ClientError {
     }
 }
 
+/// 5 s: a pooled connection idle this long is dropped by the client, before an lb server closes
+/// it (`http.head_timeout_ms`, 10 s by default): a request never goes out on a connection the
+/// server is closing at that moment.
+pub const IDLE_POOL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A client bound to one peer's base URL, e.g. `http://127.0.0.1:7101`. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
@@ -75,6 +80,7 @@ impl HttpClient {
         let inner = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
             .timeout(deadline)
+            .pool_idle_timeout(IDLE_POOL_TIMEOUT)
             .build()
             .expect("a client with only timeouts set always builds");
         let base_url = base_url.into().trim_end_matches('/').to_owned();

@@ -13,10 +13,21 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use super::ApiError;
 use crate::config::watch::{ReloadStatus, SharedReloadStatus};
 
+/// A condition asked on every readiness probe: `Some(why)` while the process cannot do its work
+/// (the agent's store refusing writes).
+pub type ReadinessCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// Whether the process should receive traffic, and if not, why. Starts not ready.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Readiness {
     reason: Arc<RwLock<Option<String>>>,
+    checks: Arc<RwLock<Vec<ReadinessCheck>>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness").field("reason", &self.not_ready_reason()).finish_non_exhaustive()
+    }
 }
 
 impl Default for Readiness {
@@ -27,7 +38,12 @@ impl Default for Readiness {
 
 impl Readiness {
     pub fn new() -> Self {
-        Self { reason: Arc::new(RwLock::new(Some("starting".to_owned()))) }
+        Self { reason: Arc::new(RwLock::new(Some("starting".to_owned()))), checks: Arc::default() }
+    }
+
+    /// Adds a condition every probe asks once the process is otherwise ready.
+    pub fn add_check(&self, check: ReadinessCheck) {
+        self.checks.write().expect("readiness lock is never poisoned").push(check);
     }
 
     pub fn set_ready(&self) {
@@ -40,7 +56,10 @@ impl Readiness {
 
     /// `None` when ready, else why not.
     pub fn not_ready_reason(&self) -> Option<String> {
-        self.reason.read().expect("readiness lock is never poisoned").clone()
+        if let Some(reason) = self.reason.read().expect("readiness lock is never poisoned").clone() {
+            return Some(reason);
+        }
+        self.checks.read().expect("readiness lock is never poisoned").iter().find_map(|check| check())
     }
 }
 

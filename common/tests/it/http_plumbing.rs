@@ -14,12 +14,21 @@ use lb_common::shutdown::{Shutdown, serve};
 use tower::ServiceExt;
 
 fn server_config() -> HttpServerConfig {
-    HttpServerConfig { listen: "127.0.0.1:0".parse().expect("addr"), body_limit_bytes: 4096, request_timeout_ms: 300 }
+    HttpServerConfig {
+        body_limit_bytes: 4096,
+        request_timeout_ms: 300,
+        ..HttpServerConfig::on("127.0.0.1:0".parse().expect("addr"))
+    }
 }
 
 async fn accept_report(ApiJson(report): ApiJson<Report>) -> Result<ApiJson<ReportAck>, lb_common::http::ApiError> {
     report.validate()?;
     Ok(ApiJson(ReportAck { worker_id: report.worker_id, seq: report.seq, duplicate: false }))
+}
+
+#[derive(serde::Deserialize)]
+struct Limit {
+    n: u32,
 }
 
 fn app(readiness: Readiness) -> Router {
@@ -33,6 +42,13 @@ fn app(readiness: Readiness) -> Router {
             }),
         )
         .route("/v1/items/{id}", get(|| async { ApiJson(serde_json::json!({"ok": true})) }))
+        // axum's own extractors, whose rejections are plain text until the layers rewrite them.
+        .route("/v1/plain/{n}", get(|axum::extract::Path(n): axum::extract::Path<u32>| async move { n.to_string() }))
+        .route(
+            "/v1/plain",
+            post(|axum::Json(v): axum::Json<serde_json::Value>| async move { v.to_string() })
+                .get(|axum::extract::Query(q): axum::extract::Query<Limit>| async move { q.n.to_string() }),
+        )
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, None));
     with_standard_layers(routes, &server_config())
 }
@@ -113,7 +129,7 @@ async fn spawn_server(shutdown: &Shutdown) -> String {
     let addr = listener.local_addr().expect("addr");
     let router = app(Readiness::new());
     let token = shutdown.token();
-    shutdown.spawn(async move { serve(listener, router, token).await.expect("serve") });
+    shutdown.spawn(async move { serve(listener, router, token, &server_config()).await.expect("serve") });
     format!("http://{addr}")
 }
 
@@ -171,7 +187,7 @@ async fn shutdown_lets_in_flight_requests_finish() {
         }),
     );
     let token = shutdown.token();
-    shutdown.spawn(async move { serve(listener, router, token).await.expect("serve") });
+    shutdown.spawn(async move { serve(listener, router, token, &server_config()).await.expect("serve") });
 
     let client = HttpClient::new(&base, &HttpClientConfig::default());
     let in_flight = tokio::spawn({
@@ -184,4 +200,120 @@ async fn shutdown_lets_in_flight_requests_finish() {
     assert_eq!(reply["done"], true);
     let err = client.get::<serde_json::Value>("/work").await.unwrap_err();
     assert!(matches!(err, ClientError::Connect { .. }), "new connections are refused: {err}");
+}
+
+/// Issue 17 item 5: a slowloris connection was held 35 s and idle connections stayed open
+/// without bound: every connection must now send its head within `head_timeout_ms` (also
+/// between keep-alive requests), and at most `max_connections` are served at once.
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed_and_their_number_is_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let shutdown = Shutdown::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let http = HttpServerConfig { head_timeout_ms: 300, max_connections: 3, ..server_config() };
+    let router = app(Readiness::new());
+    let token = shutdown.token();
+    shutdown.spawn(async move { serve(listener, router, token, &http).await.expect("serve") });
+    let closed_within = |mut stream: tokio::net::TcpStream, limit: Duration| async move {
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(limit, stream.read_to_end(&mut buf)).await;
+        read.is_ok()
+    };
+
+    // A head that never ends.
+    let started = std::time::Instant::now();
+    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slow.write_all(b"GET /live HTTP/1.1\r\nhost: x\r\nx-slow: ").await.expect("write");
+    assert!(closed_within(slow, Duration::from_secs(5)).await, "a slow head is cut");
+    assert!(started.elapsed() < Duration::from_secs(3), "cut after {:?}", started.elapsed());
+
+    // A kept-alive connection that goes quiet after one request.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    idle.write_all(b"GET /live HTTP/1.1\r\nhost: x\r\n\r\n").await.expect("write");
+    let mut first = [0_u8; 12];
+    idle.read_exact(&mut first).await.expect("a reply");
+    assert_eq!(&first, b"HTTP/1.1 200");
+    assert!(closed_within(idle, Duration::from_secs(5)).await, "an idle connection is closed");
+
+    // Three silent connections take every slot: a fourth is served only once they are cut.
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let client = HttpClient::new(format!("http://{addr}"), &HttpClientConfig::default());
+    let _: serde_json::Value = client.get("/v1/items/1").await.expect("served once a slot is free");
+    assert!(started.elapsed() >= Duration::from_millis(200), "served at once: no cap ({:?})", started.elapsed());
+    drop(silent);
+    assert!(shutdown.stop(Duration::from_secs(10)).await);
+}
+
+/// Sends `request` on a fresh connection and reads the reply to the connection's end.
+async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // The server may answer and close before it read everything: a failed write is fine.
+    let _ = stream.write_all(request).await;
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut reply))
+        .await
+        .expect("the server closes after its reply")
+        .ok();
+    let reply = String::from_utf8_lossy(&reply).into_owned();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// Issue 17 item 14: the HTTP layer's own 400/414/431 replies had empty bodies, and axum's
+/// extractor rejections were plain text: every error reply now has the shared JSON body.
+#[tokio::test]
+async fn every_error_reply_of_the_http_layer_has_the_shared_body() {
+    let shutdown = Shutdown::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = app(Readiness::new());
+    let token = shutdown.token();
+    shutdown.spawn(async move { serve(listener, router, token, &server_config()).await.expect("serve") });
+    let get =
+        |target: &str, headers: &str| format!("GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{headers}\r\n");
+    let many_headers: String = (0..150).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("a garbage request line", "GARBAGE\r\n\r\n".to_owned(), 400, "bad_request"),
+        ("a header that does not parse", get("/live", "bad header\r\n"), 400, "bad_request"),
+        ("a URI over max_uri_bytes", get(&format!("/live?{}", "q".repeat(9_000)), ""), 414, "uri_too_long"),
+        ("a URI over hyper's own limit", get(&format!("/live?{}", "q".repeat(70_000)), ""), 414, "uri_too_long"),
+        ("headers over max_header_bytes", get("/live", &format!("x-big: {}\r\n", "v".repeat(20_000))), 431, "headers_too_large"),
+        ("more headers than hyper takes", get("/live", &many_headers), 431, "headers_too_large"),
+        ("a path parameter that does not parse", get("/v1/plain/abc", ""), 400, "bad_request"),
+        ("a query that does not parse", get("/v1/plain?n=abc", ""), 400, "bad_request"),
+        ("an unknown route", get("/nope", ""), 404, "not_found"),
+        ("a method the route lacks", "DELETE /v1/plain HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".to_owned(), 405, "method_not_allowed"),
+        (
+            "a body that is not JSON",
+            "POST /v1/plain HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\n{nope".to_owned(),
+            400,
+            "bad_request",
+        ),
+        (
+            "a body that is not declared JSON",
+            "POST /v1/plain HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{}".to_owned(),
+            415,
+            "unsupported_media_type",
+        ),
+    ];
+    for (what, request, status, code) in cases {
+        let (got, head, body) = raw(addr, request.as_bytes()).await;
+        assert_eq!(got, status, "{what}: {head}");
+        assert!(head.contains("content-type: application/json"), "{what}: {head}");
+        let body: ErrorBody =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{what}: not the error body ({e}): {body}"));
+        assert_eq!(body.code, code, "{what}: {}", body.error);
+        assert!(!body.error.is_empty(), "{what}");
+    }
+    let (got, _, _) = raw(addr, get("/v1/plain/7", "").as_bytes()).await;
+    assert_eq!(got, 200, "a good request is untouched");
+    assert!(shutdown.stop(Duration::from_secs(10)).await);
 }

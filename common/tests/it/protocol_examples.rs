@@ -136,3 +136,34 @@ fn requests_reject_unknown_fields_and_bad_values() {
     assert!(err.contains("partitions[1].latency_p99_us = -1: must be a finite number >= 0"), "{err}");
     assert!(err.contains("partitions[0].sketch.bucket_ops"), "{err}");
 }
+
+/// Issue 17 item 18: floats came back 1 ulp off (serde_json parses fast but inexactly without
+/// its `float_roundtrip` feature): a latency or a ratio sent as JSON is read back bit for bit.
+#[test]
+fn floats_survive_a_json_round_trip_bit_for_bit() {
+    let mut rng = lb_common::rng::SplitMix64::new(17);
+    let mut off = Vec::new();
+    for _ in 0..20_000 {
+        // Finite doubles over every exponent, not only the unit interval.
+        let value = f64::from_bits(rng.next_u64());
+        if !value.is_finite() {
+            continue;
+        }
+        let stats = HostStats {
+            cpu_ratio: 0.5,
+            cpu_cores: 2,
+            memory_used_bytes: 1,
+            memory_total_bytes: 2,
+            net_rx_bytes_per_sec: value,
+            net_tx_bytes_per_sec: 0.0,
+            disk_read_bytes_per_sec: 0.0,
+            disk_write_bytes_per_sec: 0.0,
+        };
+        let text = serde_json::to_string(&stats).expect("serialise");
+        let back: HostStats = serde_json::from_str(&text).expect("deserialise");
+        if back.net_rx_bytes_per_sec.to_bits() != value.to_bits() {
+            off.push((value, back.net_rx_bytes_per_sec));
+        }
+    }
+    assert!(off.is_empty(), "{} of 20,000 floats changed, e.g. {:?}", off.len(), &off[..off.len().min(3)]);
+}

@@ -13,6 +13,7 @@ use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::ids::Key;
 use lb_common::protocol::{ActionEntry, ActionOutcome, Evaluation, Health, RecordsQuery, StoredRecord};
+use lb_launcher::tokens::{DemoToken, DemoTokens};
 use lb_launcher::up::{Overrides, UpOptions, up_with};
 use serde_json::Value;
 
@@ -28,13 +29,16 @@ const HOT_END: u64 = 0x43ff_ffff_ffff_ffff;
 
 /// Splits wait for an operator; nothing else acts by itself; evaluation is quick.
 fn master_overrides() -> String {
-    format!(
-        "[analyzer]\nwindow_ms = 2000\n[evaluation]\nsettle_secs = 2\nwindow_secs = 3\n\
-         [planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
-         [planner.imbalance]\nmode = \"off\"\n\
-         [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n\
-         [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n"
-    )
+    "[analyzer]\nwindow_ms = 2000\n[evaluation]\nsettle_secs = 2\nwindow_secs = 3\n\
+     [planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
+     [planner.imbalance]\nmode = \"off\"\n"
+        .to_owned()
+}
+
+/// `lb up` runs with auth on: its people get known tokens, `sre` (operator) and `dash` (viewer).
+fn people() -> DemoTokens {
+    let person = |name: &str, token: &str| DemoToken { name: name.to_owned(), token: token.to_owned() };
+    DemoTokens::with_people(person("sre", SRE_TOKEN), person("dash", VIEWER_TOKEN)).expect("tokens")
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -98,7 +102,8 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
     let options = UpOptions::loopback(dir.path(), SCENARIO).expect("scenario");
-    let running = rt.block_on(up_with(&options, &Overrides { master: master_overrides() })).expect("up");
+    let overrides = Overrides { master: master_overrides(), tokens: Some(people()) };
+    let running = rt.block_on(up_with(&options, &overrides)).expect("up");
     let addr = running.master.addr();
     let base = format!("http://{addr}");
     let http = HttpClientConfig::default();

@@ -136,7 +136,8 @@ async fn a_real_prometheus_sees_the_split_its_verdict_and_the_relief_on_every_da
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
     let options = UpOptions::loopback(dir.path(), HOT_RANGE).expect("scenario");
-    let running = up_with(&options, &Overrides { master: FAST_EVALUATION.to_owned() }).await.expect("lb starts");
+    let overrides = Overrides { master: FAST_EVALUATION.to_owned(), ..Overrides::default() };
+    let running = up_with(&options, &overrides).await.expect("lb starts");
     let config = running.prometheus_config_path.clone();
     assert!(running.urls().iter().any(|(what, url)| what == "prometheus config" && Path::new(url) == config));
     let (ok, out) = promtool(&["check", "config", &config.display().to_string()], None);

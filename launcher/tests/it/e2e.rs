@@ -15,6 +15,7 @@ use lb_common::protocol::{
     ActionEntry, ActionKind, ActionOutcome, ActionSpec, ActionState, AnalysisRecord, Evaluation, Health,
     ManualActionRequest, Origin, PartitionsQuery, Policy, PolicyMode, Proposal, RecordsQuery, StoredRecord, Verdict,
 };
+use lb_launcher::tokens::{DemoToken, DemoTokens};
 use lb_launcher::up::{Overrides, UpOptions, up_with};
 
 /// Evaluate soon after an action ends, so a case finishes within its budget: 2 s to settle, a
@@ -138,7 +139,12 @@ async fn look(master: &MasterClient, ops: &OpsClient, case: &Case) -> Seen {
 
 /// `up` on `scenario` (written to a fresh directory, kept alive by the caller) with `master`
 /// appended to the master's generated config, reports and collection every 250 ms.
-async fn start(name: &str, scenario: &str, master: String) -> (tempfile::TempDir, lb_launcher::up::Running) {
+async fn start(
+    name: &str,
+    scenario: &str,
+    master: String,
+    tokens: Option<DemoTokens>,
+) -> (tempfile::TempDir, lb_launcher::up::Running) {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join(format!("{name}.toml"));
     std::fs::write(&path, scenario).expect("scenario");
@@ -148,7 +154,7 @@ async fn start(name: &str, scenario: &str, master: String) -> (tempfile::TempDir
         host: "127.0.0.1".to_owned(),
         interval: Duration::from_millis(250),
     };
-    let running = up_with(&options, &Overrides { master }).await.expect("everything starts");
+    let running = up_with(&options, &Overrides { master, tokens }).await.expect("everything starts");
     (dir, running)
 }
 
@@ -157,9 +163,10 @@ async fn run(case: Case) {
     if std::env::var_os("LB_E2E_TRACE").is_some() {
         lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
     }
-    let (_dir, running) = start(case.name, case.scenario, FAST_EVALUATION.to_owned()).await;
+    let (_dir, running) = start(case.name, case.scenario, FAST_EVALUATION.to_owned(), None).await;
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     let started = tokio::time::Instant::now();
     let mut peak = 0.0f64;
     // Relief must hold: rejections under 1 % for 3 s in a row (12 looks), after the fix ran.
@@ -285,6 +292,12 @@ async fn a_lost_workers_load_is_moved_evaluated_effective_and_relieved() {
 const SRE_TOKEN: &str = "e2e-sre-operator-token-01";
 const VIEWER_TOKEN: &str = "e2e-dashboard-viewer-token";
 
+/// The demo's people with known tokens: `sre` (operator) and `dash` (viewer).
+fn people() -> DemoTokens {
+    let person = |name: &str, token: &str| DemoToken { name: name.to_owned(), token: token.to_owned() };
+    DemoTokens::with_people(person("sre", SRE_TOKEN), person("dash", VIEWER_TOKEN)).expect("tokens")
+}
+
 /// Dry run end to end: the master proposes but does not act, keeps one pending proposal per
 /// action (not one per tick), refuses approvals without the operator role, submits an approved
 /// one exactly once; then an edit of the live config file switches the policy to `auto` and the
@@ -292,16 +305,14 @@ const VIEWER_TOKEN: &str = "e2e-dashboard-viewer-token";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tick() {
     lb_common::telemetry::metrics_handle();
-    let master_extra = format!(
-        "[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
-         [planner.imbalance]\nmode = \"off\"\n\
-         [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n\
-         [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n"
-    );
-    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra).await;
+    let master_extra = "[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
+                        [planner.imbalance]\nmode = \"off\"\n"
+        .to_owned();
+    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra, Some(people())).await;
     let base = format!("http://{}", running.master.addr());
     let master = MasterClient::new(&base, &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     let online_actions = || async {
         let mut n = 0;
         for state in [ActionState::Queued, ActionState::Running, ActionState::Succeeded, ActionState::Failed] {
@@ -405,14 +416,14 @@ async fn a_rejected_proposal_stays_away_and_a_manual_action_is_tracked_and_evalu
     lb_common::telemetry::metrics_handle();
     let master_extra = format!(
         "{FAST_EVALUATION}[planner.partition_overload]\nmode = \"dry_run\"\n[planner.worker_overload]\nmode = \"off\"\n\
-         [planner.imbalance]\nmode = \"off\"\n\
-         [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n"
+         [planner.imbalance]\nmode = \"off\"\n"
     );
-    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra).await;
+    let (_dir, running) = start("hot-range", HOT_RANGE, master_extra, Some(people())).await;
     let base = format!("http://{}", running.master.addr());
     let anonymous = MasterClient::new(&base, &HttpClientConfig::default());
     let sre = MasterClient::new(&base, &HttpClientConfig::default()).with_bearer_token(SRE_TOKEN);
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     let status = |e: ClientError| match e {
         ClientError::Status { status, body, .. } => (status.as_u16(), body.error),
         other => panic!("unexpected error {other}"),

@@ -36,6 +36,8 @@ ops_per_sec = 5000
 key = "0000000000001234"
 "#;
     let mut engine = Engine::new(&scenario(3, 4, extra));
+    // Reports carry real times, as in `lb up`: the agent refuses reports older than its retention.
+    engine.set_clock_origin(chrono::Utc::now().timestamp_millis() - 10_000);
     step_secs(&mut engine, 3);
     let mut options = RealtimeOptions::new("127.0.0.1:0".parse().expect("addr"));
     options.agents = BTreeMap::from([

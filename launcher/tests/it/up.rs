@@ -11,16 +11,21 @@ use lb_launcher::up::{UpOptions, up};
 
 use crate::support::scenarios_dir;
 
+/// `up` of the hot-range surge in `data_dir`, reports every 200 ms.
+fn options(data_dir: &std::path::Path) -> UpOptions {
+    UpOptions {
+        scenario: scenarios_dir().join("hot-range-surge.toml"),
+        data_dir: data_dir.to_owned(),
+        host: "127.0.0.1".to_owned(),
+        interval: Duration::from_millis(200),
+    }
+}
+
 #[tokio::test]
 async fn up_starts_everything_and_data_reaches_the_master() {
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
-    let options = UpOptions {
-        scenario: scenarios_dir().join("hot-range-surge.toml"),
-        data_dir: dir.path().to_owned(),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(200),
-    };
+    let options = options(dir.path());
     let running = up(&options).await.expect("everything starts");
     assert_eq!(running.agents.len(), 8, "one agent per worker of the scenario");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
@@ -49,15 +54,11 @@ async fn up_starts_everything_and_data_reaches_the_master() {
 async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
     lb_common::telemetry::metrics_handle();
     let dir = tempfile::tempdir().expect("dir");
-    let options = UpOptions {
-        scenario: scenarios_dir().join("hot-range-surge.toml"),
-        data_dir: dir.path().to_owned(),
-        host: "127.0.0.1".to_owned(),
-        interval: Duration::from_millis(200),
-    };
+    let options = options(dir.path());
     let running = up(&options).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     // Let the parent build up a few seconds of history.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let topology = master.topology().await.expect("topology");
@@ -88,5 +89,50 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
     let history = master.history(&child.id, &query).await.expect("history");
     let before_split = history.points.iter().filter(|p| p.ts_ms < split_at_ms - 1_000 && p.value > 0.0).count();
     assert!(before_split > 0, "the child's history reaches back into its parent's: {history:?}");
+    assert!(running.stop(Duration::from_secs(20)).await);
+}
+
+/// Issue 17 item 15: `lb up` configured no tokens, so every caller could do everything. Now
+/// each data directory has its own random tokens (0600, reused on restart), every component
+/// uses them, an unauthenticated write is 401, and lbctl gets a config with the operator's.
+#[tokio::test]
+async fn up_runs_with_auth_on_with_the_data_directorys_own_tokens() {
+    use std::os::unix::fs::PermissionsExt;
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let options = options(dir.path());
+    let running = up(&options).await.expect("everything starts");
+    let tokens = running.tokens.clone();
+    let ops_url = format!("http://{}", running.ops_server.addr());
+    let halt = serde_json::json!({"halted": true, "reason": "an anonymous caller"});
+    let anonymous = reqwest::Client::new().post(format!("{ops_url}/v1/halt")).json(&halt).send().await.expect("reply");
+    assert_eq!(anonymous.status().as_u16(), 401, "an unauthenticated write to the demo's ops server");
+    let master_url = format!("http://{}", running.master.addr());
+    let approve = reqwest::Client::new().post(format!("{master_url}/api/v1/proposals/p-1/approve")).send().await;
+    assert_eq!(approve.expect("reply").status().as_u16(), 401, "and to the master");
+    // The components themselves use the tokens: the agents registered, the master collects.
+    let master = MasterClient::new(&master_url, &HttpClientConfig::default());
+    let started = tokio::time::Instant::now();
+    while master
+        .overview(&OverviewQuery { metric: Some(Metric::Ops), window_secs: Some(5) })
+        .await
+        .expect("overview")
+        .max
+        <= 0.0
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "no data reached the master with auth on");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for path in [&running.tokens_path, &running.lbctl_config_path] {
+        let mode = std::fs::metadata(path).expect("written").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is private", path.display());
+    }
+    let lbctl = std::fs::read_to_string(&running.lbctl_config_path).expect("lbctl config");
+    assert!(lbctl.contains(&tokens.operator.token) && lbctl.contains(&master_url), "{lbctl}");
+    assert!(running.stop(Duration::from_secs(20)).await);
+
+    // The same data directory: the same tokens.
+    let running = up(&options).await.expect("starts again");
+    assert_eq!(running.tokens, tokens, "tokens are reused on restart");
     assert!(running.stop(Duration::from_secs(20)).await);
 }

@@ -20,6 +20,7 @@ use lb_common::protocol::{
     ActionRecord, ActionState, ActionsResponse, Evaluation, Heatmap, ManualActionReply, Origin, Pending,
     PendingResponse, PolicyMode, PolicyStatus, RecordsQuery, TopN, Verdict,
 };
+use lb_launcher::tokens::{DemoToken, DemoTokens};
 use lb_launcher::up::{Overrides, Running, UpOptions, up_with};
 use lbctl::cmd::agents::AgentsReport;
 use lbctl::cmd::explain::Explanation;
@@ -34,11 +35,10 @@ const HOT_RANGE: &str = include_str!("../../../configs/scenarios/e2e-hot-range.t
 const SRE_TOKEN: &str = "lbctl-sre-operator-token-01";
 const VIEWER_TOKEN: &str = "lbctl-dashboard-viewer-token";
 
-fn tokens() -> String {
-    format!(
-        "[[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n\
-         [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n"
-    )
+/// `lb up` runs with auth on: its people get known tokens, `sre` (operator) and `dash` (viewer).
+fn people() -> DemoTokens {
+    let person = |name: &str, token: &str| DemoToken { name: name.to_owned(), token: token.to_owned() };
+    DemoTokens::with_people(person("sre", SRE_TOKEN), person("dash", VIEWER_TOKEN)).expect("tokens")
 }
 
 /// The running system and the flags that point lbctl at it.
@@ -56,16 +56,28 @@ impl System {
         lb_common::telemetry::metrics_handle();
         let dir = tempfile::tempdir().expect("dir");
         let options = UpOptions::loopback(dir.path(), HOT_RANGE).expect("scenario");
-        let running = up_with(&options, &Overrides { master: master_extra }).await.expect("everything starts");
+        let overrides = Overrides { master: master_extra, tokens: Some(people()) };
+        let running = up_with(&options, &overrides).await.expect("everything starts");
         let master_url = format!("http://{}", running.master.addr());
         let ops_url = format!("http://{}", running.ops_server.addr());
         let master = MasterClient::new(&master_url, &HttpClientConfig::default());
-        let ops = OpsClient::new(&ops_url, &HttpClientConfig::default());
+        let ops = OpsClient::new(&ops_url, &HttpClientConfig::default()).with_bearer_token(VIEWER_TOKEN);
         System { running, _dir: dir, master_url, ops_url, master, ops }
     }
 
-    /// lbctl pointed at this system, with `args` after the addresses.
+    /// lbctl pointed at this system, with `args` after the addresses and the viewer's token
+    /// unless `args` name one (the ops server answers no one without a token).
     async fn lbctl(&self, args: &[&str]) -> crate::support::Run {
+        if args.contains(&"--token") {
+            return self.anonymous(args).await;
+        }
+        let mut all = vec!["--token", VIEWER_TOKEN];
+        all.extend_from_slice(args);
+        self.anonymous(&all).await
+    }
+
+    /// lbctl pointed at this system with no token but those in `args`.
+    async fn anonymous(&self, args: &[&str]) -> crate::support::Run {
         let mut all = vec!["--master", self.master_url.as_str(), "--ops", self.ops_url.as_str()];
         all.extend_from_slice(args);
         let run = lbctl(&all).await;
@@ -100,7 +112,7 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     let started = tokio::time::Instant::now();
     // Evaluate soon after an action ends (2 s to settle, 3 s windows), as the launcher's e2e does.
     let fast = "[analyzer]\nwindow_ms = 2000\n[evaluation]\nsettle_secs = 2\nwindow_secs = 3\n";
-    let sys = System::start(format!("{fast}{}", tokens())).await;
+    let sys = System::start(fast.to_owned()).await;
 
     // The event stream: a line per pass with --passes, JSON lines with -o json (hello first).
     let out = sys.lbctl(&["watch", "--passes", "-n", "3"]).await;
@@ -132,7 +144,8 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     assert!(held.iter().all(|a| a.state == ActionState::Queued), "halted: nothing starts: {held:?}");
     let out = sys.lbctl(&["status"]).await;
     let text = out.ok();
-    assert!(text.contains("executor HALTED (api switch by anonymous: lbctl test: hold everything)"), "{text}");
+    // Auth is on in `lb up`: the ops server itself knows who halted it.
+    assert!(text.contains("executor HALTED (api switch by sre: lbctl test: hold everything)"), "{text}");
     assert!(text.contains("queued") && text.contains("hot partitions: "), "{text}");
     let status: Status = sys.lbctl(&["status", "-o", "json"]).await.json();
     assert!(status.halt.halted && !status.in_flight.is_empty(), "{:?}", status.halt);
@@ -167,7 +180,7 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     let cold = topology.partitions.iter().min_by_key(|p| p.range.start).expect("a partition").clone();
     let mid = Key(cold.range.start.0 + (cold.range.end.0 - cold.range.start.0) / 2).to_string();
     let outside = Key(cold.range.end.0 + 1).to_string();
-    let out = sys.lbctl(&["split", cold.id.as_str(), "--at", &mid]).await;
+    let out = sys.anonymous(&["split", cold.id.as_str(), "--at", &mid]).await;
     assert!(out.fails(1).contains("refused: 401 unauthorized"), "no token: {}", out.stderr);
     let out = sys.lbctl(&["--token", "not-a-configured-token", "split", cold.id.as_str(), "--at", &mid]).await;
     assert!(out.fails(1).contains("refused: 401 unauthorized"), "unknown token: {}", out.stderr);
@@ -190,12 +203,14 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     assert!(reply.action.is_none() && reply.proposal.origin == Origin::Manual, "{reply:?}");
 
     // `actions --follow` tails a real manual split from queued to succeeded; Ctrl-C ends it.
-    let mut follow =
-        command(&["--master", &sys.master_url, "--ops", &sys.ops_url, "actions", "--follow", "-o", "json"], &[])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("lbctl runs");
+    let mut follow = command(
+        &["--master", &sys.master_url, "--ops", &sys.ops_url, "actions", "--follow", "-o", "json"],
+        &[("LB_TOKEN", VIEWER_TOKEN)],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("lbctl runs");
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = follow.stdout.take().expect("stdout");
     std::thread::spawn(move || {
@@ -304,11 +319,11 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
 async fn dry_run_proposals_are_rejected_and_approved_through_lbctl() {
     let started = tokio::time::Instant::now();
     // A rejected proposal comes back after 4 s (the approval TTL), so the test can approve it.
-    let sys = System::start(format!(
+    let sys = System::start(
         "[analyzer]\napproval_ttl_secs = 4\n[planner.partition_overload]\nmode = \"dry_run\"\n\
-         [planner.worker_overload]\nmode = \"off\"\n[planner.imbalance]\nmode = \"off\"\n{}",
-        tokens()
-    ))
+         [planner.worker_overload]\nmode = \"off\"\n[planner.imbalance]\nmode = \"off\"\n"
+            .to_owned(),
+    )
     .await;
     let first = eventually(Duration::from_secs(30), "a dry-run proposal", || async {
         let p = sys.master.pending().await.expect("pending");
@@ -326,7 +341,7 @@ async fn dry_run_proposals_are_rejected_and_approved_through_lbctl() {
 
     // Reject: no token 401, a viewer 403, the operator drops it.
     let id = first.id.as_str();
-    assert!(sys.lbctl(&["reject", id]).await.fails(1).contains("refused: 401 unauthorized"));
+    assert!(sys.anonymous(&["reject", id]).await.fails(1).contains("refused: 401 unauthorized"));
     let out = sys.lbctl(&["--token", VIEWER_TOKEN, "reject", id]).await;
     assert!(out.fails(1).contains("refused: 403 forbidden: dash (viewer)"), "{}", out.stderr);
     let rejected: Pending = sys.sre(&["reject", id, "-o", "json"]).await.json();

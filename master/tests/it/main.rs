@@ -2,5 +2,6 @@
 
 mod collect;
 mod console;
+mod hostile;
 mod openapi;
 mod store;

@@ -94,11 +94,19 @@ impl Executor {
 
     /// Queues an accepted action under its actor path `[tenant, rest..]`.
     pub fn enqueue(&self, record: &ActionRecord) -> Result<(), EnqueueError> {
-        let path = &record.request.actor_path;
-        let (tenant, rest) = path.split_first().map_or(("", &[][..]), |(t, r)| (t.as_str(), r));
+        let (tenant, rest) = queue_path(record);
         self.queue.enqueue(tenant, rest, record.request.id.clone())?;
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Takes a cancelled action off the fair queue, so it stops counting against its tenant's
+    /// `max_queued_per_tenant` at once (with the executor halted nothing else would remove it).
+    /// `false` when the dispatcher took it already (it then skips it: its state is not queued).
+    pub fn withdraw(&self, record: &ActionRecord) -> bool {
+        let (tenant, rest) = queue_path(record);
+        // The fair queue's own `lb_fair_queue_items{tenant}` follows the removal.
+        self.queue.remove(tenant, rest, |id| *id == record.request.id).is_some()
     }
 
     pub fn queue_len(&self) -> usize {
@@ -461,6 +469,11 @@ pub fn involved_workers(topology: &Topology, spec: &ActionSpec) -> Vec<WorkerId>
     workers.sort();
     workers.dedup();
     workers
+}
+
+/// Where an action sits in the fair queue: its actor path's tenant and the segments below it.
+fn queue_path(record: &ActionRecord) -> (&str, &[String]) {
+    record.request.actor_path.split_first().map_or(("", &[][..]), |(t, r)| (t.as_str(), r))
 }
 
 fn now_ms() -> i64 {

@@ -65,6 +65,7 @@ pub async fn submit(
     }
     if let Err(err) = state.book.persist_created(&record).await {
         // Queued but not audited: withdraw it rather than run an action with no record.
+        state.executor.withdraw(&record);
         let _ = state
             .book
             .transition(
@@ -123,6 +124,7 @@ pub async fn cancel(
                 .transition(&id, ActionState::Cancelled, &caller.name, detail, now_ms(), |_| {})
                 .await
                 .map_err(book_error)?;
+            state.executor.withdraw(&record);
             Ok(ApiJson(record))
         }
         ActionState::Running if state.executor.cancel_running(&id) => {

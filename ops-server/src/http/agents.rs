@@ -1,5 +1,6 @@
 //! Registry and collection routes.
 
+use axum::Extension;
 use axum::extract::State;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::protocol::{
@@ -7,6 +8,7 @@ use lb_common::protocol::{
 };
 
 use super::{AppState, now_ms};
+use crate::auth::Caller;
 
 fn reply(state: &AppState) -> RegisterResponse {
     let r = &state.config.borrow().registry;
@@ -15,11 +17,17 @@ fn reply(state: &AppState) -> RegisterResponse {
 
 pub async fn register(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> Result<ApiJson<RegisterResponse>, ApiError> {
     req.validate()?;
-    tracing::info!(worker_id = %req.worker_id, address = %req.address, "agent registered");
-    state.registry.register(req, now_ms());
+    let (worker_id, address) = (req.worker_id.clone(), req.address.clone());
+    let down_after_ms = state.config.borrow().registry.down_after_ms;
+    if let Err(taken) = state.registry.register(req, now_ms(), down_after_ms) {
+        tracing::warn!(%worker_id, %address, live_address = %taken.live_address, by = %caller.name, "registration refused: id is live elsewhere");
+        return Err(ApiError::conflict(taken.to_string()));
+    }
+    tracing::info!(%worker_id, %address, by = %caller.name, "agent registered");
     Ok(ApiJson(reply(&state)))
 }
 

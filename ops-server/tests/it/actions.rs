@@ -210,6 +210,36 @@ async fn queue_limit_gives_429_and_queued_actions_can_be_cancelled() {
     assert!(s.server.stop(STOP).await);
 }
 
+/// Issue 17 item 11: with the executor halted, cancelled actions still counted against the
+/// tenant's queue limit (nothing took them off the fair queue), so the next submit got 429.
+#[tokio::test]
+async fn cancelled_queued_actions_free_their_place_in_the_tenants_queue() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (storage, url) = fake_storage().await;
+    let mut cfg = config(dir.path(), &url, "");
+    cfg.executor.halted = true;
+    cfg.executor.max_queued_per_tenant = 2;
+    let s = start(cfg.clone()).await;
+    for i in 0..2 {
+        let id = format!("c-{i}");
+        s.sre.post::<_, ActionRecord>("/v1/actions", &action(&id, split("p1"), "acme")).await.expect("accepted");
+        let cancelled: ActionRecord = s.sre.post(&format!("/v1/actions/{id}/cancel"), &()).await.expect("cancel");
+        assert_eq!(cancelled.state, ActionState::Cancelled);
+    }
+    let halt: HaltStatus = s.viewer.get("/v1/halt").await.expect("halt status");
+    assert_eq!(halt.queued, 0, "cancelled actions are off the queue");
+    for i in 2..4 {
+        let id = format!("c-{i}");
+        s.sre.post::<_, ActionRecord>("/v1/actions", &action(&id, split("p1"), "acme")).await.expect("room again");
+    }
+    cfg.executor.halted = false;
+    s.config.send_replace(std::sync::Arc::new(cfg));
+    assert_eq!(wait_done(&s.viewer, "c-3").await.state, ActionState::Succeeded);
+    let ran = storage.submissions.lock().expect("lock").keys().map(ToString::to_string).collect::<Vec<_>>();
+    assert!(!ran.iter().any(|id| id == "c-0" || id == "c-1"), "a cancelled action never runs: {ran:?}");
+    assert!(s.server.stop(STOP).await);
+}
+
 #[tokio::test]
 async fn restart_keeps_the_audit_and_the_queue() {
     let dir = tempfile::tempdir().expect("dir");

@@ -17,6 +17,12 @@ fn register(worker: &str, address: &str) -> RegisterRequest {
     RegisterRequest { worker_id: worker.parse().expect("id"), address: address.to_owned(), version: "test".into() }
 }
 
+/// An hour ago, on the hour: within the agent's raw retention.
+fn recent_hour_ms() -> i64 {
+    let now = chrono::Utc::now().timestamp_millis();
+    now - now.rem_euclid(3_600_000) - 3_600_000
+}
+
 /// A real lb-agent in-process, with `reports` reports of 3 partitions already ingested.
 async fn real_agent(dir: &std::path::Path, worker: &str, reports: u64) -> (lb_agent::RunningAgent, String) {
     let text = format!(
@@ -34,7 +40,7 @@ async fn real_agent(dir: &std::path::Path, worker: &str, reports: u64) -> (lb_ag
         let report = Report {
             worker_id: worker.parse().expect("id"),
             seq,
-            timestamp_ms: 1_764_478_800_000 + seq as i64 * 1000,
+            timestamp_ms: recent_hour_ms() + seq as i64 * 1000,
             interval_ms: 1000,
             partitions: (0..3u64)
                 .map(|i| PartitionStats {
@@ -88,7 +94,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
     let dead_url = format!("http://{}", free.local_addr().expect("addr"));
     drop(free);
     for (w, u) in [("w-a", &url_a), ("w-b", &url_b), ("w-hung", &hung_url), ("w-dead", &dead_url)] {
-        let reply: RegisterResponse = s.master.post("/v1/agents/register", &register(w, u)).await.expect("register");
+        let reply: RegisterResponse = s.agent.post("/v1/agents/register", &register(w, u)).await.expect("register");
         assert_eq!(reply.heartbeat_interval_ms, 100);
     }
 
@@ -110,7 +116,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
     // Agents that stop heartbeating are marked down and not asked.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let beat = HeartbeatRequest { worker_id: "w-a".parse().expect("id"), latest_cursor: Cursor(12) };
-    let _: RegisterResponse = s.master.post("/v1/agents/heartbeat", &beat).await.expect("heartbeat");
+    let _: RegisterResponse = s.agent.post("/v1/agents/heartbeat", &beat).await.expect("heartbeat");
     let agents: AgentsResponse = s.viewer.get("/v1/agents").await.expect("agents");
     let state = |w: &str| agents.agents.iter().find(|a| a.worker_id.as_str() == w).map(|a| a.state);
     assert_eq!((state("w-a"), state("w-b")), (Some(AgentState::Up), Some(AgentState::Down)));
@@ -118,7 +124,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
     assert_eq!(reply.agents.iter().filter(|a| a.status == CollectStatus::Down).count(), 3);
 
     let unknown = HeartbeatRequest { worker_id: "w-zzz".parse().expect("id"), latest_cursor: Cursor(0) };
-    let err = s.master.post::<_, RegisterResponse>("/v1/agents/heartbeat", &unknown).await.unwrap_err();
+    let err = s.agent.post::<_, RegisterResponse>("/v1/agents/heartbeat", &unknown).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::NOT_FOUND));
     assert!(agent_a.stop(STOP).await && agent_b.stop(STOP).await);
     assert!(s.server.stop(STOP).await);
@@ -135,12 +141,14 @@ async fn auth_needs_a_known_token_with_the_right_role() {
     let wrong = s.anonymous.clone().with_bearer_token("test-master-token-000002");
     assert_eq!(status(wrong.post("/v1/actions", &req).await), Some(StatusCode::UNAUTHORIZED));
     assert_eq!(status(s.viewer.post("/v1/actions", &req).await), Some(StatusCode::FORBIDDEN));
-    let err = s
-        .sre
-        .post::<_, RegisterResponse>("/v1/agents/register", &register("w-x", "http://127.0.0.1:1"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.status(), Some(StatusCode::FORBIDDEN), "operators are not agents");
+    // Only agents register: not operators, nor the master (issue 17 item 12).
+    for (who, client) in [("an operator", &s.sre), ("the master", &s.master)] {
+        let err = client
+            .post::<_, RegisterResponse>("/v1/agents/register", &register("w-x", "http://127.0.0.1:1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), Some(StatusCode::FORBIDDEN), "{who} is not an agent");
+    }
     let err =
         s.master.post::<_, serde_json::Value>("/v1/halt", &serde_json::json!({"halted": true})).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::FORBIDDEN), "only operators halt");
@@ -158,6 +166,38 @@ async fn auth_needs_a_known_token_with_the_right_role() {
     assert_eq!(live.status(), StatusCode::OK);
     let metrics = live.text().await.expect("text");
     assert!(metrics.contains("lb_http_requests_total"), "{metrics}");
+    assert!(s.server.stop(STOP).await);
+}
+
+/// Issue 17 item 12: re-registering a live worker id at another address redirected its
+/// collection there, and the real agent's heartbeats did not repair it.
+#[tokio::test]
+async fn a_live_agents_id_cannot_be_registered_at_another_address() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let (agent, agent_url) = real_agent(dir.path(), "w-a", 1).await;
+    let _: RegisterResponse =
+        s.agent.post("/v1/agents/register", &register("w-a", &agent_url)).await.expect("register");
+    let err = s
+        .agent
+        .post::<_, RegisterResponse>("/v1/agents/register", &register("w-a", "http://127.0.0.1:1"))
+        .await
+        .expect_err("the id is live elsewhere");
+    assert!(
+        matches!(&err, lb_common::http::ClientError::Status { status, body, .. }
+            if status.as_u16() == 409 && body.code == "conflict" && body.error.contains(&agent_url)),
+        "409 naming the live address: {err}"
+    );
+    let reply: CollectResponse = s.master.post("/v1/collect", &CollectRequest::default()).await.expect("collect");
+    assert_eq!((reply.agents[0].status, reply.agents[0].samples.len()), (CollectStatus::Ok, 3), "still the real one");
+    // A restart at the same address registers again at once.
+    let _: RegisterResponse = s.agent.post("/v1/agents/register", &register("w-a", &agent_url)).await.expect("again");
+    // Once its heartbeats stop for down_after_ms (500 ms here), the id may move.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _: RegisterResponse =
+        s.agent.post("/v1/agents/register", &register("w-a", "http://127.0.0.1:1")).await.expect("moved");
+    assert!(agent.stop(STOP).await);
     assert!(s.server.stop(STOP).await);
 }
 

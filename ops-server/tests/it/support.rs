@@ -24,6 +24,7 @@ use tokio::sync::watch;
 pub const MASTER_TOKEN: &str = "test-master-token-000001";
 pub const SRE_TOKEN: &str = "test-operator-token-00001";
 pub const VIEWER_TOKEN: &str = "test-viewer-token-000001";
+pub const AGENT_TOKEN: &str = "test-agent-token-0000001";
 
 #[derive(Debug, Default)]
 pub struct FakeStorage {
@@ -174,6 +175,7 @@ pub fn config_text(dir: &Path, storage_url: &str, extra: &str) -> String {
          [[auth.tokens]]\nname = \"master\"\ntoken = \"{MASTER_TOKEN}\"\nrole = \"service\"\n\
          [[auth.tokens]]\nname = \"sre\"\ntoken = \"{SRE_TOKEN}\"\nrole = \"operator\"\n\
          [[auth.tokens]]\nname = \"dash\"\ntoken = \"{VIEWER_TOKEN}\"\nrole = \"viewer\"\n\
+         [[auth.tokens]]\nname = \"agents\"\ntoken = \"{AGENT_TOKEN}\"\nrole = \"agent\"\n\
          [registry]\nheartbeat_interval_ms = 100\ndown_after_ms = 500\n\
          [collect]\nagent_deadline_ms = 300\nmax_agent_deadline_ms = 1000\n\
          [executor]\npoll_interval_ms = 20\nstall_timeout_ms = 400\nmax_concurrent = 4\n\
@@ -193,6 +195,7 @@ pub struct Server {
     pub master: HttpClient,
     pub sre: HttpClient,
     pub viewer: HttpClient,
+    pub agent: HttpClient,
     pub anonymous: HttpClient,
 }
 
@@ -206,6 +209,7 @@ pub async fn start(config: OpsServerConfig) -> Server {
         master: base.clone().with_bearer_token(MASTER_TOKEN),
         sre: base.clone().with_bearer_token(SRE_TOKEN),
         viewer: base.clone().with_bearer_token(VIEWER_TOKEN),
+        agent: base.clone().with_bearer_token(AGENT_TOKEN),
         anonymous: base,
         config: tx,
         server,
