@@ -65,6 +65,7 @@ fn topology() -> Topology {
             .collect(),
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
+        multi_way_split: false,
     }
 }
 

@@ -156,6 +156,7 @@ fn plural(n: usize) -> &'static str {
 pub fn describe(spec: &ActionSpec) -> String {
     match spec {
         ActionSpec::Split { partition, split_key } => format!("split {partition} at {split_key}"),
+        ActionSpec::SplitInto { .. } => spec.to_string(),
         ActionSpec::Move { partition, to_worker } => format!("move {partition} to {to_worker}"),
         ActionSpec::Merge { left, right } => format!("merge {left} with {right}"),
         ActionSpec::Group { target, group } => {

@@ -2,7 +2,7 @@
 //! are shown relative to a `now_ms` the caller passes in.
 
 use chrono::{DateTime, Utc};
-use lb_common::protocol::{ActionSpec, GroupTarget, Metric};
+use lb_common::protocol::{ActionSpec, Metric};
 
 /// A rate or count, short: `950`, `12.3`, `8.0k`, `1.25M`.
 pub fn num(v: f64) -> String {
@@ -97,27 +97,17 @@ pub fn date_time(at_ms: i64) -> String {
 
 /// An action in one line: `split acme.orders.p000034 at 4322d50f1e9da834`.
 pub fn spec(spec: &ActionSpec) -> String {
-    match spec {
-        ActionSpec::Split { partition, split_key } => format!("split {partition} at {split_key}"),
-        ActionSpec::Move { partition, to_worker } => format!("move {partition} to {to_worker}"),
-        ActionSpec::Merge { left, right } => format!("merge {left} + {right}"),
-        ActionSpec::Group { target, group } => format!("group {} into {group}", group_target(target)),
-        ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, load_balancing } => {
-            let lb = serde_json::to_value(load_balancing).ok().and_then(|v| v.as_str().map(str::to_owned));
-            format!(
-                "reshard {tenant}/{dataset} to {tenant_shards} tenant / {dataset_shards} dataset shards ({})",
-                lb.unwrap_or_default()
-            )
-        }
-    }
+    spec.to_string()
 }
 
 /// What an action is done to, without the verb: `acme.orders.p000034`.
 pub fn target(spec: &ActionSpec) -> String {
     match spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => partition.to_string(),
+        ActionSpec::Split { partition, .. }
+        | ActionSpec::SplitInto { partition, .. }
+        | ActionSpec::Move { partition, .. } => partition.to_string(),
         ActionSpec::Merge { left, right } => format!("{left} + {right}"),
-        ActionSpec::Group { target, .. } => group_target(target),
+        ActionSpec::Group { target, .. } => target.to_string(),
         ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
     }
 }
@@ -126,20 +116,13 @@ pub fn target(spec: &ActionSpec) -> String {
 pub fn detail(spec: &ActionSpec) -> String {
     match spec {
         ActionSpec::Split { split_key, .. } => format!("at {split_key}"),
+        ActionSpec::SplitInto { split_keys, .. } => format!("into {} pieces", split_keys.len() + 1),
         ActionSpec::Move { to_worker, .. } => format!("to {to_worker}"),
         ActionSpec::Merge { .. } => String::new(),
         ActionSpec::Group { group, .. } => format!("into {group}"),
         ActionSpec::Reshard { tenant_shards, dataset_shards, .. } => {
             format!("{tenant_shards}/{dataset_shards} shards")
         }
-    }
-}
-
-fn group_target(target: &GroupTarget) -> String {
-    match target {
-        GroupTarget::Partition { partition } => partition.to_string(),
-        GroupTarget::Table { tenant, table } => format!("table {tenant}/{table}"),
-        GroupTarget::Tenant { tenant } => format!("tenant {tenant}"),
     }
 }
 

@@ -73,7 +73,13 @@ fn input() -> PlannerInput {
             },
         })
         .collect();
-    PlannerInput { partitions, workers, in_flight: Vec::new(), new_group_dedicates_owner: false }
+    PlannerInput {
+        partitions,
+        workers,
+        in_flight: Vec::new(),
+        new_group_dedicates_owner: false,
+        multi_way_split: false,
+    }
 }
 
 fn bench(c: &mut Criterion) {

@@ -228,6 +228,7 @@ fn topology(cluster: &Cluster) -> Topology {
             .collect(),
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
+        multi_way_split: false,
     }
 }
 

@@ -320,7 +320,9 @@ fn evaluate_one(
 /// What a proposal acts on: its policy, kind and target, without the details.
 pub(crate) fn target_key(policy: Policy, spec: &ActionSpec) -> String {
     let target = match spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => partition.to_string(),
+        ActionSpec::Split { partition, .. }
+        | ActionSpec::SplitInto { partition, .. }
+        | ActionSpec::Move { partition, .. } => partition.to_string(),
         ActionSpec::Merge { left, right } => format!("{left}+{right}"),
         ActionSpec::Group { target, .. } => format!("{target:?}"),
         ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
@@ -337,6 +339,17 @@ pub fn applied(spec: &ActionSpec, topology: &Topology) -> bool {
             // The left side keeps the id and now ends right before the split key.
             find(partition).is_some_and(|p| p.range.end.0.checked_add(1) == Some(split_key.0))
         }
+        ActionSpec::SplitInto { partition, split_keys, to_workers } => find(partition).is_some_and(|p| {
+            // The first piece keeps the id and ends before the first key; each new piece starts
+            // at its key, on its worker.
+            p.range.end.0.checked_add(1) == split_keys.first().map(|k| k.0)
+                && split_keys.iter().zip(to_workers).all(|(k, w)| {
+                    topology
+                        .partitions
+                        .iter()
+                        .any(|q| (&q.tenant, &q.table) == (&p.tenant, &p.table) && q.range.start == *k && &q.owner == w)
+                })
+        }),
         ActionSpec::Merge { left: _, right } => find(right).is_none(),
         ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
             find(partition).is_some_and(|p| p.group.as_ref() == Some(group))
@@ -406,6 +419,7 @@ mod tests {
             }],
             in_flight: Vec::new(),
             new_group_dedicates_owner: false,
+            multi_way_split: false,
         }
     }
 
@@ -467,6 +481,7 @@ mod tests {
             }],
             datasets: Vec::new(),
             new_group_dedicates_owner: false,
+            multi_way_split: false,
         }
     }
 

@@ -81,7 +81,14 @@ mod tests {
     }
 
     fn topo(parts: Vec<PartitionInfo>) -> Topology {
-        Topology { version: 1, workers: vec![], partitions: parts, datasets: vec![], new_group_dedicates_owner: false }
+        Topology {
+            version: 1,
+            workers: vec![],
+            partitions: parts,
+            datasets: vec![],
+            new_group_dedicates_owner: false,
+            multi_way_split: false,
+        }
     }
 
     fn pid(s: &str) -> PartitionId {

@@ -140,6 +140,17 @@ impl OpBook {
                 cluster.check_split(partition, *split_key)?;
                 (vec![partition.clone()], DEFAULT_METADATA_OP_SECS, None, vec![])
             }
+            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+                // The new pieces stream from the partition's worker like one move of their bytes.
+                let (i, leaving) = cluster.check_split_into(partition, split_keys, to_workers)?;
+                let secs = if leaving > 0.0 {
+                    DEFAULT_HANDOVER_SECS + leaving / DEFAULT_MOVE_BYTES_PER_SEC
+                } else {
+                    DEFAULT_METADATA_OP_SECS
+                };
+                let sources = if leaving > 0.0 { vec![p.owner[i] as usize] } else { vec![] };
+                (vec![partition.clone()], secs, None, sources)
+            }
             ActionSpec::Move { partition, to_worker } => {
                 let (i, _) = cluster.check_move(partition, to_worker)?;
                 let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[i] / DEFAULT_MOVE_BYTES_PER_SEC;
@@ -264,6 +275,9 @@ impl OpBook {
 fn apply(cluster: &mut Cluster, spec: &ActionSpec, plan: Option<&GroupPlan>, t_secs: f64) -> Result<(), LayoutError> {
     match spec {
         ActionSpec::Split { partition, split_key } => cluster.apply_split(partition, *split_key, t_secs).map(|_| ()),
+        ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+            cluster.apply_split_into(partition, split_keys, to_workers, t_secs).map(|_| ())
+        }
         ActionSpec::Move { partition, to_worker } => cluster.apply_move(partition, to_worker),
         ActionSpec::Merge { left, right } => cluster.apply_merge(left, right),
         ActionSpec::Group { group, .. } => match plan {

@@ -176,10 +176,14 @@ pub enum DeclineReason {
     NoRemedy,
     /// Every worker a move could drain is at its action cap or would overload while streaming.
     SourceAtLimit,
+    /// Every place the action could put its load (a move's destination, a split's pieces, a
+    /// group's workers) would pass the high watermark, with the load already in flight there
+    /// counted, and is not a lesser evil (under capacity and cooler than the source).
+    DestinationOverloaded,
 }
 
 impl DeclineReason {
-    pub const ALL: [DeclineReason; 10] = [
+    pub const ALL: [DeclineReason; 11] = [
         DeclineReason::Halted,
         DeclineReason::InFlight,
         DeclineReason::Cooldown,
@@ -190,6 +194,7 @@ impl DeclineReason {
         DeclineReason::NoGain,
         DeclineReason::NoRemedy,
         DeclineReason::SourceAtLimit,
+        DeclineReason::DestinationOverloaded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -204,6 +209,7 @@ impl DeclineReason {
             DeclineReason::NoGain => "no_gain",
             DeclineReason::NoRemedy => "no_remedy",
             DeclineReason::SourceAtLimit => "source_at_limit",
+            DeclineReason::DestinationOverloaded => "destination_overloaded",
         }
     }
 }

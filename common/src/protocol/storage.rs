@@ -30,6 +30,10 @@ pub struct Topology {
     /// refused and a group must name workers the topology already shows in it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_group_dedicates_owner: bool,
+    /// The storage system runs `split_into`: many pieces in one action, each new piece created on
+    /// the worker the action names (the testbed does; Valkey slots do not split at all).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multi_way_split: bool,
 }
 
 impl Topology {
@@ -60,6 +64,30 @@ impl Topology {
                         split_key,
                         &format!("must lie strictly inside the range [{}, {}]", p.range.start, p.range.end),
                     );
+                }
+            }
+            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+                s.check(
+                    self.multi_way_split,
+                    "kind",
+                    "split_into",
+                    "is not supported by this storage system (its topology does not say multi_way_split)",
+                );
+                if let Some(p) = known(&mut s, "partition", partition) {
+                    for (i, k) in split_keys.iter().enumerate() {
+                        s.check(
+                            p.range.split_at(*k).is_some(),
+                            &format!("split_keys[{i}]"),
+                            k,
+                            &format!("must lie strictly inside the range [{}, {}]", p.range.start, p.range.end),
+                        );
+                    }
+                }
+                for (i, to) in to_workers.iter().enumerate() {
+                    let w = self.workers.iter().find(|w| &w.id == to);
+                    let field = format!("to_workers[{i}]");
+                    s.check(w.is_some(), &field, to, "is not a worker of the current topology");
+                    s.check(w.is_none_or(|w| w.health != Health::Down), &field, to, "is down");
                 }
             }
             ActionSpec::Move { partition, to_worker } => {
@@ -237,6 +265,7 @@ mod tests {
             ],
             datasets: vec![],
             new_group_dedicates_owner: false,
+            multi_way_split: false,
         }
     }
 

@@ -51,7 +51,8 @@ impl InputBuilder {
     /// Reads partitions on up to `threads` threads.
     pub fn new(threads: usize) -> Self {
         Self {
-            input: PlannerInput::default(),
+            // The testbed cuts a partition into many pieces in one action (its topology says so).
+            input: PlannerInput { multi_way_split: true, ..PlannerInput::default() },
             order: Vec::new(),
             caches: Vec::new(),
             spare_views: Vec::new(),

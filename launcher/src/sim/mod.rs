@@ -18,10 +18,13 @@
 //! - [`strategy`]: `lb`, `none` and `greedy`.
 //! - [`scale`]: a scenario scaled to N partitions and M workers at the same load per worker.
 //! - [`report`]: per-strategy figures, the comparison runner, the markdown table.
+//! - [`safety`]: the invariant every run is checked against: no action overloads the place it
+//!   puts load, compared with no balancer at the same second.
 //! - [`svg`]: line charts of the per-second figures.
 
 pub mod input;
 pub mod report;
+pub mod safety;
 pub mod scale;
 pub mod strategy;
 pub mod svg;
@@ -53,6 +56,8 @@ pub struct Tick {
     pub pool_mean: f64,
     /// Operations in flight after this second's submissions.
     pub in_flight: usize,
+    /// The healthy worker with the highest demand ratio (index into the engine's workers).
+    pub worst_worker: Option<u32>,
 }
 
 impl Tick {
@@ -91,6 +96,11 @@ pub struct ActionRecord {
     /// Stored bytes the action streams between workers (0 for a split or a local merge).
     pub bytes_to_move: u64,
     pub outcome: Outcome,
+    /// Workers the action put load on (engine indices), known once it succeeded: a move's
+    /// destination, where an isolation or merge landed.
+    pub landed_on: Vec<u32>,
+    /// The dedicated group it put load into, if any.
+    pub into_group: Option<String>,
 }
 
 /// Wall time spent in each phase of the loop, for profiling.
@@ -105,6 +115,8 @@ pub struct PhaseTimes {
 /// The engine, a strategy and everything recorded. See the module doc.
 #[derive(Debug)]
 pub struct Sim {
+    /// What it runs (kept for baselines such as [`safety::against_no_balancer`]).
+    pub scenario: Scenario,
     pub engine: Engine,
     pub strategy: Box<dyn Strategy>,
     pub input: InputBuilder,
@@ -117,6 +129,9 @@ pub struct Sim {
     /// Broken invariants of a decision (two actions on one partition in one pass).
     pub violations: Vec<String>,
     pub ticks: Vec<Tick>,
+    /// Per second, each dedicated group's demand over its capacity, indexed like `group_ids`.
+    pub group_ratios: Vec<Vec<f64>>,
+    pub group_ids: Vec<String>,
     pub times: PhaseTimes,
     next_id: u64,
 }
@@ -124,6 +139,7 @@ pub struct Sim {
 impl Sim {
     pub fn new(scenario: &Scenario, strategy: Box<dyn Strategy>) -> Self {
         Self {
+            scenario: scenario.clone(),
             engine: Engine::new(scenario),
             strategy,
             input: InputBuilder::new(std::thread::available_parallelism().map_or(1, usize::from)),
@@ -133,6 +149,8 @@ impl Sim {
             submit_errors: Vec::new(),
             violations: Vec::new(),
             ticks: Vec::new(),
+            group_ratios: Vec::new(),
+            group_ids: Vec::new(),
             times: PhaseTimes::default(),
             next_id: 0,
         }
@@ -220,7 +238,9 @@ impl Sim {
             match state {
                 Some(OperationState::Pending | OperationState::Running) => true,
                 Some(OperationState::Succeeded) => {
-                    actions[*record].outcome = Outcome::Succeeded { at_secs: t };
+                    let a = &mut actions[*record];
+                    a.outcome = Outcome::Succeeded { at_secs: t };
+                    (a.landed_on, a.into_group) = landing(engine, &a.spec);
                     ended.push((*record, true));
                     false
                 }
@@ -285,6 +305,8 @@ impl Sim {
                     reason: action.reason.clone(),
                     bytes_to_move,
                     outcome: Outcome::InFlight,
+                    landed_on: Vec::new(),
+                    into_group: None,
                 });
                 Some(action_id)
             }
@@ -303,6 +325,9 @@ impl Sim {
         let stored = |id: &PartitionId| p.find(id).map_or(0, |i| p.stored_bytes[i] as u64);
         match spec {
             ActionSpec::Move { partition, .. } => stored(partition),
+            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+                self.engine.cluster.check_split_into(partition, split_keys, to_workers).map_or(0, |(_, b)| b as u64)
+            }
             ActionSpec::Merge { left, right } => match (p.find(left), p.find(right)) {
                 (Some(l), Some(r)) if p.owner[l] != p.owner[r] => p.stored_bytes[r] as u64,
                 _ => 0,
@@ -329,13 +354,94 @@ impl Sim {
             pool_max,
             pool_mean,
             in_flight: self.in_flight.len(),
+            worst_worker: worst_worker(&self.engine),
         });
+        self.record_groups();
+    }
+
+    /// Each dedicated group's demand over capacity this second (groups seen so far keep their
+    /// index; a group with no up worker reads 0).
+    fn record_groups(&mut self) {
+        let c = &self.engine.cluster;
+        let mut sums: Vec<(f64, f64)> = vec![(0.0, 0.0); self.group_ids.len()];
+        for w in 0..c.workers.len() {
+            let Some(g) = &c.workers.group[w] else { continue };
+            let k = match self.group_ids.iter().position(|n| n == g.as_str()) {
+                Some(k) => k,
+                None => {
+                    self.group_ids.push(g.to_string());
+                    sums.push((0.0, 0.0));
+                    self.group_ids.len() - 1
+                }
+            };
+            if c.workers.is_up(w) {
+                let cap = c.workers.capacity[w].ops_per_sec * c.load.worker_capacity_factor[w];
+                sums[k].0 += c.load.worker_demand_ratio[w] * cap;
+                sums[k].1 += cap;
+            }
+        }
+        if self.group_ids.is_empty() {
+            return;
+        }
+        self.group_ratios.push(sums.into_iter().map(|(d, c)| if c > 0.0 { d / c } else { 0.0 }).collect());
+    }
+
+    /// The safety check's view of this run (see [`safety`]).
+    pub fn safety_record(&self) -> safety::RunRecord<'_> {
+        safety::RunRecord {
+            ticks: &self.ticks,
+            actions: &self.actions,
+            group_ratios: &self.group_ratios,
+            group_ids: &self.group_ids,
+            worker_ids: &self.engine.cluster.workers.ids,
+        }
     }
 }
 
 /// The partitions an action keeps busy (a group of a whole table or tenant: none listed).
 pub fn partitions_of(spec: &ActionSpec) -> Vec<&PartitionId> {
     lb_master::planner::partitions_of(spec)
+}
+
+/// The up worker with the highest demand ratio.
+fn worst_worker(engine: &Engine) -> Option<u32> {
+    let c = &engine.cluster;
+    (0..c.workers.len())
+        .filter(|&w| c.workers.is_up(w))
+        .max_by(|&a, &b| c.load.worker_demand_ratio[a].total_cmp(&c.load.worker_demand_ratio[b]))
+        .map(|w| w as u32)
+}
+
+/// Where an action that just succeeded put load: the workers it landed on, and the dedicated
+/// group it filled.
+fn landing(engine: &Engine, spec: &ActionSpec) -> (Vec<u32>, Option<String>) {
+    let c = &engine.cluster;
+    let owner_of = |id: &PartitionId| c.partitions.find(id).map(|i| c.partitions.owner[i]);
+    match spec {
+        ActionSpec::Move { to_worker, .. } => (c.workers.find(to_worker).map(|w| w as u32).into_iter().collect(), None),
+        ActionSpec::Merge { left, .. } => (owner_of(left).into_iter().collect(), None),
+        ActionSpec::Group { target, group } => {
+            let members: Vec<u32> = match target {
+                GroupTarget::Partition { partition } => owner_of(partition).into_iter().collect(),
+                _ => (0..c.workers.len())
+                    .filter(|&w| c.workers.group[w].as_ref() == Some(group))
+                    .map(|w| w as u32)
+                    .collect(),
+            };
+            (members, Some(group.to_string()))
+        }
+        // The pieces stay with the partition's worker, each with its own limit.
+        ActionSpec::Split { partition, .. } => (owner_of(partition).into_iter().collect(), None),
+        // The first piece stays, the others land where the action sent them.
+        ActionSpec::SplitInto { partition, to_workers, .. } => {
+            let mut on: Vec<u32> = owner_of(partition).into_iter().collect();
+            on.extend(to_workers.iter().filter_map(|w| c.workers.find(w)).map(|w| w as u32));
+            on.sort_unstable();
+            on.dedup();
+            (on, None)
+        }
+        ActionSpec::Reshard { .. } => (Vec::new(), None),
+    }
 }
 
 /// Max and mean demand ratio over healthy ungrouped workers (the pool the planner balances).

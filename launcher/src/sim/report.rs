@@ -12,6 +12,9 @@
 //! - **Balance**: max/mean of the healthy workers' demand ratios and their CV, at the end, p50
 //!   and p99 over the run's seconds.
 //! - **Actions** by kind (accepted by the engine) and **bytes moved** by actions that succeeded.
+//! - **Safety violations** ([`super::safety`]): seconds where an action of the strategy put a
+//!   worker or a group over both its capacity and what no balancer had there. A `none` run is
+//!   always made for this baseline (shown only when asked for).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,8 +25,10 @@ use std::time::{Duration, Instant};
 use lb_common::protocol::ActionKind;
 use serde::Serialize;
 
+use super::safety::{self, Violation};
 use super::strategy::{self, Strategy};
-use super::{Outcome, PhaseTimes, Sim, Tick};
+use super::{ActionRecord, Outcome, PhaseTimes, Sim, Tick};
+use lb_common::ids::WorkerId;
 use lb_testbed::scenario::{Event, Scenario, WorkloadKind};
 
 /// Rejections under 1 % of demand count as relieved: the definition of a fixed hotspot.
@@ -161,6 +166,8 @@ pub struct Figures {
     pub failed_actions: usize,
     pub submit_errors: usize,
     pub bytes_moved: u64,
+    /// Against the no-balancer run of the same scenario ([`super::safety::check`]).
+    pub violations: Vec<Violation>,
 }
 
 impl Figures {
@@ -185,6 +192,7 @@ impl Figures {
             failed_actions: sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Failed { .. })).count(),
             submit_errors: sim.submit_errors.len(),
             bytes_moved: sim.bytes_moved(),
+            violations: Vec::new(),
         }
     }
 
@@ -202,6 +210,23 @@ pub struct Run {
     /// Layout rebuilds of the planner input (0 for strategies that do not read it).
     pub input_rebuilds: u64,
     pub wall: Duration,
+    /// What the safety check reads (see [`Sim::safety_record`]).
+    pub actions: Vec<ActionRecord>,
+    pub group_ratios: Vec<Vec<f64>>,
+    pub group_ids: Vec<String>,
+    pub worker_ids: Vec<WorkerId>,
+}
+
+impl Run {
+    fn safety_record(&self) -> safety::RunRecord<'_> {
+        safety::RunRecord {
+            ticks: &self.ticks,
+            actions: &self.actions,
+            group_ratios: &self.group_ratios,
+            group_ids: &self.group_ids,
+            worker_ids: &self.worker_ids,
+        }
+    }
 }
 
 /// Every strategy's run over one scenario.
@@ -240,6 +265,11 @@ pub fn compare(
     if built.is_empty() {
         return Err(CompareError::NoStrategy);
     }
+    // The safety check's baseline: no balancer, run even when not asked for (and then not shown).
+    let shown = built.len();
+    if !strategies.iter().any(|s| s == BASELINE) {
+        built.push(Mutex::new(strategy::by_name(BASELINE)));
+    }
     let onsets = onsets(scenario, duration_secs);
     let started = Instant::now();
     let next = AtomicUsize::new(0);
@@ -261,6 +291,10 @@ pub fn compare(
                         times: sim.times,
                         input_rebuilds: sim.input.rebuilds,
                         wall: run_started.elapsed(),
+                        actions: std::mem::take(&mut sim.actions),
+                        group_ratios: std::mem::take(&mut sim.group_ratios),
+                        group_ids: std::mem::take(&mut sim.group_ids),
+                        worker_ids: sim.engine.cluster.workers.ids.clone(),
                     };
                     *results[i].lock().expect("no panics while held") = Some(run);
                 }
@@ -268,7 +302,19 @@ pub fn compare(
         }
     });
     let wall = started.elapsed();
-    let runs = results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).collect();
+    let mut runs: Vec<Run> =
+        results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).collect();
+    if let Some(b) = runs.iter().position(|r| r.figures.strategy == BASELINE) {
+        let found: Vec<Vec<Violation>> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| if i == b { Vec::new() } else { safety::check(r.safety_record(), runs[b].safety_record()) })
+            .collect();
+        for (run, v) in runs.iter_mut().zip(found) {
+            run.figures.violations = v;
+        }
+    }
+    runs.truncate(shown);
     Ok(Comparison {
         scenario: scenario.name.clone(),
         partitions: scenario.tables.iter().map(|t| t.partitions as usize).sum(),
@@ -279,6 +325,12 @@ pub fn compare(
         wall,
     })
 }
+
+/// Violations listed in the markdown report (figures.json has all).
+const MAX_VIOLATIONS_LISTED: usize = 20;
+
+/// The strategy the safety invariant compares with.
+pub const BASELINE: &str = "none";
 
 const KINDS: [ActionKind; 4] = [ActionKind::Split, ActionKind::Move, ActionKind::Group, ActionKind::Merge];
 
@@ -295,15 +347,15 @@ impl Comparison {
             self.duration_secs,
             self.wall.as_secs_f64()
         );
-        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | splits | moves | groups | merges | failed | bytes moved | wall s |\n");
-        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | failed | bytes moved | wall s |\n");
+        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for run in &self.runs {
             let f = &run.figures;
             let kinds: Vec<String> =
                 KINDS.iter().map(|k| f.actions.get(k.as_str()).copied().unwrap_or(0).to_string()).collect();
             let _ = writeln!(
                 s,
-                "| {} | {:.0} | {:.3} % | {:.2} / {:.2} / {:.2} | {:.3} / {:.3} / {:.3} | {:.2} / {:.2} | {} | {:.2} GiB | {:.1} |",
+                "| {} | {:.0} | {:.3} % | {:.2} / {:.2} / {:.2} | {:.3} / {:.3} / {:.3} | {:.2} / {:.2} | {} | {} | {:.2} GiB | {:.1} |",
                 f.strategy,
                 f.rejected_ops,
                 f.rejected_ratio() * 100.0,
@@ -315,10 +367,32 @@ impl Comparison {
                 f.cv.p99,
                 f.max_demand_ratio.p99,
                 f.max_demand_ratio.max,
+                f.violations.len(),
                 kinds.join(" | ") + &format!(" | {}", f.failed_actions + f.submit_errors),
                 f.bytes_moved as f64 / f64::from(1u32 << 30),
                 run.wall.as_secs_f64()
             );
+        }
+        let violations: Vec<String> = self
+            .runs
+            .iter()
+            .flat_map(|r| r.figures.violations.iter().map(move |v| format!("- {}: {v}", r.figures.strategy)))
+            .collect();
+        if !violations.is_empty() {
+            s.push_str(
+                "\nSafety violations (an action put a worker or a group over its capacity and over no balancer):\n\n",
+            );
+            for v in violations.iter().take(MAX_VIOLATIONS_LISTED) {
+                s.push_str(v);
+                s.push('\n');
+            }
+            if violations.len() > MAX_VIOLATIONS_LISTED {
+                let _ = writeln!(
+                    s,
+                    "- … and {} more (figures.json has them all)",
+                    violations.len() - MAX_VIOLATIONS_LISTED
+                );
+            }
         }
         s.push_str(
             "\nTime to relief (rejections < 1 % of demand and no worker over capacity, until the next onset):\n\n",

@@ -36,6 +36,12 @@ fn tick(sim: &mut Sim) -> Plan {
 /// cooldown apart, and every action that succeeded early enough to be judged has its evaluation.
 fn assert_invariants(sim: &Sim) {
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let unsafe_actions = lb_launcher::sim::safety::against_no_balancer(sim);
+    assert!(
+        unsafe_actions.is_empty(),
+        "actions overloaded the place they put load:\n{}",
+        unsafe_actions.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    );
     let eval = EvaluationConfig::default();
     let end = sim.engine.t_secs() as u64;
     let evaluated: HashMap<&str, &str> =

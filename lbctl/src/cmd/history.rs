@@ -64,7 +64,9 @@ pub fn lineage(id: &PartitionId, rows: &[PartitionRow]) -> Vec<PartitionId> {
 pub fn touches(spec: &ActionSpec, partitions: &[PartitionId], row: Option<&PartitionRow>) -> bool {
     let named = |p: &PartitionId| partitions.contains(p);
     match spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => named(partition),
+        ActionSpec::Split { partition, .. }
+        | ActionSpec::SplitInto { partition, .. }
+        | ActionSpec::Move { partition, .. } => named(partition),
         ActionSpec::Merge { left, right } => named(left) || named(right),
         ActionSpec::Group { target, .. } => match target {
             GroupTarget::Partition { partition } => named(partition),

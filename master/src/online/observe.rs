@@ -24,8 +24,13 @@ pub fn planner_input(
     window: Duration,
     now_ms: i64,
 ) -> PlannerInput {
-    let mut input =
-        PlannerInput { partitions: Vec::new(), workers: Vec::new(), in_flight, new_group_dedicates_owner: false };
+    let mut input = PlannerInput {
+        partitions: Vec::new(),
+        workers: Vec::new(),
+        in_flight,
+        new_group_dedicates_owner: false,
+        multi_way_split: false,
+    };
     refresh_planner_input(&mut input, None, table, topology, window, now_ms);
     input
 }
@@ -127,4 +132,5 @@ pub fn refresh_planner_input(
         .collect();
     input.workers = workers;
     input.new_group_dedicates_owner = topology.new_group_dedicates_owner;
+    input.multi_way_split = topology.multi_way_split;
 }

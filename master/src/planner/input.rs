@@ -17,6 +17,10 @@ pub struct PlannerInput {
     /// dedicated group in the topology.
     #[serde(default)]
     pub new_group_dedicates_owner: bool,
+    /// The storage system runs `split_into` ([`lb_common::protocol::Topology::multi_way_split`]):
+    /// a hot partition is cut into all the pieces it needs, spread over workers, in one action.
+    #[serde(default)]
+    pub multi_way_split: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -85,6 +85,13 @@ pub fn manual_proposal(
             (predicted.source_before_ratio, predicted.source_after_ratio) = (source, source);
             predicted.cluster_max_after_ratio = max_before;
         }
+        ActionSpec::SplitInto { .. } => {
+            return Err(refuse(
+                "spec.kind",
+                "split_into is the planner's (it sizes and places the pieces from the sketch); split manually one key at a time"
+                    .to_owned(),
+            ));
+        }
         ActionSpec::Move { partition, to_worker } => {
             let p = index("spec.partition", partition)?;
             let to =

@@ -18,7 +18,7 @@ pub struct Load {
 }
 
 impl Load {
-    fn add(&mut self, o: Load, sign: f64) {
+    pub fn add(&mut self, o: Load, sign: f64) {
         self.ops += sign * o.ops;
         self.bytes += sign * o.bytes;
         self.cpu += sign * o.cpu;
@@ -51,6 +51,9 @@ pub struct Model {
     pub by_worker: Vec<u32>,
     /// Workers an in-flight dedication is giving to one partition, with the group it forms.
     pub dedicating: Vec<(usize, GroupId)>,
+    /// Partitions per worker, with those on their way (in flight or proposed) counted where
+    /// they land: what a storage system's group placement goes by.
+    pub held: Vec<u32>,
 }
 
 impl Model {
@@ -104,11 +107,36 @@ impl Model {
         let mut worker_actions = vec![0u32; nw];
         let mut outgoing = vec![Load::default(); nw];
         let mut drain = vec![1.0f64; nw];
+        // Partitions per worker, counting those on their way (a storage's group placement).
+        let mut held = vec![0u32; nw];
+        for &w in &owner {
+            if let Some(h) = held.get_mut(w as usize) {
+                *h += 1;
+            }
+        }
+        // Load already on its way somewhere that no owner change shows: new split pieces.
+        let mut arriving = vec![Load::default(); nw];
         for a in &input.in_flight {
             for id in partitions_of(&a.spec) {
                 if let Some(&i) = partition_index.get(id) {
                     busy[i] = true;
                     if matches!(a.spec, ActionSpec::Split { .. }) {
+                        continue;
+                    }
+                    if let ActionSpec::SplitInto { split_keys, to_workers, .. } = &a.spec {
+                        let p = &input.partitions[i];
+                        let shares = piece_shares(p.range, p.stats.sketch.as_ref(), split_keys);
+                        let whole = load[i];
+                        load[i] = piece_load(p, whole, demand_ops[i], shares[0]);
+                        for (share, to) in shares[1..].iter().zip(to_workers) {
+                            if let Some(&w) = worker_index.get(to) {
+                                arriving[w as usize].add(piece_load(p, whole, demand_ops[i], *share), 1.0);
+                                worker_actions[w as usize] += 1;
+                            }
+                        }
+                        if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
+                            *c += 1;
+                        }
                         continue;
                     }
                     if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
@@ -118,13 +146,23 @@ impl Model {
                     if let Some(d) = drain.get_mut(owner[i] as usize) {
                         *d = (*d - move_drain_ratio).max(0.5);
                     }
-                    if let ActionSpec::Move { to_worker, .. } = &a.spec
-                        && let Some(&w) = worker_index.get(to_worker)
+                    // Where it lands: a move's destination; an isolation into a group the
+                    // topology shows, where the storage puts it (its fewest-partitions worker).
+                    let to = match &a.spec {
+                        ActionSpec::Move { to_worker, .. } => worker_index.get(to_worker).copied(),
+                        ActionSpec::Group { group, .. } => group_placement(input, group, &held, owner[i] as usize),
+                        _ => None,
+                    };
+                    if let Some(w) = to
                         && a.started_at_ms >= stalled_before_ms
                     {
                         if let Some(o) = outgoing.get_mut(owner[i] as usize) {
                             o.add(load[i], 1.0);
                         }
+                        if let Some(h) = held.get_mut(owner[i] as usize) {
+                            *h = h.saturating_sub(1);
+                        }
+                        held[w as usize] += 1;
                         owner[i] = w;
                         worker_actions[w as usize] += 1;
                     }
@@ -135,6 +173,9 @@ impl Model {
             if let Some(wl) = worker_load.get_mut(w as usize) {
                 wl.add(load[i], 1.0);
             }
+        }
+        for (wl, a) in worker_load.iter_mut().zip(&arriving) {
+            wl.add(*a, 1.0);
         }
         let mut by_worker_start = vec![0u32; nw + 1];
         for &w in &owner {
@@ -171,6 +212,7 @@ impl Model {
         }
         let cluster_actions = input.in_flight.len() as u32;
         Self {
+            held,
             owner,
             load,
             demand_ops,
@@ -231,8 +273,66 @@ impl Model {
         &self.by_worker[self.by_worker_start[w] as usize..self.by_worker_start[w + 1] as usize]
     }
 
+    /// Where a storage system puts a partition grouped into `group` ([`group_placement`]).
+    pub fn group_destination(&self, input: &PlannerInput, group: &GroupId, p: usize) -> Option<usize> {
+        group_placement(input, group, &self.held, self.owner[p] as usize).map(|w| w as usize)
+    }
+
+    /// The ratio of all of `group`'s healthy workers together (load over capacity in the tightest
+    /// dimension), with `extra` added: a group is one place, and its capacity is all its workers'.
+    pub fn group_ratio_with(&self, groups: &[Option<GroupId>], group: &GroupId, extra: Load) -> f64 {
+        let (mut l, mut c) = (extra, Load::default());
+        for (w, g) in groups.iter().enumerate().take(self.cap.len()) {
+            if g.as_ref() == Some(group) && self.healthy[w] {
+                l.add(self.worker_load[w], 1.0);
+                c.add(self.cap[w], 1.0);
+            }
+        }
+        let mut r = if c.ops > 0.0 { l.ops / c.ops } else { f64::INFINITY };
+        if c.bytes > 0.0 {
+            r = r.max(l.bytes / c.bytes);
+        }
+        if c.cpu > 0.0 {
+            r = r.max(l.cpu / c.cpu);
+        }
+        r
+    }
+
+    /// Worker `w`'s ratio with `extra` load added.
+    pub fn ratio_plus(&self, w: usize, extra: Load) -> f64 {
+        let mut l = self.worker_load[w];
+        l.add(extra, 1.0);
+        self.ratio_of(w, l)
+    }
+
+    /// Applies a multi-way split of `p`: the first piece (`shares[0]` of its demand) stays, the
+    /// piece `i` goes to `dests[i - 1]`, each under its own limit.
+    pub fn apply_split_into(&mut self, input: &PlannerInput, p: usize, shares: &[f64], dests: &[usize]) {
+        let w = self.owner[p] as usize;
+        let (whole, demand) = (self.load[p], self.demand_ops[p]);
+        let info = &input.partitions[p];
+        self.worker_load[w].add(whole, -1.0);
+        self.load[p] = piece_load(info, whole, demand, shares[0]);
+        self.worker_load[w].add(self.load[p], 1.0);
+        self.demand_ops[p] = demand * shares[0];
+        for (&share, &d) in shares[1..].iter().zip(dests) {
+            let l = piece_load(info, whole, demand, share);
+            self.worker_load[d].add(l, 1.0);
+            if d != w {
+                self.outgoing[w].add(l, 1.0);
+                self.held[d] += 1;
+            }
+            self.worker_actions[d] += 1;
+        }
+        self.busy[p] = true;
+        self.worker_actions[w] += 1;
+        self.cluster_actions += 1;
+    }
+
     pub fn apply_move(&mut self, p: usize, to: usize) {
         let from = self.owner[p] as usize;
+        self.held[from] = self.held[from].saturating_sub(1);
+        self.held[to] += 1;
         let l = self.load[p];
         self.worker_load[from].add(l, -1.0);
         self.worker_load[to].add(l, 1.0);
@@ -344,6 +444,46 @@ impl Model {
         let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
         (max, mean, cv)
     }
+}
+
+/// Where a storage system places a partition grouped into `group`, as the testbed does: the
+/// group's healthy worker holding the fewest partitions (those on their way counted), lowest
+/// index first. `None` when the group has no healthy worker, or the partition is already on one.
+pub fn group_placement(input: &PlannerInput, group: &GroupId, held: &[u32], from: usize) -> Option<u32> {
+    let in_group = |w: &super::input::WorkerView| w.group.as_ref() == Some(group) && w.health == Health::Healthy;
+    if input.workers.get(from).is_some_and(in_group) {
+        return None;
+    }
+    input
+        .workers
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| in_group(w))
+        .min_by_key(|&(i, _)| (held.get(i).copied().unwrap_or(0), i))
+        .map(|(i, _)| i as u32)
+}
+
+/// Each piece's share of the demand when `range` is cut at `keys` (ascending): from the sketch,
+/// uniform without one. `keys.len() + 1` shares summing to 1.
+pub fn piece_shares(range: KeyRange, sketch: Option<&KeySketch>, keys: &[Key]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(keys.len() + 1);
+    let mut below = 0.0;
+    for &k in keys {
+        let left = split_key_share(range, sketch, k).max(below);
+        out.push(left - below);
+        below = left;
+    }
+    out.push((1.0 - below).max(0.0));
+    out
+}
+
+/// The load of a piece carrying `share` of a partition's demand (`whole` is its load now, under
+/// its limit): the piece gets a limit of its own, so it serves up to that, not a share of `whole`.
+pub fn piece_load(p: &super::input::PartitionView, whole: Load, demand_ops: f64, share: f64) -> Load {
+    let (lim_ops, lim_bytes) = p.limit.map_or((f64::INFINITY, f64::INFINITY), |l| (l.ops_per_sec, l.bytes_per_sec));
+    let ops = (demand_ops * share).min(lim_ops);
+    let per_op = |v: f64| if whole.ops > 0.0 { v / whole.ops } else { 0.0 };
+    Load { ops, bytes: (per_op(whole.bytes) * ops).min(lim_bytes), cpu: per_op(whole.cpu) * ops }
 }
 
 /// The partitions an action keeps busy (group of a table or tenant: none resolved here).

@@ -4,7 +4,10 @@
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use super::config::PolicyMode;
-use super::model::{SketchShape, sketch_shape, split_key, supports};
+use lb_common::ids::Key;
+use lb_common::protocol::MAX_SPLIT_PIECES;
+
+use super::model::{Load, SketchShape, piece_load, piece_shares, sketch_shape, split_key, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::rebalance::alt;
 use super::state::{ExpectedDemand, PendingChild, PlannerState};
@@ -102,6 +105,30 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         };
         let mut alts = Vec::new();
         match try_split(pass, h, shape, &mut alts) {
+            Some((_, _, quantile)) if pass.input.multi_way_split => {
+                let pieces = ((1.0 / quantile).round() as usize).clamp(2, MAX_SPLIT_PIECES);
+                match plan_split_into(pass, p, pieces) {
+                    Ok(plan) => propose_split_into(pass, state, h, plan, trigger, alts),
+                    Err((reason, why)) => pass.decline(
+                        Policy::PartitionOverload,
+                        id.as_str(),
+                        reason,
+                        format!("hot at {ratio:.2} of its limit: a split into {pieces} pieces {why}"),
+                    ),
+                }
+            }
+            Some((key, left_share, _)) if !in_place_split_fits(pass, p, left_share) => {
+                let after = pass.model.ratio_plus(owner, in_place_split_delta(pass, p, left_share));
+                pass.decline(
+                    Policy::PartitionOverload,
+                    id.as_str(),
+                    DeclineReason::DestinationOverloaded,
+                    format!(
+                        "hot at {ratio:.2} of its limit: a split at {key} leaves both pieces on worker {}, each under its own limit, which would put it at {after:.2} of capacity (the storage cannot place the new piece elsewhere)",
+                        pass.input.workers[owner].id
+                    ),
+                );
+            }
             Some((key, left_share, quantile)) => {
                 let spec = ActionSpec::Split { partition: id.clone(), split_key: key };
                 let src = pass.model.worker_ratio(owner);
@@ -168,6 +195,222 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
             None => isolate(pass, state, h, shape, trigger, alts),
         }
     }
+}
+
+/// What a split in place adds to its worker: both pieces stay, each under its own limit, so the
+/// worker serves up to two limits of what it served one of.
+fn in_place_split_delta(pass: &Pass<'_>, p: usize, left_share: f64) -> Load {
+    let (info, whole, demand) = (&pass.input.partitions[p], pass.model.load[p], pass.model.demand_ops[p]);
+    let mut d = piece_load(info, whole, demand, left_share);
+    d.add(piece_load(info, whole, demand, 1.0 - left_share), 1.0);
+    d.add(whole, -1.0);
+    d
+}
+
+/// Whether the worker of `p` can take a split in place: it stays under capacity (the pieces
+/// serve what `p` rejected; the worker is the place the load goes).
+fn in_place_split_fits(pass: &Pass<'_>, p: usize, left_share: f64) -> bool {
+    let owner = pass.model.owner[p] as usize;
+    pass.model.ratio_plus(owner, in_place_split_delta(pass, p, left_share)) <= 1.0
+}
+
+/// A multi-way split ready to propose: keys, each piece's share of the demand, and the worker of
+/// each new piece.
+#[derive(Debug)]
+struct SplitIntoPlan {
+    partition: usize,
+    keys: Vec<Key>,
+    shares: Vec<f64>,
+    dests: Vec<usize>,
+    owner_before: f64,
+    owner_after: f64,
+    /// The hottest worker receiving a piece, before and after.
+    dest_before: f64,
+    dest_after: f64,
+}
+
+/// Cuts `p` at the sketch's load quantiles `1/k .. (k-1)/k` and places every new piece, largest
+/// first, on the coolest worker of the pool it would stay within the high watermark on (its own
+/// worker included), the pieces already placed and the load in flight counted. The error names
+/// the piece no worker can take.
+fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan, (DeclineReason, String)> {
+    let info = &pass.input.partitions[p];
+    let Some(sketch) = info.stats.sketch.as_ref() else {
+        return Err((DeclineReason::NoRemedy, "needs a key sketch".into()));
+    };
+    let mut keys: Vec<Key> = Vec::with_capacity(k - 1);
+    for i in 1..k {
+        if let Some((key, _)) = split_key(info.range, &sketch.bucket_ops, i as f64 / k as f64)
+            && keys.last().is_none_or(|last| key > *last)
+        {
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return Err((DeclineReason::NoRemedy, "finds no key inside the range".into()));
+    }
+    let shares = piece_shares(info.range, Some(sketch), &keys);
+    let (owner, whole, demand) = (pass.model.owner[p] as usize, pass.model.load[p], pass.model.demand_ops[p]);
+    let owner_before = pass.model.worker_ratio(owner);
+    let mut added: Vec<(usize, Load)> = Vec::new();
+    let add = |w: usize, l: Load, added: &mut Vec<(usize, Load)>| match added.iter_mut().find(|(x, _)| *x == w) {
+        Some((_, a)) => a.add(l, 1.0),
+        None => added.push((w, l)),
+    };
+    let mut first = piece_load(info, whole, demand, shares[0]);
+    first.add(whole, -1.0);
+    add(owner, first, &mut added);
+    let extra =
+        |w: usize, added: &[(usize, Load)]| added.iter().find(|(x, _)| *x == w).map_or(Load::default(), |a| a.1);
+    let mut order: Vec<usize> = (1..shares.len()).collect();
+    order.sort_by(|&a, &b| shares[b].total_cmp(&shares[a]));
+    let mut dests = vec![owner; keys.len()];
+    let cap = pass.config.caps.max_inflight_per_worker;
+    for i in order {
+        let l = piece_load(info, whole, demand, shares[i]);
+        let mut best: Option<(usize, f64)> = None;
+        for w in 0..pass.input.workers.len() {
+            let receiving = added.iter().filter(|(x, _)| *x == w).count() as u32;
+            let capped = w != owner && pass.model.worker_actions[w] + receiving >= cap;
+            if !pass.model.healthy[w] || pass.groups[w].is_some() || capped {
+                continue;
+            }
+            let mut e = extra(w, &added);
+            e.add(l, 1.0);
+            let r = pass.model.ratio_plus(w, e);
+            if best.is_none_or(|(_, b)| r < b) {
+                best = Some((w, r));
+            }
+        }
+        match best {
+            Some((w, r)) if pass.destination_allows(owner_before, r) => {
+                dests[i - 1] = w;
+                add(w, l, &mut added);
+            }
+            Some((w, r)) => {
+                return Err((
+                    DeclineReason::DestinationOverloaded,
+                    format!(
+                        "has no place for piece {} ({:.0} ops/s): the coolest worker, {}, would be at {r:.2} of capacity (high watermark {:.2}), with the pieces already placed and the load in flight counted",
+                        i + 1,
+                        demand * shares[i],
+                        pass.input.workers[w].id,
+                        pass.config.worker_overload.high_watermark_ratio
+                    ),
+                ));
+            }
+            None => return Err((DeclineReason::Cap, "has no worker under its concurrent action cap".into())),
+        }
+    }
+    let owner_after = pass.model.ratio_plus(owner, extra(owner, &added));
+    let (mut dest_before, mut dest_after) = (0.0f64, 0.0f64);
+    for &(w, l) in added.iter().filter(|(w, _)| *w != owner) {
+        dest_before = dest_before.max(pass.model.worker_ratio(w));
+        dest_after = dest_after.max(pass.model.ratio_plus(w, l));
+    }
+    Ok(SplitIntoPlan { partition: p, keys, shares, dests, owner_before, owner_after, dest_before, dest_after })
+}
+
+fn propose_split_into(
+    pass: &mut Pass<'_>,
+    state: &mut PlannerState,
+    h: &Hot,
+    plan: SplitIntoPlan,
+    trigger: Trigger,
+    mut alts: Vec<Alternative>,
+) {
+    let p = plan.partition;
+    let mode = pass.config.partition_overload.mode;
+    let info = &pass.input.partitions[p];
+    let id = info.id.clone();
+    let owner = pass.model.owner[p] as usize;
+    // The receivers' caps apply; the partition's own worker is exempt, as for a split in place:
+    // relieving the hot partition is what its in-flight actions must not hold back.
+    let mut receivers: Vec<usize> = plan.dests.iter().copied().filter(|&w| w != owner).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    if let Err(why) = pass.caps_allow(&receivers) {
+        pass.decline(Policy::PartitionOverload, id.as_str(), DeclineReason::Cap, format!("split into pieces: {why}"));
+        return;
+    }
+    let ratio = h.demand_ops / h.limit_ops;
+    let largest = plan.shares.iter().copied().fold(0.0, f64::max);
+    let n = plan.shares.len();
+    let placed: Vec<String> = plan
+        .keys
+        .iter()
+        .zip(&plan.dests)
+        .zip(&plan.shares[1..])
+        .map(|((k, &w), s)| format!("{k} ({:.0} %) to {}", s * 100.0, pass.input.workers[w].id))
+        .collect();
+    let reason = format!(
+        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split it into {n} pieces at the sketch's load quantiles in one action (the largest {:.0} % of its demand, {:.2} of a limit), first piece {:.0} % stays on {}; new pieces {}; its worker {:.2} -> {:.2}, the hottest receiver {:.2} -> {:.2}",
+        h.demand_ops,
+        h.hysteresis.windows,
+        largest * 100.0,
+        largest * ratio,
+        plan.shares[0] * 100.0,
+        pass.input.workers[owner].id,
+        placed.join(", "),
+        plan.owner_before,
+        plan.owner_after,
+        plan.dest_before,
+        plan.dest_after,
+    );
+    alts.push(alt(
+        format!("split {id} in two"),
+        format!("each half would carry about {:.2} of a limit: {n} pieces are needed, and halving one split at a time waits for a measurement and a cooldown between cuts", ratio / 2.0),
+    ));
+    alts.push(alt(
+        format!("split {id} into {n} pieces on its own worker"),
+        "every piece gets its own limit: the worker would serve all of it and overload".into(),
+    ));
+    let (max, mean, _) = pass.model.pool_stats(&pass.groups);
+    let predicted = Prediction {
+        target_before_ratio: ratio,
+        target_after_ratio: largest * ratio,
+        source_before_ratio: plan.owner_before,
+        source_after_ratio: plan.owner_after,
+        dest_before_ratio: Some(plan.dest_before),
+        dest_after_ratio: Some(plan.dest_after),
+        cluster_max_before_ratio: max,
+        cluster_max_after_ratio: max.max(plan.dest_after),
+        cluster_mean_ratio: mean,
+        ..Prediction::default()
+    };
+    let spec = ActionSpec::SplitInto {
+        partition: id.clone(),
+        split_keys: plan.keys.clone(),
+        to_workers: plan.dests.iter().map(|&w| pass.input.workers[w].id.clone()).collect(),
+    };
+    let proposal = Proposal {
+        spec,
+        policy: Policy::PartitionOverload,
+        mode,
+        origin: lb_common::protocol::Origin::Online,
+        reason,
+        trigger,
+        predicted,
+        rejected_alternatives: alts,
+    };
+    if mode == PolicyMode::Auto {
+        for (k, share) in plan.keys.iter().zip(&plan.shares[1..]) {
+            state.pending_children.push(PendingChild {
+                tenant: info.tenant.clone(),
+                table: info.table.clone(),
+                start: *k,
+                parent: id.clone(),
+                // Placed already: only a piece left on its parent's worker may be scattered.
+                from_worker: pass.input.workers[owner].id.clone(),
+                parent_hot: h.hysteresis,
+                split_at_ms: pass.now_ms,
+                expected_demand_ops: h.demand_ops * share,
+            });
+        }
+    }
+    let input = pass.input;
+    pass.model.apply_split_into(input, p, &plan.shares, &plan.dests);
+    pass.propose(state, p, mode, proposal);
 }
 
 /// The split key, the share of load left of it and the quantile aimed at; why not in `alts`.
@@ -272,10 +515,16 @@ fn isolate(
         );
         return;
     }
+    let mut destination_full = false;
     if supports(&info.supported_actions, ActionKind::Group)
         && let Some((group, _)) = pass.isolation_group(p)
     {
-        if let Some(e) = pass.best_destination(p, Some(&group), high.max(1.0), &mut alts) {
+        let placed = pass.group_isolation(p, &group);
+        if let Err(why) = &placed {
+            destination_full = true;
+            alts.push(alt(format!("group {id} into {group}"), why.clone()));
+        }
+        if let Ok(e) = placed {
             let predicted =
                 Prediction { target_before_ratio: ratio, target_after_ratio: ratio, ..pass.move_prediction(p, &e) };
             let reason = format!(
@@ -304,7 +553,9 @@ fn isolate(
     }
     if supports(&info.supported_actions, ActionKind::Move) {
         let max_after = pass.model.worker_ratio(pass.model.owner[p] as usize).min(high);
-        if let Some(e) = pass.best_destination(p, None, max_after, &mut alts) {
+        let found = pass.best_destination(p, None, max_after, &mut alts);
+        destination_full |= found == Err(DeclineReason::DestinationOverloaded);
+        if let Ok(e) = found {
             let predicted =
                 Prediction { target_before_ratio: ratio, target_after_ratio: ratio, ..pass.move_prediction(p, &e) };
             let reason = format!(
@@ -339,7 +590,7 @@ fn isolate(
     pass.decline(
         Policy::PartitionOverload,
         id.as_str(),
-        DeclineReason::NoRemedy,
+        if destination_full { DeclineReason::DestinationOverloaded } else { DeclineReason::NoRemedy },
         format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}"),
     );
 }
@@ -414,15 +665,18 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
         }
         let mut alts = Vec::new();
         let max_after = pass.model.worker_ratio(owner);
-        let Some(e) = pass.best_destination(p, None, max_after, &mut alts) else {
-            let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
-            pass.decline(
-                Policy::PartitionOverload,
-                id.as_str(),
-                DeclineReason::NoGain,
-                format!("scatter of split child not needed: {why}"),
-            );
-            continue;
+        let e = match pass.best_destination(p, None, max_after, &mut alts) {
+            Ok(e) => e,
+            Err(reason) => {
+                let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+                pass.decline(
+                    Policy::PartitionOverload,
+                    id.as_str(),
+                    reason,
+                    format!("scatter of split child not done: {why}"),
+                );
+                continue;
+            }
         };
         let reason = format!(
             "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}",

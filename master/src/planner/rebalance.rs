@@ -17,7 +17,7 @@ const SPLIT_FIRST: &str = "over its own limit: partition overload splits it firs
 const MAX_CANDIDATES_PER_WORKER: usize = 8;
 
 /// A move that passed the gain test.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MoveEval {
     pub dest: usize,
     pub src_before: f64,
@@ -34,16 +34,24 @@ impl Pass<'_> {
         self.input.partitions[p].stored_bytes as f64 / GIB * self.config.caps.move_cost_ratio_per_gib
     }
 
+    /// Whether a place may take load that puts it at `after` of its capacity, when the load
+    /// comes from a place at `source_before`: at or under the high watermark; or, as the lesser
+    /// evil, still under capacity and cooler than the source stays without the action.
+    pub fn destination_allows(&self, source_before: f64, after: f64) -> bool {
+        after <= self.config.worker_overload.high_watermark_ratio || (after <= 1.0 && after < source_before)
+    }
+
     /// The coolest eligible worker for partition `p` among the workers of `group` (None: the
-    /// shared pool), whose load after the move stays at or under `max_after`, and that passes
-    /// the gain test. Losers go to `alts`.
+    /// shared pool), whose load after the move stays at or under `max_after` and that
+    /// [`Pass::destination_allows`], and that passes the gain test. Losers go to `alts`; the
+    /// error is why none won (`destination_overloaded`, `cap` or `no_gain`).
     pub fn best_destination(
         &self,
         p: usize,
         group: Option<&GroupId>,
         max_after: f64,
         alts: &mut Vec<Alternative>,
-    ) -> Option<MoveEval> {
+    ) -> Result<MoveEval, DeclineReason> {
         let src = self.model.owner[p] as usize;
         let src_before = self.model.worker_ratio(src);
         let src_after = self.model.ratio_with(src, p, -1.0);
@@ -59,7 +67,7 @@ impl Pass<'_> {
             }
             let dest_before = self.model.worker_ratio(w);
             let dest_after = self.model.ratio_with(w, p, 1.0);
-            if dest_after > max_after {
+            if dest_after > max_after || !self.destination_allows(src_before, dest_after) {
                 full += 1;
                 continue;
             }
@@ -74,12 +82,24 @@ impl Pass<'_> {
             alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
         }
         if full > 0 {
+            let high = self.config.worker_overload.high_watermark_ratio;
             alts.push(alt(
                 format!("move {id} to {full} other workers"),
-                format!("would exceed {max_after:.2} of capacity"),
+                format!(
+                    "would put them over {:.2} of capacity (the high watermark, or under capacity and cooler than the source at {src_before:.2})",
+                    max_after.min(high.max(src_before.min(1.0)))
+                ),
             ));
         }
-        let b = best?;
+        let Some(b) = best else {
+            return Err(if full > 0 {
+                DeclineReason::DestinationOverloaded
+            } else if capped > 0 {
+                DeclineReason::Cap
+            } else {
+                DeclineReason::NoGain
+            });
+        };
         if b.gain - b.cost < self.config.caps.min_gain_ratio {
             alts.push(alt(
                 format!("move {id} to {}", self.input.workers[b.dest].id),
@@ -92,9 +112,36 @@ impl Pass<'_> {
                     b.src_after.max(b.dest_after)
                 ),
             ));
-            return None;
+            return Err(DeclineReason::NoGain);
         }
-        Some(b)
+        Ok(b)
+    }
+
+    /// Isolating partition `p` into `group`: where the storage system will put it
+    /// ([`Model::group_destination`](super::model::Model::group_destination)), checked against
+    /// that worker and against the whole group's capacity, with what is already on its way
+    /// there counted. The why-not names the place.
+    pub fn group_isolation(&self, p: usize, group: &GroupId) -> Result<MoveEval, String> {
+        let src = self.model.owner[p] as usize;
+        let Some(dest) = self.model.group_destination(self.input, group, p) else {
+            return Err(format!("group {group} has no healthy worker to take it"));
+        };
+        let dest_id = &self.input.workers[dest].id;
+        if self.model.worker_actions[dest] >= self.config.caps.max_inflight_per_worker {
+            return Err(format!("the storage would put it on {dest_id}, which is at its concurrent action cap"));
+        }
+        let src_before = self.model.worker_ratio(src);
+        let (dest_before, dest_after) = (self.model.worker_ratio(dest), self.model.ratio_with(dest, p, 1.0));
+        let group_after = self.model.group_ratio_with(&self.groups, group, self.model.load[p]);
+        if !self.destination_allows(src_before, dest_after) || !self.destination_allows(src_before, group_after) {
+            return Err(format!(
+                "destination overloaded: the storage would put it on {dest_id} ({dest_before:.2} -> {dest_after:.2} of capacity) and group {group} would be at {group_after:.2} of its capacity, with the isolations in flight counted (high watermark {:.2})",
+                self.config.worker_overload.high_watermark_ratio
+            ));
+        }
+        let src_after = self.model.ratio_with(src, p, -1.0);
+        let gain = src_before.max(dest_before) - src_after.max(dest_after);
+        Ok(MoveEval { dest, src_before, src_after, dest_before, dest_after, gain, cost: self.move_cost(p) })
     }
 
     /// The prediction of a move already evaluated (before it is applied to the model).
@@ -211,7 +258,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 let (fa, fb) = (a.2 >= excess, b.2 >= excess);
                 fb.cmp(&fa).then(if fa { a.2.total_cmp(&b.2) } else { b.2.total_cmp(&a.2) })
             });
-            let mut done = false;
+            let (mut done, mut destination_full) = (false, false);
             for &(k, p, share) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
                 tried[k] = true;
                 let info = &pass.input.partitions[p];
@@ -228,7 +275,12 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     && let Some((group, _)) = pass.isolation_group(p)
                 {
                     let mut a2 = alts.clone();
-                    if let Some(e) = pass.best_destination(p, Some(&group), high, &mut a2) {
+                    let placed = pass.group_isolation(p, &group);
+                    if let Err(why) = &placed {
+                        destination_full = true;
+                        a2.push(alt(format!("isolate {} on group {group}", info.id), why.clone()));
+                    }
+                    if let Ok(e) = placed {
                         a2.push(alt(
                             format!("plain move of {} in the shared pool", info.id),
                             format!(
@@ -266,8 +318,9 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     alts = a2;
                     continue;
                 }
-                if let Some(e) = pass.best_destination(p, None, low.max(pass.model.worker_ratio(w) - share), &mut alts)
-                {
+                let found = pass.best_destination(p, None, low.max(pass.model.worker_ratio(w) - share), &mut alts);
+                destination_full |= found == Err(DeclineReason::DestinationOverloaded);
+                if let Ok(e) = found {
                     let prediction = pass.move_prediction(p, &e);
                     let reason = format!(
                         "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows: move {} ({:.2} of it) to the coolest worker with headroom {} ({:.2} -> {:.2})",
@@ -327,7 +380,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 pass.decline(
                     Policy::WorkerOverload,
                     wid.as_str(),
-                    DeclineReason::NoRemedy,
+                    if destination_full { DeclineReason::DestinationOverloaded } else { DeclineReason::NoRemedy },
                     format!(
                         "at {ratio:.2} of capacity, no move passes: {}",
                         if why.is_empty() { "no movable partition".into() } else { why }
@@ -414,11 +467,15 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             }
         }
         cands.sort_by(|a, b| (a.1 - ideal).abs().total_cmp(&(b.1 - ideal).abs()));
-        let mut chosen = None;
+        let (mut chosen, mut why_not) = (None, DeclineReason::NoGain);
         for &(p, _) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
-            if let Some(e) = pass.best_destination(p, None, high.min(src_ratio), &mut alts) {
-                chosen = Some((p, e));
-                break;
+            match pass.best_destination(p, None, high.min(src_ratio), &mut alts) {
+                Ok(e) => {
+                    chosen = Some((p, e));
+                    break;
+                }
+                Err(DeclineReason::DestinationOverloaded) => why_not = DeclineReason::DestinationOverloaded,
+                Err(_) => {}
             }
         }
         let Some((p, e)) = chosen else {
@@ -426,7 +483,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             pass.decline(
                 Policy::Imbalance,
                 sid.as_str(),
-                DeclineReason::NoGain,
+                why_not,
                 format!("max/mean {max_over_mean:.2}, cv {cv:.2}: no move passes the gain test ({why})"),
             );
             return;

@@ -397,6 +397,7 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
         partitions: vec![info("a", "w1"), info("b", "w2")],
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
+        multi_way_split: false,
     };
     let input = crate::online::observe::planner_input(&t, &topology, Vec::new(), secs(5), now);
     let health: Vec<Health> = input.workers.iter().map(|w| w.health).collect();
@@ -459,6 +460,7 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
             .collect(),
         datasets: vec![],
         new_group_dedicates_owner: false,
+        multi_way_split: false,
     }
 }
 

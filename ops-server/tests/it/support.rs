@@ -53,7 +53,9 @@ impl FakeStorage {
 
 fn behaviour(spec: &ActionSpec) -> &'static str {
     let name = match spec {
-        ActionSpec::Split { partition, .. } | ActionSpec::Move { partition, .. } => partition.to_string(),
+        ActionSpec::Split { partition, .. }
+        | ActionSpec::SplitInto { partition, .. }
+        | ActionSpec::Move { partition, .. } => partition.to_string(),
         ActionSpec::Merge { left, .. } => left.to_string(),
         ActionSpec::Group { group, .. } => group.to_string(),
         ActionSpec::Reshard { dataset, .. } => dataset.to_string(),
@@ -97,6 +99,7 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
             shard_owners: vec!["w-1".parse().expect("id"); 8],
         }],
         new_group_dedicates_owner: false,
+        multi_way_split: false,
     })
 }
 

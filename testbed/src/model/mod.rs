@@ -294,7 +294,14 @@ impl Cluster {
             .collect();
         let datasets = self.datasets.iter().map(|d| d.info(&self.nodes, &self.workers)).collect();
         // A group must name a group of the scenario: the testbed does not form new ones.
-        Topology { version: self.version, workers, partitions, datasets, new_group_dedicates_owner: false }
+        Topology {
+            version: self.version,
+            workers,
+            partitions,
+            datasets,
+            new_group_dedicates_owner: false,
+            multi_way_split: true,
+        }
     }
 }
 

@@ -38,6 +38,8 @@ pub enum LayoutError {
     BadShards(String),
     #[error("worker {0} already exists")]
     DuplicateWorker(WorkerId),
+    #[error("split keys of {partition} must be strictly ascending with one worker per new piece")]
+    BadSplitPieces { partition: PartitionId },
 }
 
 /// What a group action does: the partitions it pins and the moves it needs.
@@ -101,6 +103,61 @@ impl Cluster {
         self.resort(t);
         self.version += 1;
         Ok(new_id)
+    }
+
+    /// Checks a multi-way split: every key strictly inside the range, ascending, and one healthy
+    /// worker per new piece. Returns the partition and the bytes that leave its worker.
+    pub fn check_split_into(
+        &self,
+        id: &PartitionId,
+        keys: &[Key],
+        to: &[WorkerId],
+    ) -> Result<(usize, f64), LayoutError> {
+        let p = self.partition(id)?;
+        if keys.is_empty() || keys.len() != to.len() || keys.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(LayoutError::BadSplitPieces { partition: id.clone() });
+        }
+        for &k in keys {
+            self.check_split(id, k)?;
+        }
+        let (start, end) = (self.partitions.start[p], self.partitions.end[p]);
+        let width = (end - start) as f64 + 1.0;
+        let bytes = self.partitions.stored_bytes[p];
+        let owner = self.partitions.owner[p] as usize;
+        let mut leaving = 0.0;
+        for (i, (k, w)) in keys.iter().zip(to).enumerate() {
+            let w = self.healthy_worker(w)?;
+            if w != owner {
+                let piece_end = keys.get(i + 1).map_or(end, |n| n.0 - 1);
+                leaving += bytes * ((piece_end - k.0) as f64 + 1.0) / width;
+            }
+        }
+        Ok((p, leaving))
+    }
+
+    /// Cuts the partition at every key (ascending: the new pieces get ascending ids) and puts
+    /// each new piece on its worker; the first piece keeps the id and the owner.
+    pub fn apply_split_into(
+        &mut self,
+        id: &PartitionId,
+        keys: &[Key],
+        to: &[WorkerId],
+        t_secs: f64,
+    ) -> Result<Vec<PartitionId>, LayoutError> {
+        self.check_split_into(id, keys, to)?;
+        let mut pieces = Vec::with_capacity(keys.len());
+        let mut rest = id.clone();
+        for &k in keys {
+            rest = self.apply_split(&rest, k, t_secs)?;
+            pieces.push(rest.clone());
+        }
+        for (piece, w) in pieces.iter().zip(to) {
+            if let (Some(q), Ok(w)) = (self.partitions.find(piece), self.healthy_worker(w)) {
+                self.partitions.owner[q] = w as u32;
+            }
+        }
+        self.version += 1;
+        Ok(pieces)
     }
 
     pub fn check_move(&self, id: &PartitionId, to: &WorkerId) -> Result<(usize, usize), LayoutError> {

@@ -497,7 +497,14 @@ impl Inner {
         }
         partitions.sort_by_key(|p| p.range.start);
         metrics::gauge!("lb_ops_valkey_keys").set(keys.iter().sum::<u64>() as f64);
-        Ok(Topology { version, workers, partitions, datasets: Vec::new(), new_group_dedicates_owner: true })
+        Ok(Topology {
+            version,
+            workers,
+            partitions,
+            datasets: Vec::new(),
+            new_group_dedicates_owner: true,
+            multi_way_split: false,
+        })
     }
 
     /// Bumps the version when owners, workers or health changed since the last read. The new
@@ -601,7 +608,10 @@ impl Inner {
             ActionSpec::Group { .. } => Err(rejected(
                 "valkey groups single slots only (scope = \"partition\"); a table or tenant is the whole cluster",
             )),
-            ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. } => Err(unsupported(spec)),
+            ActionSpec::Split { .. }
+            | ActionSpec::SplitInto { .. }
+            | ActionSpec::Merge { .. }
+            | ActionSpec::Reshard { .. } => Err(unsupported(spec)),
         }
     }
 
@@ -924,7 +934,13 @@ impl ValkeyStorage {
             return Ok(op);
         }
         // Refuse what can never run before touching the cluster.
-        if matches!(request.spec, ActionSpec::Split { .. } | ActionSpec::Merge { .. } | ActionSpec::Reshard { .. }) {
+        if matches!(
+            request.spec,
+            ActionSpec::Split { .. }
+                | ActionSpec::SplitInto { .. }
+                | ActionSpec::Merge { .. }
+                | ActionSpec::Reshard { .. }
+        ) {
             return Err(unsupported(&request.spec));
         }
         let view = self.inner.read_view().await?;
