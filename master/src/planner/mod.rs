@@ -53,6 +53,8 @@ mod rebalance;
 pub mod state;
 
 #[cfg(test)]
+mod safety_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use lb_common::ids::GroupId;

@@ -1,0 +1,154 @@
+//! Issue 25's rules on hand-built clusters: no action puts load where it would pass the high
+//! watermark (in-flight load counted), a group is one place with all its workers' capacity, and
+//! a hot range is cut into all its pieces, spread, in one action.
+
+use lb_common::ids::Key;
+use lb_common::protocol::{ActionKind, ActionSpec, TopKey};
+
+use super::tests::cluster;
+use super::*;
+
+fn passes(input: &PlannerInput, state: &mut PlannerState, from_ms: i64, n: i64) -> Plan {
+    let config = PlannerConfig::default();
+    let mut last = Plan::default();
+    for k in 0..n {
+        last = plan(input, &config, state, from_ms + k * 1000);
+    }
+    last
+}
+
+fn declined(plan: &Plan, subject: &str) -> Vec<(DeclineReason, String)> {
+    plan.rejected.iter().filter(|d| d.subject == subject).map(|d| (d.reason, d.why.clone())).collect()
+}
+
+/// `input` with partition `i`'s load on one key (isolated, never split).
+fn hot_key(mut input: PlannerInput, i: usize) -> PlannerInput {
+    let key = Key(input.partitions[i].range.start.0 + 7);
+    let sketch = input.partitions[i].stats.sketch.as_mut().expect("sketch");
+    sketch.top_keys = vec![TopKey { key, share_ratio: 0.9 }];
+    input
+}
+
+#[test]
+fn a_move_that_would_overload_its_destination_is_declined_with_that_reason() {
+    // w-0 at 0.95 of capacity, w-1 at 0.90: any of w-0's partitions (0.05 each) would put w-1
+    // at 0.95, over the high watermark (0.85) and not cooler than w-0 is.
+    let mut loads = vec![5_000.0; 19];
+    let mut owners = vec![0; 19];
+    loads.extend([5_000.0; 18]);
+    owners.extend([1; 18]);
+    let input = cluster(&loads, &owners, 2, &[]);
+    let plan = passes(&input, &mut PlannerState::default(), 1_000, 3);
+    assert!(plan.proposals.is_empty(), "{:?}", plan.proposals);
+    let why = declined(&plan, "w-0");
+    assert!(why.iter().any(|(r, _)| *r == DeclineReason::DestinationOverloaded), "{why:?}");
+    assert!(why.iter().any(|(_, w)| w.contains("would put them over")), "{why:?}");
+}
+
+#[test]
+fn an_isolation_into_a_full_group_is_declined_and_in_flight_isolations_fill_it() {
+    // Two hot keys on w-0; the group is one worker (w-2) already carrying 72k of 100k ops/s.
+    let mut input = hot_key(
+        hot_key(cluster(&[12_000.0, 12_000.0, 8_000.0, 8_000.0, 1_000.0], &[0, 0, 0, 0, 1], 3, &[(2, "iso")]), 0),
+        1,
+    );
+    input.workers[2].load.ops_per_sec = 72_000.0;
+    // The shared pool has no room either (w-1 at 0.90): only the group could take them.
+    input.workers[1].load.ops_per_sec = 90_000.0;
+    let mut state = PlannerState::default();
+    let first = passes(&input, &mut state, 1_000, 2);
+    let groups: Vec<&Proposal> =
+        first.proposals.iter().filter(|p| matches!(p.spec, ActionSpec::Group { .. })).collect();
+    // One fits (0.72 -> 0.82); the second would be 0.92: declined in the same pass.
+    assert_eq!(groups.len(), 1, "{:?}", first.proposals);
+    let other = if groups[0].spec.partitions()[0].as_str() == "p0" { "p1" } else { "p0" };
+    let why = declined(&first, other);
+    assert!(
+        why.iter().any(|(r, w)| *r == DeclineReason::DestinationOverloaded && w.contains("group iso would be at")),
+        "{why:?}"
+    );
+    // Next pass, the first isolation is in flight: it still counts, and the group stays full.
+    input.in_flight = vec![InFlightAction { spec: groups[0].spec.clone(), started_at_ms: 2_000 }];
+    let next = passes(&input, &mut state, 3_000, 1);
+    assert!(!next.proposals.iter().any(|p| matches!(p.spec, ActionSpec::Group { .. })), "{:?}", next.proposals);
+    let why = declined(&next, other);
+    assert!(why.iter().any(|(r, _)| *r == DeclineReason::DestinationOverloaded), "{why:?}");
+}
+
+#[test]
+fn a_group_is_filled_where_the_storage_puts_partitions_not_where_the_planner_would() {
+    // A group of two workers: the storage puts a new member on the one with fewer partitions
+    // (w-3, empty but busy with background load), so that is the worker the check reads.
+    let mut input =
+        hot_key(cluster(&[12_000.0, 8_000.0, 8_000.0, 1_000.0], &[0, 0, 0, 2], 4, &[(2, "iso"), (3, "iso")]), 0);
+    input.workers[3].load.ops_per_sec = 80_000.0;
+    input.workers[1].load.ops_per_sec = 90_000.0;
+    let plan = passes(&input, &mut PlannerState::default(), 1_000, 2);
+    assert!(!plan.proposals.iter().any(|p| matches!(p.spec, ActionSpec::Group { .. })), "{:?}", plan.proposals);
+    let why = declined(&plan, "p0");
+    assert!(why.iter().any(|(r, w)| *r == DeclineReason::DestinationOverloaded && w.contains("on w-3")), "{why:?}");
+}
+
+/// A partition at 4.4 times its limit on w-0, its load spread evenly over its range; every
+/// worker also carries `per_worker` ops/s in partitions of 4,000.
+fn hot_range(per_worker: f64, workers: usize) -> PlannerInput {
+    let mut loads = vec![44_000.0];
+    let mut owners = vec![0];
+    for w in 0..workers {
+        for _ in 0..(per_worker / 4_000.0) as usize {
+            loads.push(4_000.0);
+            owners.push(w);
+        }
+    }
+    let mut input = cluster(&loads, &owners, workers, &[]);
+    input.multi_way_split = true;
+    input
+}
+
+#[test]
+fn a_hot_range_at_4x_is_cut_into_its_pieces_and_spread_in_one_action() {
+    let input = hot_range(20_000.0, 6);
+    let mut state = PlannerState::default();
+    let plan = passes(&input, &mut state, 1_000, 2);
+    let splits: Vec<&Proposal> = plan.proposals.iter().filter(|p| p.spec.kind() == ActionKind::Split).collect();
+    assert_eq!(splits.len(), 1, "one action: {:?}", plan.proposals);
+    let ActionSpec::SplitInto { partition, split_keys, to_workers } = &splits[0].spec else {
+        panic!("a multi-way split: {:?}", splits[0].spec)
+    };
+    assert_eq!(partition.as_str(), "p0");
+    // 44k at a split target of 0.5 of the 10k limit: 9 pieces or more, each under its limit.
+    assert!(split_keys.len() >= 8, "{split_keys:?}");
+    assert!(split_keys.windows(2).all(|w| w[0] < w[1]));
+    assert!(splits[0].predicted.target_after_ratio <= 1.0, "{:?}", splits[0].predicted);
+    let spread: std::collections::BTreeSet<_> = to_workers.iter().collect();
+    assert!(spread.len() >= 3, "pieces spread over workers with room: {to_workers:?}");
+    assert!(splits[0].predicted.dest_after_ratio.is_some_and(|r| r <= 0.85), "{:?}", splits[0].predicted);
+    // The pieces are expected where they went: the next pass sees them in flight and acts no more.
+    let mut next = input.clone();
+    next.in_flight = vec![InFlightAction { spec: splits[0].spec.clone(), started_at_ms: 2_000 }];
+    let again = passes(&next, &mut state, 3_000, 1);
+    assert!(again.proposals.iter().all(|p| p.spec.partitions() != vec![partition]), "{:?}", again.proposals);
+}
+
+#[test]
+fn a_hot_range_with_no_room_for_its_pieces_is_declined_not_split_in_place() {
+    // Every worker at 0.96 (its own at 1.06): a 4.9k piece would take any of them over capacity.
+    let input = hot_range(96_000.0, 4);
+    let plan = passes(&input, &mut PlannerState::default(), 1_000, 2);
+    assert!(!plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split), "{:?}", plan.proposals);
+    let why = declined(&plan, "p0");
+    assert!(
+        why.iter().any(|(r, w)| *r == DeclineReason::DestinationOverloaded && w.contains("has no place for piece")),
+        "{why:?}"
+    );
+    // Without multi-way splits, a split in place that would overload its worker is declined too.
+    let mut in_place = input.clone();
+    in_place.multi_way_split = false;
+    let plan = passes(&in_place, &mut PlannerState::default(), 1_000, 2);
+    assert!(!plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split), "{:?}", plan.proposals);
+    let why = declined(&plan, "p0");
+    assert!(
+        why.iter().any(|(r, w)| *r == DeclineReason::DestinationOverloaded && w.contains("leaves both pieces")),
+        "{why:?}"
+    );
+}
