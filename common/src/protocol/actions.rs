@@ -434,6 +434,22 @@ mod tests {
     }
 
     #[test]
+    fn split_into_example_parses_and_bad_pieces_are_named() {
+        let mut request: ActionRequest =
+            serde_json::from_str(include_str!("../../../docs/examples/action_request_split_into.json"))
+                .expect("example");
+        request.validate().expect("the example is valid");
+        assert_eq!(request.spec.kind(), ActionKind::Split);
+        assert!(request.spec.to_string().starts_with("split gamma.orders.p000012 into 4 pieces"));
+        let ActionSpec::SplitInto { split_keys, to_workers, .. } = &mut request.spec else { panic!("split_into") };
+        split_keys.swap(0, 1);
+        to_workers.pop();
+        let err = request.validate().expect_err("unsorted keys, a worker short").to_string();
+        assert!(err.contains("spec.split_keys") && err.contains("strictly ascending"), "{err}");
+        assert!(err.contains("spec.to_workers") && err.contains("one worker per new piece"), "{err}");
+    }
+
+    #[test]
     fn validate_names_bad_fields() {
         let req = ActionRequest {
             id: ActionId::new("a-1").expect("id"),
