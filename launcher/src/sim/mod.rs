@@ -432,10 +432,10 @@ fn landing(engine: &Engine, spec: &ActionSpec) -> (Vec<u32>, Option<String>) {
         }
         // The pieces stay with the partition's worker, each with its own limit.
         ActionSpec::Split { partition, .. } => (owner_of(partition).into_iter().collect(), None),
-        // The first piece stays, the others land where the action sent them.
-        ActionSpec::SplitInto { partition, to_workers, .. } => {
-            let mut on: Vec<u32> = owner_of(partition).into_iter().collect();
-            on.extend(to_workers.iter().filter_map(|w| c.workers.find(w)).map(|w| w as u32));
+        // The first piece stays with no more load than the whole had; the new pieces land where
+        // the action sent them (their own worker included, where one stays).
+        ActionSpec::SplitInto { to_workers, .. } => {
+            let mut on: Vec<u32> = to_workers.iter().filter_map(|w| c.workers.find(w)).map(|w| w as u32).collect();
             on.sort_unstable();
             on.dedup();
             (on, None)

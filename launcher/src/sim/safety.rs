@@ -7,7 +7,10 @@
 //!   capacity *and* over the worst worker of the no-balancer run at `t`, and an action of the
 //!   strategy put load on that worker within the [`ATTRIBUTION_SECS`] before `t`: a move to it,
 //!   an isolation or merge that landed there, a split whose pieces it serves (pieces each get a
-//!   partition's limit, so a split in place can raise its worker's demand);
+//!   partition's limit, so a split in place can raise its worker's demand). The capacity a
+//!   source lends to a stream while it runs (make-before-break keeps its load there) is not
+//!   where an action puts load: the planner bounds it for balancing moves
+//!   (`max_source_transient_ratio`, 1.0) and the rejections it costs are in the figures;
 //! - **group**: a dedicated group's demand over its capacity (all its up workers) is over 1 and
 //!   over the same group's value under no balancer, and an action of the strategy put load into it
 //!   within the [`ATTRIBUTION_SECS`] before.
@@ -126,7 +129,8 @@ pub fn check(run: RunRecord<'_>, baseline: RunRecord<'_>) -> Vec<Violation> {
     out
 }
 
-/// The latest actions (newest first) that had put load somewhere by second `t`.
+/// The latest actions (newest first) that had put load somewhere by second `t`, within the
+/// attribution window.
 fn loaded_by(actions: &[ActionRecord], t: u64, put_load_there: impl Fn(&ActionRecord) -> bool) -> Vec<String> {
     actions
         .iter()
