@@ -56,8 +56,11 @@ pub struct Tick {
     pub pool_mean: f64,
     /// Operations in flight after this second's submissions.
     pub in_flight: usize,
-    /// The healthy worker with the highest demand ratio (index into the engine's workers).
+    /// The healthy worker with the highest demand ratio (index into the engine's workers), and
+    /// its demand over its nominal capacity (without what its outgoing streams take: a source
+    /// lends capacity to a move while it runs).
     pub worst_worker: Option<u32>,
+    pub worst_worker_nominal_ratio: f64,
 }
 
 impl Tick {
@@ -355,6 +358,10 @@ impl Sim {
             pool_mean,
             in_flight: self.in_flight.len(),
             worst_worker: worst_worker(&self.engine),
+            worst_worker_nominal_ratio: worst_worker(&self.engine).map_or(0.0, |w| {
+                let load = &self.engine.cluster.load;
+                load.worker_demand_ratio[w as usize] * load.worker_capacity_factor[w as usize]
+            }),
         });
         self.record_groups();
     }

@@ -298,6 +298,11 @@ impl Model {
         r
     }
 
+    /// The share of worker `w`'s capacity left while the streams from it run (1 without any).
+    pub fn drain_factor(&self, w: usize) -> f64 {
+        self.drain[w]
+    }
+
     /// Worker `w`'s ratio with `extra` load added.
     pub fn ratio_plus(&self, w: usize, extra: Load) -> f64 {
         let mut l = self.worker_load[w];

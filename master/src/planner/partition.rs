@@ -230,9 +230,11 @@ struct SplitIntoPlan {
 }
 
 /// Cuts `p` at the sketch's load quantiles `1/k .. (k-1)/k` and places every new piece, largest
-/// first, on the coolest worker of the pool it would stay within the high watermark on (its own
-/// worker included), the pieces already placed and the load in flight counted. The error names
-/// the piece no worker can take.
+/// first: on its own worker while that stays within the high watermark (no bytes move; the
+/// piece is scattered once measured, as after a split in place), else on the coolest worker of
+/// the pool that [`Pass::destination_allows`] it, the pieces already placed, the load in flight
+/// and the capacity a source lends to its streams counted. The error names the piece no worker
+/// can take.
 fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan, (DeclineReason, String)> {
     let info = &pass.input.partitions[p];
     let Some(sketch) = info.stats.sketch.as_ref() else {
@@ -266,10 +268,20 @@ fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan,
     order.sort_by(|&a, &b| shares[b].total_cmp(&shares[a]));
     let mut dests = vec![owner; keys.len()];
     let cap = pass.config.caps.max_inflight_per_worker;
+    let high = pass.config.worker_overload.high_watermark_ratio;
     for i in order {
         let l = piece_load(info, whole, demand, shares[i]);
         let mut best: Option<(usize, f64)> = None;
+        // Its own worker first while it stays within the high watermark: no bytes move (a
+        // metadata change), and the piece is scattered once measured.
+        let mut own = extra(owner, &added);
+        own.add(l, 1.0);
+        let own_ratio = pass.model.ratio_plus(owner, own) / pass.model.drain_factor(owner);
         for w in 0..pass.input.workers.len() {
+            if own_ratio <= high {
+                best = Some((owner, own_ratio));
+                break;
+            }
             let receiving = added.iter().filter(|(x, _)| *x == w).count() as u32;
             let capped = w != owner && pass.model.worker_actions[w] + receiving >= cap;
             if !pass.model.healthy[w] || pass.groups[w].is_some() || capped {
@@ -277,7 +289,8 @@ fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan,
             }
             let mut e = extra(w, &added);
             e.add(l, 1.0);
-            let r = pass.model.ratio_plus(w, e);
+            // Against what it has left while the streams from it run (a source lends capacity).
+            let r = pass.model.ratio_plus(w, e) / pass.model.drain_factor(w);
             if best.is_none_or(|(_, b)| r < b) {
                 best = Some((w, r));
             }
@@ -660,6 +673,22 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
                 id.as_str(),
                 DeclineReason::Cap,
                 format!("scatter of split child: {why}"),
+            );
+            continue;
+        }
+        // A scatter is not urgent (the child fits its limit): it must not drain its worker far
+        // into rejecting while it streams, as for a balancing move.
+        let transient_max = pass.config.imbalance.max_source_transient_ratio;
+        let transient = pass.model.transient_ratio_with_one_more_move(owner);
+        if transient > transient_max {
+            pass.decline(
+                Policy::PartitionOverload,
+                id.as_str(),
+                DeclineReason::SourceAtLimit,
+                format!(
+                    "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
+                    pass.input.workers[owner].id
+                ),
             );
             continue;
         }

@@ -107,7 +107,9 @@ fn hot_range(per_worker: f64, workers: usize) -> PlannerInput {
 
 #[test]
 fn a_hot_range_at_4x_is_cut_into_its_pieces_and_spread_in_one_action() {
-    let input = hot_range(20_000.0, 6);
+    let mut input = hot_range(20_000.0, 6);
+    // Its own worker has no room for the pieces (0.30 -> 0.90 with them): they must be spread.
+    input.workers[0].load.ops_per_sec += 50_000.0;
     let mut state = PlannerState::default();
     let plan = passes(&input, &mut state, 1_000, 2);
     let splits: Vec<&Proposal> = plan.proposals.iter().filter(|p| p.spec.kind() == ActionKind::Split).collect();
