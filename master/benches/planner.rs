@@ -73,13 +73,7 @@ fn input() -> PlannerInput {
             },
         })
         .collect();
-    PlannerInput {
-        partitions,
-        workers,
-        in_flight: Vec::new(),
-        new_group_dedicates_owner: false,
-        multi_way_split: false,
-    }
+    PlannerInput { partitions, workers, ..PlannerInput::default() }
 }
 
 fn bench(c: &mut Criterion) {

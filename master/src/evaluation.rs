@@ -373,13 +373,7 @@ mod tests {
     }
 
     fn input(workers: Vec<WorkerView>, partitions: Vec<PartitionView>) -> PlannerInput {
-        PlannerInput {
-            partitions,
-            workers,
-            in_flight: Vec::new(),
-            new_group_dedicates_owner: false,
-            multi_way_split: false,
-        }
+        PlannerInput { partitions, workers, ..PlannerInput::default() }
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub(crate) fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &
             load: WorkerWindow { ops_per_sec: worker_ops[w], ..WorkerWindow::default() },
         })
         .collect();
-    PlannerInput { partitions, workers, in_flight: vec![], new_group_dedicates_owner: false, multi_way_split: false }
+    PlannerInput { partitions, workers, ..PlannerInput::default() }
 }
 
 /// Runs `passes` passes one second apart starting at `t0_ms`; returns the last plan.
