@@ -107,7 +107,11 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         match try_split(pass, h, shape, &mut alts) {
             Some((_, _, quantile)) if pass.input.multi_way_split => {
                 let pieces = ((1.0 / quantile).round() as usize).clamp(2, MAX_SPLIT_PIECES);
-                match plan_split_into(pass, p, pieces) {
+                // Placed for the demand the pieces were sized for: the load growing through the
+                // cooldown of the piece that keeps the id.
+                let horizon_secs = pass.config.caps.cooldown_secs as f64;
+                let projected = h.demand_ops + h.growth_per_sec.max(0.0) * horizon_secs;
+                match plan_split_into(pass, p, pieces, projected) {
                     Ok(plan) => propose_split_into(pass, state, h, plan, trigger, alts),
                     Err((reason, why)) => pass.decline(
                         Policy::PartitionOverload,
@@ -233,9 +237,15 @@ struct SplitIntoPlan {
 /// first: on its own worker while that stays within the high watermark (no bytes move; the
 /// piece is scattered once measured, as after a split in place), else on the coolest worker of
 /// the pool that [`Pass::destination_allows`] it, the pieces already placed, the load in flight
-/// and the capacity a source lends to its streams counted. The error names the piece no worker
-/// can take.
-fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan, (DeclineReason, String)> {
+/// and the capacity a source lends to its streams counted, each piece carrying its share of
+/// `projected_demand` (what a growing load reaches within the cooldown). The error names the
+/// piece no worker can take.
+fn plan_split_into(
+    pass: &Pass<'_>,
+    p: usize,
+    k: usize,
+    projected_demand: f64,
+) -> Result<SplitIntoPlan, (DeclineReason, String)> {
     let info = &pass.input.partitions[p];
     let Some(sketch) = info.stats.sketch.as_ref() else {
         return Err((DeclineReason::NoRemedy, "needs a key sketch".into()));
@@ -252,7 +262,8 @@ fn plan_split_into(pass: &Pass<'_>, p: usize, k: usize) -> Result<SplitIntoPlan,
         return Err((DeclineReason::NoRemedy, "finds no key inside the range".into()));
     }
     let shares = piece_shares(info.range, Some(sketch), &keys);
-    let (owner, whole, demand) = (pass.model.owner[p] as usize, pass.model.load[p], pass.model.demand_ops[p]);
+    let owner = pass.model.owner[p] as usize;
+    let (whole, demand) = (pass.model.load[p], pass.model.demand_ops[p].max(projected_demand));
     let owner_before = pass.model.worker_ratio(owner);
     let mut added: Vec<(usize, Load)> = Vec::new();
     let add = |w: usize, l: Load, added: &mut Vec<(usize, Load)>| match added.iter_mut().find(|(x, _)| *x == w) {
