@@ -251,6 +251,7 @@ mod tests {
             policy: Some("partition_overload".to_owned()),
             reason: "r".to_owned(),
             actor_path: vec!["acme".to_owned()],
+            leader_epoch: None,
         };
         let record = ActionRecord {
             request: request.clone(),
