@@ -86,7 +86,7 @@ async fn read_access(
 pub const LEADER_HEADER: &str = "lb-leader";
 
 /// Writes that act — approving or rejecting a proposal, an action by hand — are refused by a
-/// standby: 503 `standby` naming the leader's URL in the message and in the `lb-leader` header
+/// standby: 503 `not_leader` naming the leader's URL in the message and in the `lb-leader` header
 /// (not forwarded: the caller retries at the leader, and a standby never sends what it was not
 /// elected to send). Reads and the ops server's halt switch (`/api/v1/halt`, an SRE's brake that
 /// must work from any master) are served by every master.
@@ -107,7 +107,8 @@ async fn leader_only(
             } else {
                 format!("this master is a standby; send this to the leader at {leader}")
             };
-            let mut response = axum::response::IntoResponse::into_response(ApiError::unavailable("standby", message));
+            let mut response =
+                axum::response::IntoResponse::into_response(ApiError::unavailable("not_leader", message));
             if let Ok(value) = axum::http::HeaderValue::from_str(&leader)
                 && !leader.is_empty()
             {
