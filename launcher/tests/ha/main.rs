@@ -291,7 +291,12 @@ async fn kill_the_leader_during_a_hotspot() -> Failover {
     let (leader, old_epoch) = one_leader(&[&a, &b], Duration::from_secs(30)).await;
     let (old, standby) = if leader == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
 
-    // A standby refuses writes with the leader's address, and says so on /ready.
+    // A standby names the leader (it reads etcd every third of the TTL), refuses writes with
+    // the leader's address, and says so on /ready.
+    wait_for("the standby names the leader", Duration::from_secs(5), || async {
+        standby.leadership().await.filter(|s| !s.leader && s.leader_address.as_deref() == Some(old.url.as_str()))
+    })
+    .await;
     let refused = reqwest::Client::new()
         .post(format!("{}/api/v1/actions", standby.url))
         .bearer_auth(&system.running.tokens.operator.token)
