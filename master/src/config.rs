@@ -404,18 +404,19 @@ mod tests {
     #[test]
     fn leadership_defaults_to_single_and_etcd_is_validated_field_by_field() {
         let base = "[http]\nlisten = \"127.0.0.1:0\"\n[ops_server]\nurl = \"http://127.0.0.1:7200\"\n[store]\npath = \"r.sqlite\"\n";
-        let config = lb_common::config::parse::<MasterConfig>(base, Path::new("m.toml")).expect("valid");
-        assert_eq!(config.leadership, LeadershipConfig::default());
-        assert_eq!(config.leadership.backend, LeadershipBackend::Single);
-        let good = format!("{base}[leadership]\nbackend = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n");
-        let config = lb_common::config::parse::<MasterConfig>(&good, Path::new("m.toml")).expect("valid");
-        assert_eq!(config.leadership.lease_ttl_secs, DEFAULT_LEASE_TTL_SECS);
-        assert_eq!(config.leadership.election, DEFAULT_ELECTION);
-        let bad = format!(
-            "{base}[leadership]\nbackend = \"etcd\"\nendpoints = [\"https://x:1\"]\nelection = \"a b\"\n\
-             lease_ttl_secs = 1\nrequest_timeout_ms = 5000\nadvertise = \"m:1\"\n"
+        let parse = |leadership: &str| {
+            lb_common::config::parse::<MasterConfig>(&format!("{base}{leadership}"), Path::new("m.toml"))
+        };
+        let refused = |leadership: &str| parse(leadership).unwrap_err().to_string();
+        assert_eq!(parse("").expect("valid").leadership, LeadershipConfig::default());
+        assert_eq!(LeadershipConfig::default().backend, LeadershipBackend::Single);
+        let good = parse("[leadership]\nbackend = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n").expect("valid");
+        assert_eq!(good.leadership.lease_ttl_secs, DEFAULT_LEASE_TTL_SECS);
+        assert_eq!(good.leadership.election, DEFAULT_ELECTION);
+        let err = refused(
+            "[leadership]\nbackend = \"etcd\"\nendpoints = [\"https://x:1\"]\nelection = \"a b\"\n\
+             lease_ttl_secs = 1\nrequest_timeout_ms = 5000\nadvertise = \"m:1\"\n",
         );
-        let err = lb_common::config::parse::<MasterConfig>(&bad, Path::new("m.toml")).unwrap_err().to_string();
         for field in [
             "leadership.endpoints[0]",
             "leadership.election",
@@ -425,14 +426,14 @@ mod tests {
         ] {
             assert!(err.contains(field), "{field}: {err}");
         }
-        let none = format!("{base}[leadership]\nbackend = \"etcd\"\n");
-        let err = lb_common::config::parse::<MasterConfig>(&none, Path::new("m.toml")).unwrap_err().to_string();
-        assert!(err.contains("leadership.endpoints"), "{err}");
-        let stray = format!("{base}[leadership]\nendpoints = [\"http://127.0.0.1:2379\"]\n");
-        let err = lb_common::config::parse::<MasterConfig>(&stray, Path::new("m.toml")).unwrap_err().to_string();
-        assert!(err.contains("leadership.endpoints"), "{err}");
-        let unknown = format!("{base}[leadership]\nbackend = \"zookeeper\"\n");
-        assert!(lb_common::config::parse::<MasterConfig>(&unknown, Path::new("m.toml")).is_err());
+        for (text, field) in [
+            ("[leadership]\nbackend = \"etcd\"\n", "leadership.endpoints"),
+            ("[leadership]\nendpoints = [\"http://127.0.0.1:2379\"]\n", "leadership.endpoints"),
+            ("[leadership]\nbackend = \"zookeeper\"\n", "backend"),
+        ] {
+            let err = refused(text);
+            assert!(err.contains(field), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -116,7 +116,7 @@ pub async fn start(
         None => Arc::new(SingleLeader),
         Some(etcd) => Arc::new(etcd.clone()),
     };
-    ::metrics::gauge!("lb_master_leader").set(if leadership.is_leader() { 1.0 } else { 0.0 });
+    ::metrics::gauge!("lb_master_leading_masters").set(if leadership.is_leader() { 1.0 } else { 0.0 });
     let (approvals_tx, approvals_rx) = tokio::sync::mpsc::channel(APPROVAL_QUEUE);
     let (snapshot_tx, snapshot_rx) = watch::channel(Arc::new(PassSnapshot::default()));
     let shared = Shared {

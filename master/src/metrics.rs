@@ -16,16 +16,10 @@ use crate::planner::{Plan, PlannerInput};
 pub const CATALOG: &[MetricDef] = &[
     // Leadership.
     MetricDef::new(
-        "lb_master_leader",
+        "lb_master_leading_masters",
         Gauge,
         &[],
         "1 while this master leads and may act (always with backend single), 0 while it stands by.",
-    ),
-    MetricDef::new(
-        "lb_master_leader_epoch",
-        Gauge,
-        &[],
-        "The leadership term this master last won (the etcd election key's create revision); it fences its actions.",
     ),
     MetricDef::new(
         "lb_master_leadership_changes_total",
@@ -50,7 +44,7 @@ pub const CATALOG: &[MetricDef] = &[
         "lb_master_analysis_passes_total",
         Counter,
         &["outcome"],
-        "Analysis ticks by outcome (ok; standby: not the leader; stale: collection behind; no_ops_server; fenced: the ops server refused this master's epoch at takeover).",
+        "Analysis ticks by outcome (ok; standby: not the leader; stale: collection behind; no_ops_server; fenced: the ops server refused this master's epoch at takeover; no_handover: the predecessor's state could not be read from etcd).",
     ),
     MetricDef::new(
         "lb_master_analysis_pass_seconds",

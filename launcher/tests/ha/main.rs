@@ -58,6 +58,14 @@ fn signal(child: &Child, sig: &str) {
     assert!(status.success(), "kill -{sig} {}", child.id());
 }
 
+/// Kills (SIGKILL) and reaps the process, if it still runs.
+fn kill_and_reap(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// A single-node etcd on loopback with its data in `dir`.
 struct Etcd {
     child: Option<Child>,
@@ -108,10 +116,7 @@ impl Etcd {
     }
 
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_and_reap(&mut self.child);
     }
 }
 
@@ -164,10 +169,7 @@ impl Master {
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_and_reap(&mut self.child);
     }
 }
 

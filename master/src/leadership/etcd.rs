@@ -138,7 +138,7 @@ impl EtcdLeadership {
             metrics::counter!("lb_master_leadership_changes_total", "to" => "standby").increment(1);
         }
         *was_leader = false;
-        metrics::gauge!("lb_master_leader").set(0.0);
+        metrics::gauge!("lb_master_leading_masters").set(0.0);
     }
 
     async fn session(&self, cancel: &CancellationToken, was_leader: &mut bool) -> Result<(), EtcdError> {
@@ -188,8 +188,7 @@ impl EtcdLeadership {
                     let epoch = key.rev() as u64;
                     info!(epoch, lease, "elected leader: this master acts");
                     metrics::counter!("lb_master_leadership_changes_total", "to" => "leader").increment(1);
-                    metrics::gauge!("lb_master_leader").set(1.0);
-                    metrics::gauge!("lb_master_leader_epoch").set(epoch as f64);
+                    metrics::gauge!("lb_master_leading_masters").set(1.0);
                     *was_leader = true;
                     {
                         let mut view = self.view();
