@@ -258,6 +258,17 @@ impl OpsClient {
         self.http.post(&format!("/v1/actions/{}/cancel", segment(id.as_str())), &serde_json::json!({})).await
     }
 
+    /// Announces an elected master's leadership term (needs a `service` token): 409
+    /// `stale_epoch` when a newer one has been seen.
+    pub async fn announce_epoch(&self, request: &FencingRequest) -> Result<FencingStatus, ClientError> {
+        self.http.post("/v1/fencing", request).await
+    }
+
+    /// The newest leadership term seen and the submissions refused for an older one.
+    pub async fn fencing(&self) -> Result<FencingStatus, ClientError> {
+        self.http.get("/v1/fencing").await
+    }
+
     pub async fn halt_status(&self) -> Result<HaltStatus, ClientError> {
         self.http.get("/v1/halt").await
     }

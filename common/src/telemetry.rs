@@ -184,6 +184,7 @@ pub const COUNTED_THINGS: &[&str] = &[
     "files",
     "items",
     "keys",
+    "masters",
     "nodes",
     "partitions",
     "planners",

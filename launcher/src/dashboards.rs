@@ -457,6 +457,18 @@ pub fn dashboards() -> Vec<Dashboard> {
                     )])
                     .key()
                     .states("fresh", "STALE"),
+                    panel("Leading", Stat, "short", &[(
+                        r#"max(lb_master_leading_masters{instance=~"$instance"})"#,
+                        "leading",
+                    )])
+                    .key()
+                    .states("standby", "LEADING")
+                    .about("Whether this master may act: always with [leadership] backend = \"single\"; with etcd, the one holding the election."),
+                    panel("Leadership changes", Bars, "short", &[(
+                        r#"sum by (to) (increase(lb_master_leadership_changes_total{instance=~"$instance"}[$__rate_interval]))"#,
+                        "to {{to}}",
+                    )])
+                    .about("Terms won and lost (etcd backend): a change is a failover, or etcd unreachable."),
                     panel("Samples collected", Lines, "cps", &[
                         (
                             r#"sum(rate(lb_master_collected_samples_total{instance=~"$instance"}[$__rate_interval]))"#,

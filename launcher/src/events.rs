@@ -252,6 +252,7 @@ mod tests {
             policy: Some("partition_overload".to_owned()),
             reason: "r".to_owned(),
             actor_path: vec!["acme".to_owned()],
+            leader_epoch: None,
         };
         let record = ActionRecord {
             request: request.clone(),

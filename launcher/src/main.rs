@@ -2,7 +2,8 @@
 //! agent per worker, the ops server and the master — each on its own loopback port
 //! (`--backend valkey`: on a local Valkey cluster). `lb serve --scenario FILE`: the simulated
 //! storage system alone, in real time behind the storage admin API, pushing reports to agents.
-//! `lb sim --scenario FILE`: the same scenario in virtual time, balanced by the master's online
+//! `lb master --config FILE`: one master, as `lb-master` runs it (a second one beside `lb up`'s
+//! for high availability on etcd). `lb sim --scenario FILE`: the same scenario in virtual time, balanced by the master's online
 //! core and by baselines side by side, written as a markdown table and SVG charts.
 
 use std::collections::BTreeMap;
@@ -49,6 +50,13 @@ enum Command {
         /// Component logs on this terminal (stderr) instead of `<data dir>/lb.log`.
         #[arg(long)]
         verbose: bool,
+    },
+    /// Runs one master from its config file, as `lb-master --config` does: a second master
+    /// beside `lb up`'s (masters elected through etcd, `[leadership] backend = "etcd"`) or a
+    /// master of its own. SIGINT or SIGTERM stops it; SIGHUP reloads the config.
+    Master {
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Runs a scenario in real time with the admin API and report pushing.
     Serve {
@@ -145,6 +153,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Sim { .. } => {
             lb_common::telemetry::init_tracing(&LogConfig { filter: "warn".to_owned(), ..LogConfig::default() });
         }
+        // The master sets up its logging from its config's `[log]`.
+        Command::Master { .. } => {}
         _ => lb_common::telemetry::init_tracing(&LogConfig::default()),
     }
     match args.command {
@@ -194,6 +204,14 @@ async fn main() -> anyhow::Result<()> {
             }
             println!("stopped");
             Ok(())
+        }
+        Command::Master { config } => {
+            lb_common::service::run::<lb_master::config::MasterConfig, _, _, _>(
+                "lb-master",
+                &config,
+                |config, listener, status| lb_master::start(config, listener, Some(status)),
+            )
+            .await
         }
         Command::Serve { scenario, listen, agents, agent_port_base, report_interval_ms } => {
             let scenario = Scenario::load(&scenario)?;

@@ -1,5 +1,5 @@
 //! `master.toml`. Static: `[http]`, `[log]`, `store.path`, `[table]` (the table is sized at
-//! start-up). Everything else reloads live.
+//! start-up), `[leadership]`. Everything else reloads live.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +62,132 @@ pub struct MasterConfig {
     /// writes are open (loopback demos); the master warns at start-up.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Who may act: one master alone (`single`, the default) or masters elected through etcd.
+    #[serde(default)]
+    pub leadership: LeadershipConfig,
+}
+
+/// `[leadership] backend`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeadershipBackend {
+    /// One master, always the leader; no external service.
+    #[default]
+    Single,
+    /// Masters campaign in an etcd election; the one holding it acts, the others stand by.
+    Etcd,
+}
+
+impl LeadershipBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Etcd => "etcd",
+        }
+    }
+}
+
+/// 3 s lease: a dead leader's lease lapses and a standby leads within ~5 s (ecosystem.md §5
+/// measured 5.5 s from the last keep-alive with this TTL against etcd 3.4).
+pub const DEFAULT_LEASE_TTL_SECS: u64 = 3;
+/// 1 s per etcd call: a keep-alive is sent every third of the TTL and must answer before the
+/// next one is due.
+pub const DEFAULT_ETCD_REQUEST_TIMEOUT_MS: u64 = 1_000;
+/// 1 s to open a connection to etcd on a LAN; a dead endpoint is retried at the next attempt.
+pub const DEFAULT_ETCD_CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// The election's name (an etcd key prefix); the leader's handover state lives under it too.
+pub const DEFAULT_ELECTION: &str = "/lb/master";
+
+/// `[leadership]`: static (a change needs a restart: a live switch of backend or election would
+/// let two masters act).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeadershipConfig {
+    pub backend: LeadershipBackend,
+    /// etcd client URLs (`http://host:port`), for `backend = "etcd"`.
+    pub endpoints: Vec<String>,
+    /// The election name: every master of one cluster uses the same.
+    pub election: String,
+    /// This master's URL as the others and clients should reach it (told to writes sent to a
+    /// standby); default `http://` + the listen address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise: Option<String>,
+    pub lease_ttl_secs: u64,
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for LeadershipConfig {
+    fn default() -> Self {
+        Self {
+            backend: LeadershipBackend::Single,
+            endpoints: Vec::new(),
+            election: DEFAULT_ELECTION.to_owned(),
+            advertise: None,
+            lease_ttl_secs: DEFAULT_LEASE_TTL_SECS,
+            request_timeout_ms: DEFAULT_ETCD_REQUEST_TIMEOUT_MS,
+            connect_timeout_ms: DEFAULT_ETCD_CONNECT_TIMEOUT_MS,
+        }
+    }
+}
+
+impl LeadershipConfig {
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    fn validate_into(&self, v: &mut lb_common::validate::Scope<'_>) {
+        if self.backend == LeadershipBackend::Single {
+            v.check(
+                self.endpoints.is_empty(),
+                "endpoints",
+                format!("{:?}", self.endpoints),
+                "only for backend = \"etcd\"",
+            );
+            return;
+        }
+        v.check(
+            !self.endpoints.is_empty(),
+            "endpoints",
+            "[]",
+            "must list at least one etcd URL for backend = \"etcd\"",
+        );
+        for (i, url) in self.endpoints.iter().enumerate() {
+            v.check(
+                url.strip_prefix("http://").is_some_and(|rest| !rest.is_empty() && !rest.contains('/')),
+                &format!("endpoints[{i}]"),
+                url,
+                "must be http://host:port (TLS is not supported)",
+            );
+        }
+        v.check(
+            !self.election.is_empty() && !self.election.chars().any(char::is_whitespace),
+            "election",
+            format!("{:?}", self.election),
+            "must be a non-empty etcd key prefix without spaces",
+        );
+        if let Some(url) = &self.advertise {
+            v.check(
+                url.starts_with("http://") || url.starts_with("https://"),
+                "advertise",
+                url,
+                "must be an http:// or https:// URL",
+            );
+        }
+        v.range_u64("lease_ttl_secs", self.lease_ttl_secs, 2, 60);
+        // A keep-alive goes out every third of the TTL and must be answered before the next.
+        let max_request = (self.lease_ttl_secs.clamp(2, 60) * 1000 / 3).max(100);
+        v.range_u64("request_timeout_ms", self.request_timeout_ms, 50, max_request);
+        v.range_u64("connect_timeout_ms", self.connect_timeout_ms, 50, 30_000);
+    }
 }
 
 /// 1 s: the design's online tick; a hotspot is acted on a few windows after it appears.
@@ -178,7 +304,7 @@ pub struct StoreConfig {
 }
 
 impl ServiceConfig for MasterConfig {
-    const STATIC_FIELDS: &'static [&'static str] = &["http", "log", "store.path", "table"];
+    const STATIC_FIELDS: &'static [&'static str] = &["http", "log", "store.path", "table", "leadership"];
 
     fn validate(&self) -> Result<(), ValidationError> {
         let mut v = Validator::new();
@@ -219,6 +345,7 @@ impl ServiceConfig for MasterConfig {
         an.range_u64("approval_ttl_secs", self.analyzer.approval_ttl_secs, 1, 86_400);
         drop(an);
         self.auth.validate(&mut v.at("auth"));
+        self.leadership.validate_into(&mut v.at("leadership"));
         self.placement.validate_into(&mut v.at("placement"));
         let mut errors = match v.finish() {
             Ok(()) => Vec::new(),
@@ -272,6 +399,41 @@ mod tests {
         let no_path = format!("{base}[store]\nretention_days = 7\n");
         let err = lb_common::config::parse::<MasterConfig>(&no_path, Path::new("m.toml")).unwrap_err().to_string();
         assert!(err.contains("missing field `path`"), "{err}");
+    }
+
+    #[test]
+    fn leadership_defaults_to_single_and_etcd_is_validated_field_by_field() {
+        let base = "[http]\nlisten = \"127.0.0.1:0\"\n[ops_server]\nurl = \"http://127.0.0.1:7200\"\n[store]\npath = \"r.sqlite\"\n";
+        let parse = |leadership: &str| {
+            lb_common::config::parse::<MasterConfig>(&format!("{base}{leadership}"), Path::new("m.toml"))
+        };
+        let refused = |leadership: &str| parse(leadership).unwrap_err().to_string();
+        assert_eq!(parse("").expect("valid").leadership, LeadershipConfig::default());
+        assert_eq!(LeadershipConfig::default().backend, LeadershipBackend::Single);
+        let good = parse("[leadership]\nbackend = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n").expect("valid");
+        assert_eq!(good.leadership.lease_ttl_secs, DEFAULT_LEASE_TTL_SECS);
+        assert_eq!(good.leadership.election, DEFAULT_ELECTION);
+        let err = refused(
+            "[leadership]\nbackend = \"etcd\"\nendpoints = [\"https://x:1\"]\nelection = \"a b\"\n\
+             lease_ttl_secs = 1\nrequest_timeout_ms = 5000\nadvertise = \"m:1\"\n",
+        );
+        for field in [
+            "leadership.endpoints[0]",
+            "leadership.election",
+            "leadership.lease_ttl_secs",
+            "leadership.request_timeout_ms",
+            "leadership.advertise",
+        ] {
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        for (text, field) in [
+            ("[leadership]\nbackend = \"etcd\"\n", "leadership.endpoints"),
+            ("[leadership]\nendpoints = [\"http://127.0.0.1:2379\"]\n", "leadership.endpoints"),
+            ("[leadership]\nbackend = \"zookeeper\"\n", "backend"),
+        ] {
+            let err = refused(text);
+            assert!(err.contains(field), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub struct Executor {
     pub pending: Vec<Pending>,
     /// Targets (policy, kind, target) whose dry-run proposal an SRE rejected, until when they
     /// are not offered again.
-    rejected: std::collections::HashMap<String, i64>,
+    pub(crate) rejected: std::collections::HashMap<String, i64>,
 }
 
 impl Executor {
@@ -445,6 +445,7 @@ mod tests {
                 policy: None,
                 reason: "test".into(),
                 actor_path: vec!["t".into()],
+                leader_epoch: None,
             },
             state,
             submitted_by: "master".into(),

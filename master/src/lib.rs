@@ -54,7 +54,8 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::collector::CollectorStatus;
-use crate::config::MasterConfig;
+use crate::config::{LeadershipBackend, MasterConfig};
+use crate::leadership::etcd::EtcdLeadership;
 use crate::leadership::{Leadership, SingleLeader};
 use crate::online::PassSnapshot;
 use crate::store::ResultStore;
@@ -107,6 +108,15 @@ pub async fn start(
             .await
             .context("store open task")?
             .with_context(|| format!("cannot open the result store at store.path = {}", cfg.store.path.display()))?;
+    let etcd = (cfg.leadership.backend == LeadershipBackend::Etcd).then(|| {
+        let advertise = cfg.leadership.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
+        EtcdLeadership::new(cfg.leadership.clone(), advertise)
+    });
+    let leadership: Arc<dyn Leadership> = match &etcd {
+        None => Arc::new(SingleLeader),
+        Some(etcd) => Arc::new(etcd.clone()),
+    };
+    ::metrics::gauge!("lb_master_leading_masters").set(if leadership.is_leader() { 1.0 } else { 0.0 });
     let (approvals_tx, approvals_rx) = tokio::sync::mpsc::channel(APPROVAL_QUEUE);
     let (snapshot_tx, snapshot_rx) = watch::channel(Arc::new(PassSnapshot::default()));
     let shared = Shared {
@@ -116,7 +126,7 @@ pub async fn start(
         collector: Arc::new(RwLock::new(CollectorStatus::default())),
         store,
         snapshot: snapshot_rx,
-        leadership: Arc::new(SingleLeader),
+        leadership: leadership.clone(),
         approvals: approvals_tx,
         config_status: config_status.clone(),
     };
@@ -124,6 +134,16 @@ pub async fn start(
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");
     }
     let readiness = Readiness::new();
+    readiness.add_check({
+        let leadership = leadership.clone();
+        Arc::new(move || {
+            let status = leadership.status();
+            (!status.leader).then(|| match status.leader_address {
+                Some(leader) => format!("standby: {leader} leads"),
+                None => "standby: no master leads".to_owned(),
+            })
+        })
+    });
     let shutdown = Shutdown::new();
     let router = http::router(shared.clone(), readiness.clone(), config_status.clone(), shutdown.token());
     let token = shutdown.token();
@@ -133,6 +153,10 @@ pub async fn start(
             tracing::error!(%error, "http server failed");
         }
     });
+    if let Some(etcd) = etcd {
+        // The same state as `shared.leadership`: this handle runs the campaign.
+        shutdown.spawn(etcd.run(shutdown.token()));
+    }
     shutdown.spawn(collector::run(shared.clone(), shutdown.token()));
     shutdown.spawn(topology::run(shared.clone(), shutdown.token()));
     shutdown.spawn(maintenance::run(shared.clone(), shutdown.token()));

@@ -14,12 +14,37 @@ use lb_common::telemetry::MetricKind::{Counter, Gauge, Histogram};
 use crate::planner::{Plan, PlannerInput};
 
 pub const CATALOG: &[MetricDef] = &[
+    // Leadership.
+    MetricDef::new(
+        "lb_master_leading_masters",
+        Gauge,
+        &[],
+        "1 while this master leads and may act (always with backend single), 0 while it stands by.",
+    ),
+    MetricDef::new(
+        "lb_master_leadership_changes_total",
+        Counter,
+        &["to"],
+        "Leadership changes of this master (to: leader, standby).",
+    ),
+    MetricDef::new(
+        "lb_master_leadership_sessions_ended_total",
+        Counter,
+        &[],
+        "etcd sessions (lease and campaign) that ended on an error: etcd unreachable, a lost lease, or fenced by the ops server.",
+    ),
+    MetricDef::new(
+        "lb_master_takeovers_total",
+        Counter,
+        &["state"],
+        "Takeovers by a newly elected leader, by where its memory came from (handover: the predecessor's state in etcd; fresh: none).",
+    ),
     // The analysis pass.
     MetricDef::new(
         "lb_master_analysis_passes_total",
         Counter,
         &["outcome"],
-        "Analysis ticks by outcome (ok; standby: not the leader; stale: collection behind; no_ops_server).",
+        "Analysis ticks by outcome (ok; standby: not the leader; stale: collection behind; no_ops_server; fenced: the ops server refused this master's epoch at takeover; no_handover: the predecessor's state could not be read from etcd).",
     ),
     MetricDef::new(
         "lb_master_analysis_pass_seconds",
@@ -243,6 +268,13 @@ pub fn initialize() {
         metrics::counter!("lb_master_actions_ended_total", "applied" => applied).increment(0);
     }
     metrics::counter!("lb_master_collect_gaps_total").increment(0);
+    for to in ["leader", "standby"] {
+        metrics::counter!("lb_master_leadership_changes_total", "to" => to).increment(0);
+    }
+    metrics::counter!("lb_master_leadership_sessions_ended_total").increment(0);
+    for state in ["handover", "fresh"] {
+        metrics::counter!("lb_master_takeovers_total", "state" => state).increment(0);
+    }
     let _ = metrics::histogram!("lb_master_hotspot_relief_seconds");
     metrics::gauge!("lb_master_hotspot_age_seconds").set(0.0);
 }

@@ -3,7 +3,7 @@
 //! Tokens come from the live config (rotate them without a restart), are compared in constant
 //! time, and never reach a log line or an error body. Reads need any role; agents' registry
 //! calls (register, heartbeat) need `agent`, so no other component can take an agent's place;
-//! collection needs `service`; submitting and cancelling actions needs `operator` or
+//! collection and announcing a leadership term (`/v1/fencing`) need `service`; submitting and cancelling actions needs `operator` or
 //! `service`; the halt switch needs `operator`. With no tokens configured, auth is off.
 
 use std::collections::HashMap;
@@ -35,7 +35,7 @@ fn need(method: &Method, path: &str) -> Need {
         Need::Read
     } else if path.starts_with("/v1/agents/") {
         Need::Agent
-    } else if path == "/v1/collect" {
+    } else if path == "/v1/collect" || path == "/v1/fencing" {
         Need::Service
     } else if path.starts_with("/v1/actions") {
         Need::OperatorOrService

@@ -4,7 +4,8 @@
 //! - [`collect`]: one call fans out to every agent in parallel with per-agent deadlines.
 //! - [`actions`]: the action book (idempotent submission, state machine, SQLite audit log) and
 //!   the executor (hierarchical fair queue → storage, concurrency limits, timeouts, stall
-//!   detection, halt switch, "maybe executed" handling, recovery after restart).
+//!   detection, halt switch, "maybe executed" handling, recovery after restart), and the
+//!   fencing of elected masters' leadership terms (stale epochs refused).
 //! - [`storage`]: the storage adapter trait, its HTTP implementation (the storage admin
 //!   protocol, as the testbed serves it) and the Valkey / Redis cluster adapter
 //!   (`[storage] kind = "valkey"`: primaries are workers, hash slots are partitions).
@@ -35,6 +36,7 @@ use tracing::{info, warn};
 use crate::actions::audit::Audit;
 use crate::actions::book::ActionBook;
 use crate::actions::executor::Executor;
+use crate::actions::fencing::Fencing;
 use crate::config::OpsServerConfig;
 
 /// A running ops server.
@@ -61,10 +63,13 @@ pub async fn start(
         warn!("no auth tokens configured: every caller may do everything");
     }
     let audit_path = cfg.audit.path.clone();
-    let book = tokio::task::spawn_blocking(move || Audit::open(&audit_path).and_then(ActionBook::open))
-        .await
-        .context("audit open task")?
-        .with_context(|| format!("cannot open the audit log at audit.path = {}", cfg.audit.path.display()))?;
+    let (book, fencing) = tokio::task::spawn_blocking(move || {
+        let audit = Audit::open(&audit_path)?;
+        Ok::<_, actions::audit::AuditError>((ActionBook::open(audit.clone())?, Fencing::open(audit)?))
+    })
+    .await
+    .context("audit open task")?
+    .with_context(|| format!("cannot open the audit log at audit.path = {}", cfg.audit.path.display()))?;
     let book = Arc::new(book);
     let executor = Arc::new(Executor::new(book.clone(), config.clone()));
     let readiness = Readiness::new();
@@ -72,6 +77,7 @@ pub async fn start(
         config: config.clone(),
         registry: Arc::new(registry::Registry::default()),
         book,
+        fencing: Arc::new(fencing),
         executor: executor.clone(),
         // Only its connection pool and timeouts are used: collection aims it at each agent with
         // `for_peer`, so the base URL here is never called.

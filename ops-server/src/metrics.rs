@@ -18,6 +18,7 @@ pub fn initialize() {
             metrics::counter!("lb_ops_storage_errors_total", "call" => call, "error" => error).increment(0);
         }
     }
+    metrics::counter!("lb_ops_stale_epoch_refusals_total").increment(0);
     metrics::gauge!("lb_ops_halted_executors").set(0.0);
     metrics::gauge!("lb_ops_running_actions").set(0.0);
 }
@@ -34,6 +35,12 @@ pub const CATALOG: &[MetricDef] = &[
         Histogram,
         &["kind", "outcome"],
         "Time from an action's start against the storage system to its end, by kind and outcome.",
+    ),
+    MetricDef::new(
+        "lb_ops_stale_epoch_refusals_total",
+        Counter,
+        &[],
+        "Submissions and leadership announcements refused (409 stale_epoch) because an elected master's term was older than the newest seen.",
     ),
     MetricDef::new("lb_ops_running_actions", Gauge, &[], "Actions running against the storage system now."),
     MetricDef::new(

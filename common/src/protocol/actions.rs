@@ -32,6 +32,53 @@ pub struct ActionRequest {
     pub reason: String,
     /// Fair-queue path, usually `[tenant, table]`; manual actions use `["manual", <who>]`.
     pub actor_path: Vec<String>,
+    /// The leadership term of the master that submitted it (its etcd election key's revision),
+    /// when masters run elected (`[leadership] backend = "etcd"`). The ops server refuses an
+    /// epoch older than the newest it has seen (409 `stale_epoch`, audited): a leader that was
+    /// paused cannot act after another was elected. Absent for a single master, lbctl and the
+    /// console (never fenced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<u64>,
+}
+
+/// `POST /v1/fencing`: a master elected leader announces its term before it acts, so that a
+/// late submission of an older leader is refused even before the new one submitted anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FencingRequest {
+    pub leader_epoch: u64,
+    /// The master's advertised address, for the audit and for people.
+    pub leader: String,
+}
+
+/// `GET /v1/fencing` (and the answer to `POST`): the newest leadership term the ops server has
+/// seen, and the submissions it refused for an older one, newest first (at most
+/// [`MAX_FENCING_REFUSALS_LISTED`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FencingStatus {
+    pub newest_epoch: Option<u64>,
+    /// Who announced or submitted with the newest epoch.
+    pub newest_leader: Option<String>,
+    pub refused: Vec<StaleEpochRefusal>,
+}
+
+/// Refusals `GET /v1/fencing` lists: a paused leader that wakes refuses a pass's worth at most.
+pub const MAX_FENCING_REFUSALS_LISTED: usize = 1000;
+
+/// One submission (or announcement) refused for a stale leadership term, as audited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StaleEpochRefusal {
+    pub at_ms: i64,
+    /// The action refused; absent for a refused announcement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<ActionId>,
+    pub leader_epoch: u64,
+    pub newest_epoch: u64,
+    /// The caller (a token's name) and, for an announcement, the master it named.
+    pub submitted_by: String,
 }
 
 /// What to do. Each kind names its own target.
@@ -464,6 +511,7 @@ mod tests {
             policy: None,
             reason: " ".into(),
             actor_path: vec!["t".into(), "".into()],
+            leader_epoch: None,
         };
         let err = req.validate().unwrap_err();
         let fields: Vec<_> = err.errors.iter().map(|e| e.field.as_str()).collect();

@@ -46,6 +46,8 @@ const EXAMPLES: &[(&str, Check)] = &[
     ("error.json", round_trip::<ErrorBody>),
     ("config_status.json", round_trip::<ReloadStatus>),
     ("halt_status.json", round_trip::<HaltStatus>),
+    ("fencing_request.json", round_trip::<FencingRequest>),
+    ("fencing_status.json", round_trip::<FencingStatus>),
     ("action_events.json", round_trip::<EventsResponse>),
     ("master_overview.json", round_trip::<ClusterOverview>),
     ("master_workers.json", round_trip::<Vec<WorkerRow>>),

@@ -72,6 +72,7 @@ async fn a_split_keeps_the_new_partitions_history_linked_to_its_parent() {
         policy: None,
         reason: "test lineage".to_owned(),
         actor_path: vec!["manual".to_owned(), "test".to_owned()],
+        leader_epoch: None,
     };
     ops.submit(&request).await.expect("accepted");
     // Wait for the master to see the new partition.

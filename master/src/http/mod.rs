@@ -58,6 +58,7 @@ pub fn router(
         .route("/api/v1/actions", get(console::actions))
         .merge(console::api_router(stop))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
+        .route_layer(axum::middleware::from_fn_with_state(shared.clone(), leader_only))
         .with_state(shared)
         .merge(console::assets_router())
         .merge(observability_router(metrics, readiness, config_status));
@@ -77,6 +78,44 @@ async fn read_access(
         && let Err(e) = identify(&auth, request.headers())
     {
         return axum::response::IntoResponse::into_response(e);
+    }
+    next.run(request).await
+}
+
+/// Names the leader in a standby's refusal of a write (also in the error message).
+pub const LEADER_HEADER: &str = "lb-leader";
+
+/// Writes that act — approving or rejecting a proposal, an action by hand — are refused by a
+/// standby: 503 `not_leader` naming the leader's URL in the message and in the `lb-leader` header
+/// (not forwarded: the caller retries at the leader, and a standby never sends what it was not
+/// elected to send). Reads and the ops server's halt switch (`/api/v1/halt`, an SRE's brake that
+/// must work from any master) are served by every master.
+async fn leader_only(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path();
+    let acts = request.method() == axum::http::Method::POST
+        && (path.starts_with("/api/v1/proposals/") || path == "/api/v1/actions");
+    if acts {
+        let status = shared.leadership.status();
+        if !status.leader {
+            let leader = status.leader_address.unwrap_or_default();
+            let message = if leader.is_empty() {
+                "this master is a standby and no master leads now; retry shortly".to_owned()
+            } else {
+                format!("this master is a standby; send this to the leader at {leader}")
+            };
+            let mut response =
+                axum::response::IntoResponse::into_response(ApiError::unavailable("not_leader", message));
+            if let Ok(value) = axum::http::HeaderValue::from_str(&leader)
+                && !leader.is_empty()
+            {
+                response.headers_mut().insert(LEADER_HEADER, value);
+            }
+            return response;
+        }
     }
     next.run(request).await
 }

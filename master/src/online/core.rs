@@ -186,6 +186,19 @@ impl ActionIds {
     }
 }
 
+/// What a leader keeps for its successor, so that a takeover neither forgets nor repeats: the
+/// planner's state (cooldowns, harm strikes, hysteresis, split children), the actions it
+/// follows until they are evaluated (with their before-snapshots), the dry-run proposals
+/// waiting for approval and the ones an SRE rejected. The leader saves it after every pass
+/// (`[leadership] backend = "etcd"` keeps it in etcd); see `docs/architecture.md`, "Takeover".
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Handover {
+    pub planner: PlannerState,
+    pub tracked: Vec<crate::executor::Tracked>,
+    pub pending: Vec<Pending>,
+    pub rejected: std::collections::HashMap<String, i64>,
+}
+
 /// The master's decision state between passes and the step that moves it. See the module doc.
 #[derive(Debug)]
 pub struct OnlineCore {
@@ -236,6 +249,48 @@ impl OnlineCore {
     /// the answers in as [`Observation::updates`].
     pub fn open_actions(&self) -> Vec<ActionId> {
         self.executor.tracked.iter().filter(|t| t.finished_at_ms.is_none()).map(|t| t.id.clone()).collect()
+    }
+
+    /// The state a successor needs (see [`Handover`]).
+    pub fn handover(&self) -> Handover {
+        Handover {
+            planner: self.planner.clone(),
+            tracked: self.executor.tracked.clone(),
+            pending: self.executor.pending.clone(),
+            rejected: self.executor.rejected.clone(),
+        }
+    }
+
+    /// Takes over a predecessor's state (replacing this core's own, which is older: a standby
+    /// decides nothing).
+    pub fn restore(&mut self, handover: Handover) {
+        self.planner = handover.planner;
+        self.executor.tracked = handover.tracked;
+        self.executor.pending = handover.pending;
+        self.executor.rejected = handover.rejected;
+        self.last_analysis = None;
+    }
+
+    /// Follows an action the ops server has in flight that this core does not track (one a
+    /// predecessor submitted after it last saved its state), and rests its partitions for the
+    /// cooldown as if this core had submitted it. Only the masters' own actions (ids `lb-…`) are
+    /// adopted; false when already tracked or not a master's.
+    pub fn adopt(&mut self, record: &ActionRecord, input: &PlannerInput, config: &OnlineConfig, now_ms: i64) -> bool {
+        let id = &record.request.id;
+        if !id.as_str().starts_with("lb-") || self.executor.tracked.iter().any(|t| &t.id == id) {
+            return false;
+        }
+        let policy = record.request.policy.as_deref().and_then(|p| Policy::ALL.into_iter().find(|x| x.as_str() == p));
+        self.executor.track_spec(id.clone(), &record.request.spec, policy, input, now_ms);
+        if let Some(tracked) = self.executor.tracked.last_mut() {
+            tracked.submitted_at_ms = record.created_at_ms;
+        }
+        let until = now_ms + (config.planner.caps.cooldown_secs * 1000) as i64;
+        for p in crate::evaluation::subject_of(&record.request.spec, input).partitions {
+            let entry = self.planner.cooldown_until_ms.entry(p).or_insert(until);
+            *entry = (*entry).max(until);
+        }
+        true
     }
 
     /// Whether the next pass evaluates something (then the loop builds
@@ -387,6 +442,7 @@ impl OnlineCore {
                 policy: None,
                 reason: proposal.reason.clone(),
                 actor_path,
+                leader_epoch: None,
             };
             out.commands.push(Command::Submit { request: request_body, approval: Some(request.key.clone()) });
         }
@@ -555,6 +611,7 @@ fn action_request(
         policy: Some(proposal.policy.as_str().to_owned()),
         reason,
         actor_path,
+        leader_epoch: None,
     }
 }
 

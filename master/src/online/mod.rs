@@ -14,6 +14,10 @@
 //!   (telling the core when a submission was refused), write records, answer approvals — and
 //!   publishes the pass as one immutable [`PassSnapshot`] on a `watch` channel. Only a master
 //!   the [`crate::leadership`] seam names leader runs passes; a standby publishes its standing.
+//!   An elected leader's first pass of a term is a takeover: it announces its epoch to the ops
+//!   server, restores its predecessor's [`Handover`] and adopts the masters' actions in flight;
+//!   every submission carries the epoch and is preceded by a fresh leadership check, and the
+//!   state is saved for a successor after each pass.
 //! - The simulator's `lb` strategy (`lb_launcher::sim::strategy::Lb`) is the other shell: it
 //!   observes its engine and submits to it.
 //!
@@ -37,8 +41,8 @@ pub mod snapshot;
 mod tests;
 
 pub use self::core::{
-    ANALYSIS_HEARTBEAT_MS, ActionUpdate, ApprovalRequest, Command, Ended, EvaluationView, MAX_DECLINED_RECORDED,
-    ManualRequest, Observation, OnlineConfig, OnlineCore, PassOutput,
+    ANALYSIS_HEARTBEAT_MS, ActionUpdate, ApprovalRequest, Command, Ended, EvaluationView, Handover,
+    MAX_DECLINED_RECORDED, ManualRequest, Observation, OnlineConfig, OnlineCore, PassOutput,
 };
 pub use run::{ManualError, Request, run};
 pub use snapshot::PassSnapshot;

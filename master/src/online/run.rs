@@ -15,15 +15,16 @@ use lb_common::clients::OpsClient;
 use lb_common::http::ClientError;
 use lb_common::ids::ActionId;
 use lb_common::protocol::{
-    ActionEntry, ActionOutcome, ActionRecord, ActionState, Execution, ManualActionReply, ManualActionRequest, Topology,
+    ActionEntry, ActionOutcome, ActionRecord, ActionState, Execution, FencingRequest, ManualActionReply,
+    ManualActionRequest, Topology,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::core::{
-    ActionUpdate, ApprovalRequest, Command, EvaluationView, ManualRequest, Observation, OnlineConfig, OnlineCore,
-    PassOutput, Record,
+    ActionUpdate, ApprovalRequest, Command, EvaluationView, Handover, ManualRequest, Observation, OnlineConfig,
+    OnlineCore, PassOutput, Record,
 };
 use super::observe::{planner_input, refresh_planner_input};
 use super::snapshot::PassSnapshot;
@@ -79,6 +80,14 @@ struct Online {
     manual_seq: u64,
     /// Times each table's hotspot to its relief (`lb_master_hotspot_relief_seconds`).
     relief: crate::metrics::ReliefClock,
+    /// The leadership term this loop has taken over (elected backends only): announced to the
+    /// ops server and the predecessor's state restored.
+    term: Option<u64>,
+    /// The first pass of a term adopts the masters' actions in flight that the core does not
+    /// track.
+    adopting: bool,
+    /// The handover last saved, to skip saving an unchanged one.
+    saved: Option<Vec<u8>>,
 }
 
 /// The online loop; see the module doc.
@@ -91,7 +100,16 @@ pub async fn run(
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
     let core = OnlineCore::new(&OnlineConfig::of(&shared.config.borrow()), boot_ms);
-    let mut online = Online { shared, core, input: None, manual_seq: 0, relief: Default::default() };
+    let mut online = Online {
+        shared,
+        core,
+        input: None,
+        manual_seq: 0,
+        relief: Default::default(),
+        term: None,
+        adopting: false,
+        saved: None,
+    };
     loop {
         let cfg = online.shared.config.borrow().clone();
         metrics::gauge!("lb_master_analysis_interval_seconds").set(cfg.analyzer.interval_ms as f64 / 1000.0);
@@ -102,6 +120,7 @@ pub async fn run(
         }
         let leadership = online.shared.leadership.status();
         if !leadership.leader {
+            online.term = None;
             metrics::counter!("lb_master_analysis_passes_total", "outcome" => "standby").increment(1);
             publish.send_modify(|s| Arc::make_mut(s).leadership = Some(leadership));
             continue;
@@ -114,6 +133,16 @@ pub async fn run(
             continue;
         };
         let client = ops();
+        if leadership.epoch.is_some() && online.term != leadership.epoch {
+            let taken = tokio::select! {
+                _ = cancel.cancelled() => return,
+                taken = online.take_over(&client, &leadership) => taken,
+            };
+            if let Err(outcome) = taken {
+                metrics::counter!("lb_master_analysis_passes_total", "outcome" => outcome).increment(1);
+                continue;
+            }
+        }
         // A pass makes several calls to the ops server, each with its own deadline; shutdown
         // does not wait for them (a pass cut short leaves nothing half-submitted that the ops
         // server would not also report at the next start).
@@ -125,6 +154,80 @@ pub async fn run(
 }
 
 impl Online {
+    /// The first steps of a new term, before its first pass: tell the ops server the epoch (so
+    /// a late submission of the previous leader is refused from now on), then restore what the
+    /// previous leader saved. Err names the pass outcome to count when the takeover must wait.
+    async fn take_over(&mut self, client: &OpsClient, leadership: &LeadershipStatus) -> Result<(), &'static str> {
+        let epoch = leadership.epoch.expect("only elected terms are taken over");
+        let leader = leadership.leader_address.clone().unwrap_or_default();
+        match client.announce_epoch(&FencingRequest { leader_epoch: epoch, leader }).await {
+            Ok(_) => {}
+            Err(ClientError::Status { status, .. }) if status == axum::http::StatusCode::CONFLICT => {
+                warn!(epoch, "the ops server has seen a newer leader: stepping down");
+                self.shared.leadership.fenced();
+                return Err("fenced");
+            }
+            Err(error) => {
+                warn!(epoch, %error, "cannot announce the leadership epoch to the ops server; waiting");
+                return Err("no_ops_server");
+            }
+        }
+        let restored = match self.shared.leadership.handover() {
+            None => None,
+            Some(store) => match store.load().await {
+                Ok(None) => None,
+                Ok(Some(bytes)) => match serde_json::from_slice::<Handover>(&bytes) {
+                    Ok(handover) => Some(handover),
+                    Err(error) => {
+                        warn!(%error, "the previous leader's state does not decode; starting without it");
+                        None
+                    }
+                },
+                Err(error) => {
+                    warn!(epoch, %error, "cannot read the previous leader's state; waiting");
+                    return Err("no_handover");
+                }
+            },
+        };
+        let state = if restored.is_some() { "handover" } else { "fresh" };
+        if let Some(handover) = restored {
+            info!(
+                epoch,
+                tracked = handover.tracked.len(),
+                pending = handover.pending.len(),
+                cooling = handover.planner.cooldown_until_ms.len(),
+                "took over the previous leader's state"
+            );
+            self.core.restore(handover);
+        } else {
+            info!(epoch, "took over with no previous leader's state");
+        }
+        metrics::counter!("lb_master_takeovers_total", "state" => state).increment(1);
+        self.term = Some(epoch);
+        self.adopting = true;
+        self.saved = None;
+        Ok(())
+    }
+
+    /// Saves the core's state for a successor, when it changed and the backend keeps it.
+    async fn save_handover(&mut self) {
+        let (Some(epoch), Some(store)) = (self.term, self.shared.leadership.handover()) else { return };
+        let bytes = match serde_json::to_vec(&self.core.handover()) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                warn!(%error, "cannot encode the leader's state");
+                return;
+            }
+        };
+        if self.saved.as_ref() == Some(&bytes) {
+            return;
+        }
+        match store.save(epoch, bytes.clone()).await {
+            Ok(()) => self.saved = Some(bytes),
+            Err(error) => warn!(epoch, %error, "cannot save the leader's state for a successor"),
+        }
+    }
+
     async fn pass(
         &mut self,
         cfg: &MasterConfig,
@@ -135,7 +238,7 @@ impl Online {
         leadership: LeadershipStatus,
     ) {
         let started = std::time::Instant::now();
-        let in_flight = match in_flight(client).await {
+        let in_flight_records = match in_flight(client).await {
             Ok(actions) => actions,
             Err(error) => {
                 warn!(%error, "cannot read in-flight actions; skipping this pass");
@@ -143,6 +246,13 @@ impl Online {
                 return;
             }
         };
+        let in_flight: Vec<InFlightAction> = in_flight_records
+            .iter()
+            .map(|r| InFlightAction {
+                started_at_ms: r.started_at_ms.unwrap_or(r.created_at_ms),
+                spec: r.request.spec.clone(),
+            })
+            .collect();
         let now = chrono::Utc::now().timestamp_millis();
         let config = OnlineConfig::of(cfg);
         let updates = self.action_updates(client).await;
@@ -169,6 +279,13 @@ impl Online {
         })
         .await;
         let Ok((mut input, after, usage, at)) = built else { return };
+        if std::mem::take(&mut self.adopting) {
+            for record in &in_flight_records {
+                if self.core.adopt(record, &input, &config, now) {
+                    info!(action = %record.request.id, "adopted an action in flight from the previous leader");
+                }
+            }
+        }
         metrics::gauge!("lb_master_analysis_data_lag_seconds").set((now - at) as f64 / 1000.0);
         let mut requests = Vec::new();
         let mut manual = Vec::new();
@@ -233,6 +350,7 @@ impl Online {
         crate::metrics::record_pass(&plan, &input, &mut self.relief, now);
         let proposals = out.proposals.clone();
         self.carry_out(client, out, &mut replies, now).await;
+        self.save_handover().await;
         let (declined, declined_total) = super::snapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
         let pass = publish.borrow().pass + 1;
         publish.send_replace(Arc::new(PassSnapshot {
@@ -357,6 +475,20 @@ impl Online {
         now: i64,
     ) -> Result<ActionRecord, ApprovalError> {
         let id: ActionId = request.id.clone();
+        let mut request = request;
+        // Asked again right before sending: a term can end inside a pass (a lost lease, a
+        // frozen process that just woke up), and then nothing more leaves this master.
+        let leadership = self.shared.leadership.status();
+        if !leadership.leader || (self.term.is_some() && leadership.epoch != self.term) {
+            warn!(action = %id, "not the leader any more: the action is not submitted");
+            self.core.refused(&id);
+            let note = "not submitted: this master stopped leading during the pass".to_owned();
+            let entry =
+                ActionEntry { request, outcome: ActionOutcome::Refused, record: None, note: Some(note.clone()) };
+            self.record(&Record::Action(entry), now).await;
+            return Err(ApprovalError::Refused(note));
+        }
+        request.leader_epoch = self.term;
         match client.submit(&request).await {
             Ok(record) => {
                 info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
@@ -375,6 +507,13 @@ impl Online {
                 let refused = matches!(&error, ClientError::Status { status, .. } if status.is_client_error())
                     || !error.maybe_delivered();
                 warn!(action = %id, %error, refused, "action submission failed");
+                if let ClientError::Status { body, .. } = &error
+                    && body.code == "stale_epoch"
+                {
+                    warn!(action = %id, epoch = ?self.term, "the ops server refused this master's epoch: stepping down");
+                    self.shared.leadership.fenced();
+                    self.term = None;
+                }
                 if refused {
                     self.core.refused(&id);
                 }
@@ -387,13 +526,11 @@ impl Online {
     }
 }
 
-async fn in_flight(ops: &OpsClient) -> Result<Vec<InFlightAction>, ClientError> {
+/// The actions the ops server has queued or running.
+async fn in_flight(ops: &OpsClient) -> Result<Vec<ActionRecord>, ClientError> {
     let mut out = Vec::new();
     for state in [ActionState::Queued, ActionState::Running] {
-        out.extend(ops.actions(Some(state)).await?.into_iter().map(|r: ActionRecord| InFlightAction {
-            started_at_ms: r.started_at_ms.unwrap_or(r.created_at_ms),
-            spec: r.request.spec,
-        }));
+        out.extend(ops.actions(Some(state)).await?);
     }
     Ok(out)
 }

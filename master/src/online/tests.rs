@@ -2,7 +2,7 @@
 //! would make: the three sequencing bugs that once took minute-long end-to-end runs to find.
 
 use lb_common::ids::{ActionId, Key, WorkerId};
-use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Capacity, Origin};
+use lb_common::protocol::{ActionRecord, ActionRequest, ActionSpec, ActionState, Capacity, Origin};
 
 use super::*;
 use crate::planner::tests::wid;
@@ -356,4 +356,67 @@ fn a_rejected_proposal_is_not_offered_again_within_the_ttl() {
     now += (config.approval_ttl_secs * 1000) as i64;
     step(&mut core, &mut input, &config, Vec::new(), Vec::new(), now);
     assert_eq!(core.pending().len(), 1, "offered again once the TTL has passed");
+}
+
+/// A takeover with the predecessor's handover: the successor plans the finished move as in
+/// flight (as its predecessor would have), where a core without it moves a second partition off
+/// the same worker on the same stale window.
+#[test]
+fn a_successor_restored_from_the_handover_does_not_repeat_its_predecessors_move() {
+    let mut old = OnlineCore::new(&config(), 0);
+    let mut input = overloaded_worker();
+    let (record, at) = first_submission(&mut old, &mut input, 1_000);
+    let bytes = serde_json::to_vec(&old.handover()).expect("encodes");
+    let handover: Handover = serde_json::from_slice(&bytes).expect("decodes");
+    assert_eq!(handover, old.handover(), "survives the trip through etcd");
+
+    let mut new = OnlineCore::new(&config(), 1);
+    new.restore(handover);
+    let mut stale = overloaded_worker();
+    let out = pass(&mut new, &mut stale, vec![succeeded(record.clone(), at + 800)], at + 1_000);
+    assert_eq!(out.ended.len(), 1, "the successor follows its predecessor's action to its end");
+    assert!(moves_off(&out, &overloaded_worker(), &wid(0)).is_empty(), "{:?}", out.submissions().collect::<Vec<_>>());
+
+    // Nor does it move the same partition again while the window still shows it hot (its
+    // cooldown came with the handover) ...
+    let ActionSpec::Move { partition, .. } = &record.request.spec else { panic!("a move: {record:?}") };
+    for k in 2..12 {
+        let out = pass(&mut new, &mut stale, Vec::new(), at + k * 1_000);
+        assert!(out.submissions().all(|r| !crate::planner::partitions_of(&r.spec).contains(&partition)));
+    }
+    // ... which a core without the handover does, on the same view.
+    let mut forgetful = OnlineCore::new(&config(), 2);
+    let mut stale = overloaded_worker();
+    let (again, _) = first_submission(&mut forgetful, &mut stale, at + 1_000);
+    assert_eq!(again.request.spec, record.request.spec, "without the handover the same move is submitted twice");
+}
+
+/// A takeover without the handover of an action still in flight at the ops server: adopted
+/// once, its partition rests, and it is not proposed again.
+#[test]
+fn an_action_in_flight_at_the_ops_server_is_adopted_once_and_not_repeated() {
+    let mut old = OnlineCore::new(&config(), 0);
+    let mut input = overloaded_worker();
+    let (record, at) = first_submission(&mut old, &mut input, 1_000);
+    let ActionSpec::Move { partition, .. } = &record.request.spec else { panic!("a move: {record:?}") };
+
+    let mut new = OnlineCore::new(&config(), 1);
+    let mut input = overloaded_worker();
+    let cfg = config();
+    assert!(new.adopt(&record, &input, &cfg, at + 500));
+    assert!(!new.adopt(&record, &input, &cfg, at + 600), "adopted once");
+    assert_eq!(new.open_actions(), vec![record.request.id.clone()]);
+    assert!(new.planner_state().in_cooldown(partition, at + 600).is_some());
+    let manual = ActionRecord {
+        request: ActionRequest { id: "m-1".parse().expect("id"), ..record.request.clone() },
+        ..record.clone()
+    };
+    assert!(!new.adopt(&manual, &input, &cfg, at + 600), "only the masters' own actions");
+    input.in_flight = vec![crate::planner::InFlightAction { started_at_ms: at, spec: record.request.spec.clone() }];
+    let out = pass(&mut new, &mut input, Vec::new(), at + 1_000);
+    assert!(
+        out.submissions().all(|r| !crate::planner::partitions_of(&r.spec).contains(&partition)),
+        "{:?}",
+        out.submissions().collect::<Vec<_>>()
+    );
 }

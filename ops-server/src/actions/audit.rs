@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use lb_common::ids::ActionId;
-use lb_common::protocol::{ActionRecord, ActionState};
+use lb_common::protocol::{ActionRecord, ActionState, StaleEpochRefusal};
 use lb_common::sqlite::{Pragmas, Schema};
 use rusqlite::{Connection, params};
 
@@ -29,6 +29,21 @@ const MIGRATIONS: &[&str] = &[
          detail TEXT NOT NULL
      );
      CREATE INDEX IF NOT EXISTS action_events_by_action ON action_events (action_id, seq);",
+    // 2: fencing (master HA): every leadership term seen, and every submission refused for an
+    // older one.
+    "CREATE TABLE leader_epochs (
+         epoch INTEGER PRIMARY KEY,
+         at_ms INTEGER NOT NULL,
+         leader TEXT NOT NULL
+     );
+     CREATE TABLE stale_epoch_refusals (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         at_ms INTEGER NOT NULL,
+         action_id TEXT,
+         leader_epoch INTEGER NOT NULL,
+         newest_epoch INTEGER NOT NULL,
+         submitted_by TEXT NOT NULL
+     );",
 ];
 
 /// The ops server's audit log.
@@ -123,6 +138,91 @@ impl Audit {
     }
 }
 
+impl Audit {
+    /// The newest leadership term recorded, with who announced it.
+    pub fn newest_epoch(&self) -> Result<Option<(u64, String)>, AuditError> {
+        let conn = self.conn.lock().expect("audit lock is never poisoned");
+        let mut stmt = conn.prepare("SELECT epoch, leader FROM leader_epochs ORDER BY epoch DESC LIMIT 1")?;
+        let mut rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+        Ok(rows.next().transpose()?.map(|(epoch, leader)| (epoch as u64, leader)))
+    }
+
+    /// Records a newer leadership term.
+    pub async fn record_epoch(&self, epoch: u64, leader: &str, at_ms: i64) -> Result<(), AuditError> {
+        let conn = self.conn.clone();
+        let leader = leader.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().expect("audit lock is never poisoned");
+            conn.execute(
+                "INSERT OR IGNORE INTO leader_epochs (epoch, at_ms, leader) VALUES (?1, ?2, ?3)",
+                params![epoch as i64, at_ms, leader],
+            )?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+    }
+
+    /// Records a submission (or announcement) refused for its stale leadership term.
+    pub async fn record_refusal(&self, refusal: &StaleEpochRefusal) -> Result<(), AuditError> {
+        let conn = self.conn.clone();
+        let r = refusal.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().expect("audit lock is never poisoned");
+            conn.execute(
+                "INSERT INTO stale_epoch_refusals (at_ms, action_id, leader_epoch, newest_epoch, submitted_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    r.at_ms,
+                    r.action_id.as_ref().map(|id| id.to_string()),
+                    r.leader_epoch as i64,
+                    r.newest_epoch as i64,
+                    r.submitted_by
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+    }
+
+    /// The newest `limit` refusals, newest first.
+    pub async fn refusals(&self, limit: usize) -> Result<Vec<StaleEpochRefusal>, AuditError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().expect("audit lock is never poisoned");
+            let mut stmt = conn.prepare(
+                "SELECT at_ms, action_id, leader_epoch, newest_epoch, submitted_by FROM stale_epoch_refusals
+                 ORDER BY seq DESC LIMIT ?1",
+            )?;
+            let rows = stmt.query_map([limit as i64], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (at_ms, action_id, leader_epoch, newest_epoch, submitted_by) = row?;
+                out.push(StaleEpochRefusal {
+                    at_ms,
+                    // Ids were valid when they were stored; one that no longer parses is dropped.
+                    action_id: action_id.and_then(|id| id.parse().ok()),
+                    leader_epoch: leader_epoch as u64,
+                    newest_epoch: newest_epoch as u64,
+                    submitted_by,
+                });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+    }
+}
+
 pub fn state_name(state: ActionState) -> &'static str {
     match state {
         ActionState::Queued => "queued",
@@ -174,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_from_before_migrations_opens_with_its_events_and_becomes_version_1() {
+    fn a_file_from_before_migrations_opens_with_its_events_and_migrates_to_the_latest() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("audit.sqlite");
         let old = Connection::open(&path).expect("old");
@@ -187,7 +287,7 @@ mod tests {
         .expect("old event");
         drop(old);
         let audit = Audit::open(&path).expect("open the old file");
-        assert_eq!(version(&audit), 1);
+        assert_eq!(version(&audit), SCHEMA.version());
         let conn = audit.conn.lock().expect("audit lock is never poisoned");
         let actor: String =
             conn.query_row("SELECT actor FROM action_events WHERE action_id = 'a-1'", [], |r| r.get(0)).expect("kept");
@@ -204,6 +304,6 @@ mod tests {
         let err = Audit::open(&path).expect_err("newer");
         let text = err.to_string();
         assert!(text.contains("audit.sqlite") && text.contains("schema version 9"), "{text}");
-        assert!(text.contains("newer than version 1 that this ops server audit log knows"), "{text}");
+        assert!(text.contains("newer than version 2 that this ops server audit log knows"), "{text}");
     }
 }

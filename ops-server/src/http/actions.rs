@@ -1,4 +1,5 @@
-//! Action routes: submit (idempotent), get, list, events, cancel, and the halt switch.
+//! Action routes: submit (idempotent, fenced by leader epoch), get, list, events, cancel, the
+//! halt switch, and the fencing status.
 
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
@@ -7,12 +8,13 @@ use axum::http::StatusCode;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::ids::ActionId;
 use lb_common::protocol::{
-    ActionRecord, ActionRequest, ActionSpec, ActionState, ActionsQuery, ActionsResponse, EventsResponse, HaltRequest,
-    HaltStatus,
+    ActionRecord, ActionRequest, ActionSpec, ActionState, ActionsQuery, ActionsResponse, EventsResponse,
+    FencingRequest, FencingStatus, HaltRequest, HaltStatus,
 };
 
 use super::{AppState, now_ms};
 use crate::actions::book::{BookError, Submitted};
+use crate::actions::fencing::FencingError;
 use crate::auth::Caller;
 
 fn book_error(err: BookError) -> ApiError {
@@ -40,6 +42,29 @@ async fn check_against_topology(state: &AppState, spec: &ActionSpec) -> Result<(
     }
 }
 
+fn fencing_error(err: FencingError) -> ApiError {
+    match err {
+        FencingError::Stale { .. } => ApiError::new(StatusCode::CONFLICT, "stale_epoch", err.to_string()),
+        FencingError::Audit(e) => ApiError::unavailable("audit_unavailable", e.to_string()),
+    }
+}
+
+/// A newly elected master's term, before it acts: 200 with the status, or 409 `stale_epoch`.
+pub async fn announce_epoch(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(request): ApiJson<FencingRequest>,
+) -> Result<ApiJson<FencingStatus>, ApiError> {
+    let who = format!("{} ({})", caller.name, request.leader);
+    state.fencing.admit(request.leader_epoch, &who, None, now_ms()).await.map_err(fencing_error)?;
+    fencing_status(State(state)).await
+}
+
+/// The newest leadership term seen and the refusals of older ones.
+pub async fn fencing_status(State(state): State<AppState>) -> Result<ApiJson<FencingStatus>, ApiError> {
+    state.fencing.status().await.map(ApiJson).map_err(|e| ApiError::unavailable("audit_unavailable", e.to_string()))
+}
+
 fn parse_id(raw: &str) -> Result<ActionId, ApiError> {
     raw.parse().map_err(|e| ApiError::bad_request(format!("action id {raw:?}: {e}")))
 }
@@ -50,6 +75,9 @@ pub async fn submit(
     ApiJson(request): ApiJson<ActionRequest>,
 ) -> Result<(StatusCode, ApiJson<ActionRecord>), ApiError> {
     request.validate()?;
+    if let Some(epoch) = request.leader_epoch {
+        state.fencing.admit(epoch, &caller.name, Some(&request.id), now_ms()).await.map_err(fencing_error)?;
+    }
     if state.book.get(&request.id).is_none() {
         check_against_topology(&state, &request.spec).await?;
     }

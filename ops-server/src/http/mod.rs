@@ -23,6 +23,7 @@ pub struct AppState {
     pub config: watch::Receiver<Arc<OpsServerConfig>>,
     pub registry: Arc<Registry>,
     pub book: Arc<ActionBook>,
+    pub fencing: Arc<crate::actions::fencing::Fencing>,
     pub executor: Arc<Executor>,
     pub agents_client: HttpClient,
     pub rate_limiter: Arc<RateLimiter>,
@@ -39,6 +40,7 @@ pub fn router(state: AppState, readiness: Readiness, config_status: Option<Share
         .route("/v1/actions/{id}", get(actions::get))
         .route("/v1/actions/{id}/events", get(actions::events))
         .route("/v1/actions/{id}/cancel", post(actions::cancel))
+        .route("/v1/fencing", get(actions::fencing_status).post(actions::announce_epoch))
         .route("/v1/halt", get(actions::halt_status).post(actions::set_halt))
         .route("/v1/topology", get(actions::topology))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))

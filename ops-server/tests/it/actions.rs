@@ -95,6 +95,48 @@ async fn failing_stalling_timing_out_and_rejected_operations_end_in_the_right_st
 }
 
 #[tokio::test]
+async fn an_older_leader_epoch_is_refused_with_409_audited_and_kept_across_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let announce = |epoch: u64| FencingRequest { leader_epoch: epoch, leader: "http://m-b:7400".to_owned() };
+    let status: FencingStatus = s.master.post("/v1/fencing", &announce(7)).await.expect("announced");
+    assert_eq!(status.newest_epoch, Some(7));
+    // Announcing needs the master's service role.
+    let err = s.sre.post::<_, FencingStatus>("/v1/fencing", &announce(8)).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::FORBIDDEN));
+    let current = ActionRequest { leader_epoch: Some(7), ..action("lb-2-1", split("p1"), "acme") };
+    s.master.post::<_, ActionRecord>("/v1/actions", &current).await.expect("the current term acts");
+    let stale = ActionRequest { leader_epoch: Some(5), ..action("lb-1-9", split("p2"), "acme") };
+    let err = s.master.post::<_, ActionRecord>("/v1/actions", &stale).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::CONFLICT));
+    assert!(err.to_string().contains("stale_epoch"), "{err}");
+    let err = s.master.post::<_, FencingStatus>("/v1/fencing", &announce(6)).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::CONFLICT));
+    // Unfenced submissions (lbctl, a single master) are not affected.
+    s.sre.post::<_, ActionRecord>("/v1/actions", &action("m-1", mv("p3", "w-1"), "acme")).await.expect("unfenced");
+    let err = s.viewer.get::<ActionRecord>("/v1/actions/lb-1-9").await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::NOT_FOUND), "a refused action is not in the book");
+    let status: FencingStatus = s.viewer.get("/v1/fencing").await.expect("status");
+    assert_eq!(status.refused.len(), 2, "{status:?}");
+    assert_eq!(status.refused[1].action_id.as_ref().map(|a| a.as_str()), Some("lb-1-9"));
+    assert_eq!(status.refused[0].action_id, None, "the refused announcement");
+    let metrics = reqwest::get(format!("http://{}/metrics", s.server.addr())).await.expect("metrics");
+    let metrics = metrics.text().await.expect("text");
+    assert!(metrics.contains("lb_ops_stale_epoch_refusals_total 2"), "{metrics}");
+    assert!(s.server.stop(STOP).await);
+    drop(storage);
+
+    let (_storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let status: FencingStatus = s.viewer.get("/v1/fencing").await.expect("status");
+    assert_eq!((status.newest_epoch, status.refused.len()), (Some(7), 2), "kept in the audit log");
+    let err = s.master.post::<_, ActionRecord>("/v1/actions", &stale).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::CONFLICT), "still fenced after a restart");
+    assert!(s.server.stop(STOP).await);
+}
+
+#[tokio::test]
 async fn duplicate_submissions_run_once_and_conflicting_ones_are_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let (storage, url) = fake_storage().await;

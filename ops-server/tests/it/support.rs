@@ -227,6 +227,7 @@ pub fn action(id: &str, spec: ActionSpec, tenant: &str) -> ActionRequest {
         policy: Some("partition_overload".to_owned()),
         reason: "test".to_owned(),
         actor_path: vec![tenant.to_owned(), "orders".to_owned()],
+        leader_epoch: None,
     }
 }
 

@@ -640,6 +640,7 @@ async fn a_group_cut_off_by_a_restart_is_finished_by_the_next_process_and_rememb
             policy: Some("worker_overload".into()),
             reason: "test".into(),
             actor_path: vec![],
+            leader_epoch: None,
         },
         state: ActionState::Succeeded,
         submitted_by: "master".into(),
