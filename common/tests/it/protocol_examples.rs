@@ -32,6 +32,7 @@ const EXAMPLES: &[(&str, Check)] = &[
     ("collect_request.json", round_trip::<CollectRequest>),
     ("collect_response.json", round_trip::<CollectResponse>),
     ("action_request_split.json", round_trip::<ActionRequest>),
+    ("action_request_split_into.json", round_trip::<ActionRequest>),
     ("action_request_move.json", round_trip::<ActionRequest>),
     ("action_request_merge.json", round_trip::<ActionRequest>),
     ("action_request_group.json", round_trip::<ActionRequest>),
