@@ -233,6 +233,7 @@ async fn run(case: Case) {
             .iter()
             .filter_map(|r| match &r.body.spec {
                 ActionSpec::Split { split_key, .. } => Some(*split_key),
+                ActionSpec::SplitInto { split_keys, .. } => split_keys.first().copied(),
                 _ => None,
             })
             .collect();

@@ -3,7 +3,6 @@
 
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
-use super::config::PolicyMode;
 use lb_common::ids::Key;
 use lb_common::protocol::MAX_SPLIT_PIECES;
 
@@ -182,8 +181,9 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                     rejected_alternatives: alts,
                 };
                 pass.model.mark_action(p);
-                if mode == PolicyMode::Auto {
-                    state.pending_children.push(PendingChild {
+                expect_child(
+                    state,
+                    PendingChild {
                         tenant: info.tenant.clone(),
                         table: info.table.clone(),
                         start: key,
@@ -192,8 +192,8 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         parent_hot: h.hysteresis,
                         split_at_ms: pass.now_ms,
                         expected_demand_ops: h.demand_ops * (1.0 - left_share),
-                    });
-                }
+                    },
+                );
                 pass.propose(state, p, mode, proposal);
             }
             None => isolate(pass, state, h, shape, trigger, alts),
@@ -417,9 +417,10 @@ fn propose_split_into(
         predicted,
         rejected_alternatives: alts,
     };
-    if mode == PolicyMode::Auto {
-        for (k, share) in plan.keys.iter().zip(&plan.shares[1..]) {
-            state.pending_children.push(PendingChild {
+    for (k, share) in plan.keys.iter().zip(&plan.shares[1..]) {
+        expect_child(
+            state,
+            PendingChild {
                 tenant: info.tenant.clone(),
                 table: info.table.clone(),
                 start: *k,
@@ -429,8 +430,8 @@ fn propose_split_into(
                 parent_hot: h.hysteresis,
                 split_at_ms: pass.now_ms,
                 expected_demand_ops: h.demand_ops * share,
-            });
-        }
+            },
+        );
     }
     let input = pass.input;
     pass.model.apply_split_into(input, p, &plan.shares, &plan.dests);
@@ -617,6 +618,19 @@ fn isolate(
         if destination_full { DeclineReason::DestinationOverloaded } else { DeclineReason::NoRemedy },
         format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}"),
     );
+}
+
+/// Expects the new piece of a split proposed this pass. A dry-run proposal is repeated every
+/// pass until an operator approves it: its children are expected too (an approved split gets its
+/// pieces scattered like an automatic one), once each, from the latest proposal.
+fn expect_child(state: &mut PlannerState, child: PendingChild) {
+    let same = |c: &PendingChild| {
+        c.start == child.start && c.table == child.table && c.tenant == child.tenant && c.parent == child.parent
+    };
+    match state.pending_children.iter_mut().find(|c| same(c)) {
+        Some(c) => *c = child,
+        None => state.pending_children.push(child),
+    }
 }
 
 /// Finds split children that appeared since the last pass: each inherits its parent's
