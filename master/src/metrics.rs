@@ -14,6 +14,37 @@ use lb_common::telemetry::MetricKind::{Counter, Gauge, Histogram};
 use crate::planner::{Plan, PlannerInput};
 
 pub const CATALOG: &[MetricDef] = &[
+    // The offline analyzer and its archive.
+    MetricDef::new(
+        "lb_master_offline_passes_total",
+        Counter,
+        &["outcome"],
+        "Offline passes by outcome (ok; partial: look-back not whole; no_rollups: the ops server gave none; no_layout; error).",
+    ),
+    MetricDef::new(
+        "lb_master_offline_pass_seconds",
+        Gauge,
+        &[],
+        "Wall time of the last offline round (rollups fetched and archived, one pass over the look-back).",
+    ),
+    MetricDef::new(
+        "lb_master_offline_findings",
+        Gauge,
+        &["kind"],
+        "What the last offline pass found: merge candidates and peak forecasts.",
+    ),
+    MetricDef::new(
+        "lb_master_archive_rows_total",
+        Counter,
+        &["kind"],
+        "Archived rollup rows: new, or replaced (a late or refetched copy of its worker, partition and hour).",
+    ),
+    MetricDef::new(
+        "lb_master_archive_files_skipped_total",
+        Counter,
+        &[],
+        "Archive files that could not be read: skipped by a pass, or moved aside before a rewrite.",
+    ),
     // The analysis pass.
     MetricDef::new(
         "lb_master_analysis_passes_total",
