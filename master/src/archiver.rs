@@ -83,8 +83,8 @@ pub async fn run(shared: Shared, ops: impl Fn() -> OpsClient + Send, slot: Findi
                 metrics::counter!("lb_master_offline_passes_total", "outcome" => outcome).increment(1);
                 metrics::counter!("lb_master_archive_files_skipped_total")
                     .increment(found.coverage.files_skipped.len() as u64);
-                metrics::gauge!("lb_master_offline_findings", "kind" => "merge").set(found.merges.len() as f64);
-                metrics::gauge!("lb_master_offline_findings", "kind" => "peak").set(found.peaks.len() as f64);
+                metrics::gauge!("lb_master_offline_proposals", "kind" => "merge").set(found.merges.len() as f64);
+                metrics::gauge!("lb_master_offline_proposals", "kind" => "peak").set(found.peaks.len() as f64);
                 for skipped in &found.coverage.files_skipped {
                     warn!(file = %skipped, "archive file skipped");
                 }

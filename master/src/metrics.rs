@@ -28,10 +28,10 @@ pub const CATALOG: &[MetricDef] = &[
         "Wall time of the last offline round (rollups fetched and archived, one pass over the look-back).",
     ),
     MetricDef::new(
-        "lb_master_offline_findings",
+        "lb_master_offline_proposals",
         Gauge,
         &["kind"],
-        "What the last offline pass found: merge candidates and peak forecasts.",
+        "What the last offline pass found to propose: merges and peak forecasts (the online pass checks each against its own view first).",
     ),
     MetricDef::new(
         "lb_master_archive_rows_total",
