@@ -31,8 +31,10 @@
 //! rejected ops over the hour) when that is higher: a partition at its limit serves no more than
 //! the limit, however much it is asked.
 //!
-//! **Peaks ahead**: per partition and hour of the day, the peak of each day in the look-back.
-//! An hour whose peak went over `presplit_ratio` × the limit on at least
+//! **Peaks ahead**: per partition and hour of the day, each day's mean demand in that hour
+//! (served and rejected ops over the hour; not the served peak, which a partition split in the
+//! hour shows for the range it had before). An hour whose demand went over `presplit_ratio` ×
+//! the limit on at least
 //! `presplit_min_recurrences` days is a recurring peak; the next one within
 //! `presplit_horizon_hours` is forecast at the mean of those days' peaks, to be split into
 //! enough pieces to hold it under `presplit_target_ratio` × the limit, `lead_time_secs` before
@@ -79,7 +81,7 @@ impl Default for OfflineConfig {
             min_history_hours: 24,
             presplit_ratio: 0.9,
             presplit_target_ratio: 0.6,
-            presplit_min_recurrences: 1,
+            presplit_min_recurrences: 2,
             presplit_horizon_hours: 24,
             lead_time_secs: 1800,
         }
@@ -243,11 +245,13 @@ pub fn analyze(
     let parts: Vec<&LayoutPartition> = order.iter().map(|&i| &layout.partitions[i]).collect();
     let by_table = table_index(&parts);
 
-    let mut acc = vec![Acc::default(); parts.len()];
-    let mut pairs = vec![PairAcc::default(); parts.len()];
     let tables = Tables::of(&parts);
-    let mut table_hod = vec![[(0.0, 0u32); 24]; tables.names.len()];
-    let mut hours_seen = std::collections::BTreeSet::new();
+    let mut folds = Folds {
+        acc: vec![Acc::default(); parts.len()],
+        pairs: vec![PairAcc::default(); parts.len()],
+        table_hod: vec![[(0.0, 0u32); 24]; tables.names.len()],
+        hours_seen: Default::default(),
+    };
 
     // A table's daily profile is read over a week at least, whatever the look-back: a short
     // look-back in a table's trough must not hide its peak.
@@ -263,10 +267,11 @@ pub fn analyze(
             let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
             let series = day_series(frame, &parts, &by_table, day_from, day_to)?;
             let window = Window { from_ms, tables: &tables };
-            fold_day(&series, &parts, window, config, &mut acc, &mut pairs, &mut table_hod, &mut hours_seen)?;
+            fold_day(&series, &parts, window, config, &mut folds)?;
         }
         day = day.succ_opt().unwrap_or(NaiveDate::MAX);
     }
+    let Folds { acc, pairs, table_hod, hours_seen } = folds;
     coverage.hours_with_data = hours_seen.len() as u32;
     if coverage.hours_with_data < coverage.hours_expected {
         coverage.partial.push(format!(
@@ -370,7 +375,7 @@ fn day_series(
         .group_by([col("cur"), col("hour_start_ms")])
         .agg([
             col("peak").sum().alias("peak_upper"),
-            (col("peak") * col("share")).sum().alias("peak_est"),
+            ((col("ops") + col("rejected")) / lit(3600.0) * col("share")).sum().alias("peak_est"),
             (col("ops") * col("share")).sum().alias("ops_est"),
             col("rejected").sum().alias("rejected"),
             col("wider").max().alias("wider"),
@@ -450,11 +455,9 @@ fn fold_day(
     parts: &[&LayoutPartition],
     window: Window<'_>,
     config: &OfflineConfig,
-    acc: &mut [Acc],
-    pairs: &mut [PairAcc],
-    table_hod: &mut [[(f64, u32); 24]],
-    hours_seen: &mut std::collections::BTreeSet<i64>,
+    folds: &mut Folds,
 ) -> PolarsResult<()> {
+    let Folds { acc, pairs, table_hod, hours_seen } = folds;
     let cur = series.column("cur")?.u32()?;
     let hour = series.column("hour_start_ms")?.i64()?;
     let upper = series.column("peak_upper")?.f64()?;
@@ -496,8 +499,7 @@ fn fold_day(
             continue;
         }
         let pa = &mut pairs[c];
-        for hod in 0..24 {
-            let (l, r) = (day_upper[c][hod], day_upper[c + 1][hod]);
+        for (&l, &r) in day_upper[c].iter().zip(&day_upper[c + 1]) {
             if !l.is_nan() && !r.is_nan() {
                 pa.combined_max = pa.combined_max.max(l + r);
                 pa.hours += 1;
@@ -514,6 +516,16 @@ fn fold_day(
         }
     }
     Ok(())
+}
+
+/// The look-back's accumulators: per partition, per neighbour pair (indexed by the left one),
+/// per table and hour of the day (load sum, hours seen), and the hours with data.
+#[derive(Debug)]
+struct Folds {
+    acc: Vec<Acc>,
+    pairs: Vec<PairAcc>,
+    table_hod: Vec<[(f64, u32); 24]>,
+    hours_seen: std::collections::BTreeSet<i64>,
 }
 
 /// The tables of the key-ordered partitions: `of[c]` indexes `names`.

@@ -26,7 +26,7 @@ fn rollup(partition: &str, r: KeyRange, hour_start_ms: i64, peak: f64) -> Hourly
         partition_id: pid(partition),
         key_range: r,
         sample_count: 360,
-        read_ops: (peak * 0.8 * 3600.0) as u64,
+        read_ops: (peak * 3600.0) as u64,
         write_ops: 0,
         read_bytes: 0,
         write_bytes: 0,
@@ -218,7 +218,7 @@ fn nothing_split_in_the_last_24_hours_is_merged() {
     assert_eq!(m.combined_peak_ops_per_sec, 1600.0);
     // And the master's own memory of a split counts as much as the archive's.
     let mut layout = two_neighbours();
-    layout.partitions[1].split_at_ms = Some(later - 3600_000);
+    layout.partitions[1].split_at_ms = Some(later - 3_600_000);
     let found = analyze(&archive, &layout, &OfflineConfig::default(), later, &[]).expect("pass");
     assert!(found.merges.is_empty());
 }

@@ -33,6 +33,9 @@ use super::{Outcome, Sim};
 
 /// The strategy's name in `--strategies`.
 pub const NAME: &str = "lb+offline";
+/// A baseline: the same core and archive with merges judged the way PD judges them (the last
+/// hour's load, an hour after a split, no notion of periodic load) and no peaks ahead.
+pub const PD_MERGE: &str = "lb+pd-merge";
 
 /// One partition's hour on one worker, being folded.
 #[derive(Debug, Clone)]
@@ -59,6 +62,7 @@ pub struct PassLog {
 /// `lb` with the offline analyzer fed from virtual time; see the module doc.
 #[derive(Debug)]
 pub struct LbOffline {
+    name: &'static str,
     inner: Lb,
     slot: FindingsSlot,
     archive: Archive,
@@ -74,6 +78,27 @@ pub struct LbOffline {
 impl LbOffline {
     /// `section` is the master's `[offline]` as the run uses it.
     pub fn new(section: OfflineSection) -> Self {
+        Self::named(NAME, section)
+    }
+
+    /// The PD-like baseline ([`PD_MERGE`]).
+    pub fn pd_merge() -> Self {
+        let pd = OfflineSection {
+            peak_ahead_mode: lb_master::planner::PolicyMode::Off,
+            lookback_hours: 1,
+            min_history_hours: 1,
+            allow_partial_lookback: true,
+            merge_min_age_secs: 3600,
+            // No table is ever periodic.
+            periodic_ratio: f64::MAX,
+            max_merges_per_pass: 64,
+            max_merges_per_table: 16,
+            ..OfflineSection::default()
+        };
+        Self::named(PD_MERGE, pd)
+    }
+
+    fn named(name: &'static str, section: OfflineSection) -> Self {
         static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("lb-sim-archive-{}-{n}", std::process::id()));
@@ -81,6 +106,7 @@ impl LbOffline {
         let config = OnlineConfig { offline: section.clone(), ..OnlineConfig::default() };
         let analyzers = lb_master::online::analyzer::registered_with(&config, slot.clone());
         Self {
+            name,
             inner: Lb::with_analyzers(config, analyzers),
             slot,
             archive: Archive::new(dir.join("archive")),
@@ -202,7 +228,7 @@ impl Drop for LbOffline {
 
 impl Strategy for LbOffline {
     fn name(&self) -> &str {
-        NAME
+        self.name
     }
 
     fn needs_input(&self) -> bool {
@@ -296,8 +322,12 @@ pub fn report(
 ) -> Result<Report, super::report::CompareError> {
     let mut built: Vec<(Box<dyn Strategy>, Option<Arc<Mutex<Vec<PassLog>>>>)> = Vec::new();
     for name in strategies {
-        if name == NAME {
-            let s = LbOffline::new(section.clone());
+        let offline = match name.as_str() {
+            NAME => Some(LbOffline::new(section.clone())),
+            PD_MERGE => Some(LbOffline::pd_merge()),
+            _ => None,
+        };
+        if let Some(s) = offline {
             let passes = s.passes();
             built.push((Box::new(s), Some(passes)));
         } else {

@@ -218,7 +218,7 @@ pub struct Comparison {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    #[error("unknown strategy {0:?} (known: lb, lb+offline, none, greedy)")]
+    #[error("unknown strategy {0:?} (known: lb, lb+offline, lb+pd-merge, none, greedy)")]
     UnknownStrategy(String),
     #[error("no strategy to run")]
     NoStrategy,

@@ -97,6 +97,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
         super::offline::NAME => {
             Some(Box::new(super::offline::LbOffline::new(super::offline::LbOffline::sim_section())))
         }
+        super::offline::PD_MERGE => Some(Box::new(super::offline::LbOffline::pd_merge())),
         _ => None,
     }
 }
