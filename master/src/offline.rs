@@ -291,7 +291,7 @@ pub fn layout(
                 table: p.table.clone(),
                 range: p.range,
                 owner: p.owner.clone(),
-                limit_ops_per_sec: p.limit.map(|l| l.ops_per_sec as f64).filter(|&l| l > 0.0),
+                limit_ops_per_sec: p.limit.map(|l| l.ops_per_sec).filter(|&l| l > 0.0),
                 can_merge: p.supported_actions.contains(&ActionKind::Merge),
                 can_split: p.supported_actions.contains(&ActionKind::Split),
                 split_at_ms: split_at_ms.get(&p.id).copied(),
@@ -304,7 +304,7 @@ pub fn layout(
             .iter()
             .map(|w| LayoutWorker {
                 id: w.id.clone(),
-                capacity_ops_per_sec: w.capacity.ops_per_sec as f64,
+                capacity_ops_per_sec: w.capacity.ops_per_sec,
                 ops_per_sec: w.load.ops_per_sec,
             })
             .collect(),
@@ -394,7 +394,7 @@ impl Analyzer for OfflineAnalyzer {
                     let p = &ctx.input.partitions[i];
                     let share = if load > 0.0 { demand(p) / load } else { p.range.width() / range_width(&f.range) };
                     let predicted = f.predicted_peak_ops_per_sec * share;
-                    let Some(limit) = p.limit.map(|l| l.ops_per_sec as f64).filter(|&l| l > 0.0) else { continue };
+                    let Some(limit) = p.limit.map(|l| l.ops_per_sec).filter(|&l| l > 0.0) else { continue };
                     if predicted <= section.presplit_target_ratio * limit
                         || busy.contains(&p.id)
                         || !p.supported_actions.contains(&ActionKind::Split)

@@ -49,6 +49,9 @@ struct HourAcc {
     peak: f64,
 }
 
+/// A run's offline passes, shared between its strategy and the report.
+pub type PassLogs = Arc<Mutex<Vec<PassLog>>>;
+
 /// One offline pass of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PassLog {
@@ -72,7 +75,7 @@ pub struct LbOffline {
     acc: BTreeMap<(WorkerId, PartitionId), HourAcc>,
     pass_due: bool,
     start_ms: Option<i64>,
-    passes: Arc<Mutex<Vec<PassLog>>>,
+    passes: PassLogs,
 }
 
 impl LbOffline {
@@ -122,7 +125,7 @@ impl LbOffline {
 
     /// The run's offline passes (shared: the report reads it after the strategy moved into
     /// its simulator).
-    pub fn passes(&self) -> Arc<Mutex<Vec<PassLog>>> {
+    pub fn passes(&self) -> PassLogs {
         Arc::clone(&self.passes)
     }
 
@@ -320,7 +323,7 @@ pub fn report(
     threads: usize,
     section: &OfflineSection,
 ) -> Result<Report, super::report::CompareError> {
-    let mut built: Vec<(Box<dyn Strategy>, Option<Arc<Mutex<Vec<PassLog>>>>)> = Vec::new();
+    let mut built: Vec<(Box<dyn Strategy>, Option<PassLogs>)> = Vec::new();
     for name in strategies {
         let offline = match name.as_str() {
             NAME => Some(LbOffline::new(section.clone())),
@@ -342,7 +345,7 @@ pub fn report(
     let peaks = peak_windows(scenario);
     let onsets = onsets(scenario, duration_secs);
     let started = Instant::now();
-    type Slot = Mutex<Option<(Box<dyn Strategy>, Option<Arc<Mutex<Vec<PassLog>>>>)>>;
+    type Slot = Mutex<Option<(Box<dyn Strategy>, Option<PassLogs>)>>;
     let slots: Vec<Slot> = built.into_iter().map(|s| Mutex::new(Some(s))).collect();
     let results: Vec<Mutex<Option<(Run, DayRun)>>> = slots.iter().map(|_| Default::default()).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -378,7 +381,7 @@ pub fn report(
 fn run_one(
     scenario: &Scenario,
     strategy: Box<dyn Strategy>,
-    passes: Option<Arc<Mutex<Vec<PassLog>>>>,
+    passes: Option<PassLogs>,
     duration_secs: u64,
     peaks: &[(u64, u64)],
     onsets: &[super::report::Onset],
@@ -390,7 +393,7 @@ fn run_one(
     while (sim.engine.t_secs() as u64) < duration_secs {
         sim.tick();
         let t = sim.engine.t_secs() as u64;
-        if t % 3600 == 0 {
+        if t.is_multiple_of(3600) {
             partitions_hourly.push(sim.engine.cluster.partitions.len());
         }
         if let Some(tick) = sim.ticks.last() {
