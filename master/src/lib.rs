@@ -123,7 +123,7 @@ pub async fn start(
         leadership: Arc::new(SingleLeader),
         approvals: approvals_tx,
         config_status: config_status.clone(),
-        offline: offline::FindingsSlot::default(),
+        offline: offline::FindingsSlot::fed(),
     };
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");

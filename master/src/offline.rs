@@ -178,6 +178,9 @@ pub fn pass(
 
 #[derive(Debug, Default)]
 struct SlotState {
+    /// Something fills this slot (the archiver, the simulator): without it the analyzer does
+    /// nothing, not even its bookkeeping, so an online-only core costs what it did.
+    fed: bool,
     findings: Option<Arc<Findings>>,
     layout: Option<(i64, Arc<Layout>)>,
     want_layout: bool,
@@ -200,6 +203,13 @@ impl std::fmt::Debug for FindingsSlot {
 }
 
 impl FindingsSlot {
+    /// A slot that an offline pass will fill.
+    pub fn fed() -> Self {
+        let slot = Self::default();
+        slot.lock().fed = true;
+        slot
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -325,6 +335,9 @@ impl Analyzer for OfflineAnalyzer {
 
     fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> AnalyzerFindings {
         let now = ctx.now_ms;
+        if !self.slot.lock().fed {
+            return AnalyzerFindings::default();
+        }
         self.track_splits(ctx.input, now);
         self.publish_layout(ctx);
         let Some(found) = self.slot.latest() else { return AnalyzerFindings::default() };

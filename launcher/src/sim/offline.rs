@@ -105,7 +105,7 @@ impl LbOffline {
         static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("lb-sim-archive-{}-{n}", std::process::id()));
-        let slot = FindingsSlot::default();
+        let slot = FindingsSlot::fed();
         let config = OnlineConfig { offline: section.clone(), ..OnlineConfig::default() };
         let analyzers = lb_master::online::analyzer::registered_with(&config, slot.clone());
         Self {

@@ -55,8 +55,8 @@ pub trait Analyzer: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The analyzers every master runs, in pass order; the offline analyzer's findings come
-/// through a slot nobody fills (see [`registered_with`]).
+/// The analyzers every master runs, in pass order; the offline analyzer's slot is not fed, so
+/// it does nothing (see [`registered_with`]).
 pub fn registered(config: &OnlineConfig) -> Vec<Box<dyn Analyzer>> {
     registered_with(config, FindingsSlot::default())
 }
