@@ -148,7 +148,8 @@ pub struct MergeCandidate {
     pub limit_ops_per_sec: f64,
     pub hours_judged: u32,
     pub periodic: bool,
-    /// The cooler of the two owners.
+    /// The cooler of the two owners, where the merged partition should live. `ActionSpec::Merge`
+    /// has no destination yet: the storage keeps the merged partition on the left's owner.
     pub to_worker: WorkerId,
     pub reason: String,
 }
@@ -721,7 +722,7 @@ fn merges(
             periodic: is_periodic,
             to_worker: to_worker.clone(),
             reason: format!(
-                "cold neighbours: their combined hourly peak over {} h was {:.0} ops/s, {ratio:.2} of the limit {limit:.0} (merge under {:.2}){}; onto the cooler worker {to_worker}",
+                "cold neighbours: their combined hourly peak over {} h was {:.0} ops/s, {ratio:.2} of the limit {limit:.0} (merge under {:.2}){}; the cooler of the two workers is {to_worker}",
                 pa.hours,
                 pa.combined_max,
                 config.merge_max_ratio,
