@@ -299,6 +299,14 @@ impl OpsClient {
     pub async fn collect(&self, request: &CollectRequest) -> Result<CollectResponse, ClientError> {
         self.http.post("/v1/collect", request).await
     }
+
+    /// Every agent's hourly rollups of `[from_ms, to_ms)` (`POST /v1/collect/rollups`).
+    pub async fn collect_rollups(
+        &self,
+        request: &RollupsCollectRequest,
+    ) -> Result<RollupsCollectResponse, ClientError> {
+        self.http.post("/v1/collect/rollups", request).await
+    }
 }
 
 client_type!(

@@ -256,8 +256,19 @@ fn run_sim(
     threads: usize,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let comparison = lb_launcher::sim::report::compare(scenario, strategies, duration_secs, threads)?;
-    let table = comparison.markdown();
+    // With `lb+offline` the runs also record partitions over time, merges, pre-splits and
+    // rejections at each peak (the offline report).
+    let with_offline =
+        |s: &String| [lb_launcher::sim::offline::NAME, lb_launcher::sim::offline::PD_MERGE].contains(&s.as_str());
+    let (comparison, offline) = if strategies.iter().any(with_offline) {
+        let section = lb_launcher::sim::offline::LbOffline::sim_section();
+        let r = lb_launcher::sim::offline::report(scenario, strategies, duration_secs, threads, &section)?;
+        let table = r.markdown();
+        (r.comparison, table)
+    } else {
+        (lb_launcher::sim::report::compare(scenario, strategies, duration_secs, threads)?, String::new())
+    };
+    let table = comparison.markdown() + &offline;
     print!("{table}\n{}", comparison.timings());
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let report = out.join("report.md");

@@ -58,6 +58,9 @@ pub struct MasterConfig {
     /// The placement manager for hash-sharded datasets (reshards, placement rules for routers).
     #[serde(default)]
     pub placement: crate::placement_manager::PlacementManagerConfig,
+    /// The offline analyzer: the hourly archive, merges and peaks ahead ([`crate::offline`]).
+    #[serde(default)]
+    pub offline: crate::offline::OfflineSection,
     /// Tokens for the write endpoints (approving dry-run proposals needs `operator`). No tokens:
     /// writes are open (loopback demos); the master warns at start-up.
     #[serde(default)]
@@ -347,6 +350,7 @@ impl ServiceConfig for MasterConfig {
         self.auth.validate(&mut v.at("auth"));
         self.leadership.validate_into(&mut v.at("leadership"));
         self.placement.validate_into(&mut v.at("placement"));
+        self.offline.validate_into(&mut v.at("offline"));
         let mut errors = match v.finish() {
             Ok(()) => Vec::new(),
             Err(e) => e.errors,

@@ -23,6 +23,7 @@
 //! config reload records), [`http`] (the API under `/api/v1`, described by the OpenAPI document
 //! it serves), [`config`] (`master.toml`).
 
+pub mod archiver;
 pub mod collector;
 pub mod config;
 pub mod evaluation;
@@ -32,6 +33,7 @@ pub mod leadership;
 pub mod lineage;
 pub mod maintenance;
 pub mod metrics;
+pub mod offline;
 pub mod online;
 pub mod placement_manager;
 pub mod planner;
@@ -78,6 +80,8 @@ pub struct Shared {
     pub approvals: tokio::sync::mpsc::Sender<online::Request>,
     /// The config file's version and last reload, when started from a file.
     pub config_status: Option<SharedReloadStatus>,
+    /// The offline passes' findings for the online loop's offline analyzer ([`archiver`]).
+    pub offline: offline::FindingsSlot,
 }
 
 /// Requests queued for the online loop; more than this at once is an SRE script gone wrong.
@@ -129,6 +133,7 @@ pub async fn start(
         leadership: leadership.clone(),
         approvals: approvals_tx,
         config_status: config_status.clone(),
+        offline: offline::FindingsSlot::fed(),
     };
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");
@@ -166,6 +171,13 @@ pub async fn start(
         move || ops_client(&config_for_ops.borrow()),
         approvals_rx,
         snapshot_tx,
+        shutdown.token(),
+    ));
+    let config_for_archiver = shared.config.clone();
+    shutdown.spawn(archiver::run(
+        shared.clone(),
+        move || ops_client(&config_for_archiver.borrow()),
+        shared.offline.clone(),
         shutdown.token(),
     ));
     if let Some(status) = config_status {

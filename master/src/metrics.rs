@@ -39,6 +39,37 @@ pub const CATALOG: &[MetricDef] = &[
         &["state"],
         "Takeovers by a newly elected leader, by where its memory came from (handover: the predecessor's state in etcd; fresh: none).",
     ),
+    // The offline analyzer and its archive.
+    MetricDef::new(
+        "lb_master_offline_passes_total",
+        Counter,
+        &["outcome"],
+        "Offline passes by outcome (ok; partial: look-back not whole; no_rollups: the ops server gave none; no_layout; error).",
+    ),
+    MetricDef::new(
+        "lb_master_offline_pass_seconds",
+        Gauge,
+        &[],
+        "Wall time of the last offline round (rollups fetched and archived, one pass over the look-back).",
+    ),
+    MetricDef::new(
+        "lb_master_offline_proposals",
+        Gauge,
+        &["kind"],
+        "What the last offline pass found to propose: merges and peak forecasts (the online pass checks each against its own view first).",
+    ),
+    MetricDef::new(
+        "lb_master_archive_rows_total",
+        Counter,
+        &["kind"],
+        "Archived rollup rows: new, or replaced (a late or refetched copy of its worker, partition and hour).",
+    ),
+    MetricDef::new(
+        "lb_master_archive_files_skipped_total",
+        Counter,
+        &[],
+        "Archive files that could not be read: skipped by a pass, or moved aside before a rewrite.",
+    ),
     // The analysis pass.
     MetricDef::new(
         "lb_master_analysis_passes_total",

@@ -35,7 +35,7 @@ fn need(method: &Method, path: &str) -> Need {
         Need::Read
     } else if path.starts_with("/v1/agents/") {
         Need::Agent
-    } else if path == "/v1/collect" || path == "/v1/fencing" {
+    } else if path == "/v1/collect" || path == "/v1/collect/rollups" || path == "/v1/fencing" {
         Need::Service
     } else if path.starts_with("/v1/actions") {
         Need::OperatorOrService
@@ -111,6 +111,7 @@ mod tests {
         assert_eq!(need(&Method::POST, "/v1/agents/register"), Need::Agent);
         assert_eq!(need(&Method::POST, "/v1/agents/heartbeat"), Need::Agent);
         assert_eq!(need(&Method::POST, "/v1/collect"), Need::Service);
+        assert_eq!(need(&Method::POST, "/v1/collect/rollups"), Need::Service);
         assert_eq!(need(&Method::POST, "/v1/actions/a/cancel"), Need::OperatorOrService);
         assert_eq!(need(&Method::POST, "/v1/halt"), Need::Operator);
         assert!(!allowed(Role::Viewer, Need::OperatorOrService));

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use lb_common::clients::AgentClient;
 use lb_common::http::{ClientError, HttpClient};
 use lb_common::protocol::{
-    AgentCollect, AgentState, CollectRequest, CollectResponse, CollectStatus, Cursor, SamplesQuery,
+    AgentCollect, AgentRollups, AgentState, CollectRequest, CollectResponse, CollectStatus, Cursor,
+    RollupsCollectRequest, RollupsCollectResponse, RollupsQuery, SamplesQuery,
 };
 use tokio::task::JoinSet;
 
@@ -90,4 +91,71 @@ pub async fn collect(
     }
     replies.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
     CollectResponse { agents: replies }
+}
+
+/// The rollups fan-out (`POST /v1/collect/rollups`): each agent's hourly rollups of the asked
+/// hours, in parallel with the same per-agent deadline as collection. The master archives them
+/// hourly, so a slow agent costs its deadline once an hour.
+pub async fn collect_rollups(
+    registry: &Registry,
+    client: &HttpClient,
+    request: RollupsCollectRequest,
+    config: &CollectConfig,
+    now_ms: i64,
+    down_after_ms: u64,
+) -> RollupsCollectResponse {
+    let deadline_ms = request.agent_deadline_ms.unwrap_or(config.agent_deadline_ms).min(config.max_agent_deadline_ms);
+    let deadline = Duration::from_millis(deadline_ms);
+    let query = RollupsQuery { from_ms: request.from_ms, to_ms: request.to_ms };
+    let mut tasks = JoinSet::new();
+    let mut replies = Vec::new();
+    for agent in registry.list(now_ms, down_after_ms) {
+        if agent.state == AgentState::Down {
+            replies.push(AgentRollups {
+                worker_id: agent.worker_id,
+                status: CollectStatus::Down,
+                error: Some("no heartbeat within the grace period; not asked".to_owned()),
+                rollups: Vec::new(),
+                elapsed_ms: 0,
+            });
+            continue;
+        }
+        let peer = client.for_peer(&agent.address).with_deadline(deadline);
+        let query = query.clone();
+        tasks.spawn(async move {
+            let started = Instant::now();
+            let result = tokio::time::timeout(deadline, AgentClient::from_http(peer.clone()).rollups(&query))
+                .await
+                .unwrap_or_else(|_| Err(ClientError::Timeout { url: peer.base_url().to_owned(), deadline_ms }));
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            match result {
+                Ok(page) => AgentRollups {
+                    worker_id: agent.worker_id,
+                    status: CollectStatus::Ok,
+                    error: None,
+                    rollups: page.rollups,
+                    elapsed_ms,
+                },
+                Err(err) => AgentRollups {
+                    worker_id: agent.worker_id,
+                    status: if matches!(err, ClientError::Timeout { .. }) {
+                        CollectStatus::Timeout
+                    } else {
+                        CollectStatus::Error
+                    },
+                    error: Some(err.to_string()),
+                    rollups: Vec::new(),
+                    elapsed_ms,
+                },
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(reply) => replies.push(reply),
+            Err(error) => tracing::error!(%error, "rollups task failed"),
+        }
+    }
+    replies.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+    RollupsCollectResponse { agents: replies }
 }

@@ -41,15 +41,21 @@ pub enum Policy {
     DatasetPlacement,
     /// An SRE's action by hand (`POST /api/v1/actions`, `lbctl split|move|…`).
     Manual,
+    /// The offline analyzer's merges of neighbours cold over weeks of history.
+    Merge,
+    /// The offline analyzer's splits ahead of a recurring peak.
+    PeakAhead,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 7] = [
         Policy::PartitionOverload,
         Policy::WorkerOverload,
         Policy::Imbalance,
         Policy::DatasetPlacement,
         Policy::Manual,
+        Policy::Merge,
+        Policy::PeakAhead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +65,8 @@ impl Policy {
             Policy::Imbalance => "imbalance",
             Policy::DatasetPlacement => "dataset_placement",
             Policy::Manual => "manual",
+            Policy::Merge => "merge",
+            Policy::PeakAhead => "peak_ahead",
         }
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::WorkerId;
-use crate::protocol::samples::{Cursor, Sample};
+use crate::protocol::samples::{Cursor, HourlyRollup, Sample};
 
 /// `POST /v1/agents/register` body. Registering again (after a restart) replaces the entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +121,36 @@ pub struct CollectRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollectResponse {
     pub agents: Vec<AgentCollect>,
+}
+
+/// `POST /v1/collect/rollups` body: every registered agent's hourly rollups whose hour starts in
+/// `[from_ms, to_ms)` (the master's archive, for the offline analyzer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollupsCollectRequest {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Deadline for each agent; the ops server caps it at its own configured maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_deadline_ms: Option<u64>,
+}
+
+/// Reply of `POST /v1/collect/rollups`: one entry per registered agent, whatever happened to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RollupsCollectResponse {
+    pub agents: Vec<AgentRollups>,
+}
+
+/// One agent's rollups, or why there are none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRollups {
+    pub worker_id: WorkerId,
+    pub status: CollectStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub rollups: Vec<HourlyRollup>,
+    pub elapsed_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -218,6 +218,21 @@ pub struct Run {
 }
 
 impl Run {
+    /// Takes `sim`'s records (ticks, actions, groups) into a run.
+    pub fn take(sim: &mut Sim, figures: Figures, wall: Duration) -> Self {
+        Run {
+            figures,
+            ticks: std::mem::take(&mut sim.ticks),
+            times: sim.times,
+            input_rebuilds: sim.input.rebuilds,
+            wall,
+            actions: std::mem::take(&mut sim.actions),
+            group_ratios: std::mem::take(&mut sim.group_ratios),
+            group_ids: std::mem::take(&mut sim.group_ids),
+            worker_ids: sim.engine.cluster.workers.ids.clone(),
+        }
+    }
+
     fn safety_record(&self) -> safety::RunRecord<'_> {
         safety::RunRecord {
             ticks: &self.ticks,
@@ -243,7 +258,7 @@ pub struct Comparison {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    #[error("unknown strategy {0:?} (known: lb, none, greedy)")]
+    #[error("unknown strategy {0:?} (known: lb, lb+offline, lb+pd-merge, none, greedy)")]
     UnknownStrategy(String),
     #[error("no strategy to run")]
     NoStrategy,
@@ -285,17 +300,7 @@ pub fn compare(
                     let mut sim = Sim::new(scenario, strategy);
                     sim.run_until(duration_secs);
                     let figures = Figures::of(&sim, &onsets);
-                    let run = Run {
-                        figures,
-                        ticks: std::mem::take(&mut sim.ticks),
-                        times: sim.times,
-                        input_rebuilds: sim.input.rebuilds,
-                        wall: run_started.elapsed(),
-                        actions: std::mem::take(&mut sim.actions),
-                        group_ratios: std::mem::take(&mut sim.group_ratios),
-                        group_ids: std::mem::take(&mut sim.group_ids),
-                        worker_ids: sim.engine.cluster.workers.ids.clone(),
-                    };
+                    let run = Run::take(&mut sim, figures, run_started.elapsed());
                     *results[i].lock().expect("no panics while held") = Some(run);
                 }
             });

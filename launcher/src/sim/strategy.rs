@@ -94,6 +94,10 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
         "lb" => Some(Box::new(Lb::default())),
         "none" => Some(Box::new(NoBalancer)),
         "greedy" => Some(Box::new(Greedy::default())),
+        super::offline::NAME => {
+            Some(Box::new(super::offline::LbOffline::new(super::offline::LbOffline::sim_section())))
+        }
+        super::offline::PD_MERGE => Some(Box::new(super::offline::LbOffline::pd_merge())),
         _ => None,
     }
 }
@@ -118,6 +122,15 @@ impl Default for Lb {
 impl Lb {
     pub fn with_config(config: OnlineConfig) -> Self {
         let core = OnlineCore::new(&config, 0);
+        Self { config, core, updates: Vec::new(), evaluations: Vec::new() }
+    }
+
+    /// The core with these analyzers (the `lb+offline` strategy's, [`super::offline`]).
+    pub fn with_analyzers(
+        config: OnlineConfig,
+        analyzers: Vec<Box<dyn lb_master::online::analyzer::Analyzer>>,
+    ) -> Self {
+        let core = OnlineCore::with_analyzers(analyzers, 0);
         Self { config, core, updates: Vec::new(), evaluations: Vec::new() }
     }
 }

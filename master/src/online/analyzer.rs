@@ -11,11 +11,14 @@
 //! Shipped, in pass order:
 //! - [`OnlinePlanner`]: [`crate::planner::plan`] (split, isolate, move, balance);
 //! - [`DatasetPlacement`]: the placement manager for hash-sharded datasets (reshards and the
-//!   placement rules routers read).
+//!   placement rules routers read);
+//! - [`OfflineAnalyzer`]: merges and splits ahead of recurring peaks, from the findings of the
+//!   offline passes over the archive ([`crate::offline`]), origin `offline`.
 
 use lb_common::protocol::{DatasetInfo, PlacementRules};
 
 use super::core::OnlineConfig;
+use crate::offline::{FindingsSlot, OfflineAnalyzer};
 use crate::placement_manager::{DatasetShardUsage, PlacementManager};
 use crate::planner::{Plan, PlannerInput, PlannerState, Proposal, plan};
 
@@ -52,9 +55,17 @@ pub trait Analyzer: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The analyzers every master runs, in pass order.
+/// The analyzers every master runs, in pass order; the offline analyzer's slot is not fed, so
+/// it does nothing (see [`registered_with`]).
 pub fn registered(config: &OnlineConfig) -> Vec<Box<dyn Analyzer>> {
-    vec![Box::new(OnlinePlanner), Box::new(DatasetPlacement::new(config))]
+    registered_with(config, FindingsSlot::default())
+}
+
+/// The shipped analyzers, the offline one reading the findings an offline pass leaves in
+/// `offline` (live: the archiver's; in the simulator: its virtual-time passes). It runs last, so
+/// it sees the cooldowns the online planner's proposals of the same pass set.
+pub fn registered_with(config: &OnlineConfig, offline: FindingsSlot) -> Vec<Box<dyn Analyzer>> {
+    vec![Box::new(OnlinePlanner), Box::new(DatasetPlacement::new(config)), Box::new(OfflineAnalyzer::new(offline))]
 }
 
 /// Partition overload, worker overload and imbalance ([`crate::planner`]).

@@ -32,6 +32,8 @@ pub struct OnlineConfig {
     pub evaluation: EvaluationConfig,
     pub placement: PlacementManagerConfig,
     pub approval_ttl_secs: u64,
+    /// The offline policies the offline analyzer proposes under (modes, lead time, caps).
+    pub offline: crate::offline::OfflineSection,
 }
 
 impl Default for OnlineConfig {
@@ -41,6 +43,7 @@ impl Default for OnlineConfig {
             evaluation: EvaluationConfig::default(),
             placement: PlacementManagerConfig::default(),
             approval_ttl_secs: DEFAULT_APPROVAL_TTL_SECS,
+            offline: Default::default(),
         }
     }
 }
@@ -52,6 +55,7 @@ impl OnlineConfig {
             evaluation: config.evaluation.clone(),
             placement: config.placement.clone(),
             approval_ttl_secs: config.analyzer.approval_ttl_secs,
+            offline: config.offline.clone(),
         }
     }
 }

@@ -99,7 +99,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let boot_ms = chrono::Utc::now().timestamp_millis();
-    let core = OnlineCore::new(&OnlineConfig::of(&shared.config.borrow()), boot_ms);
+    let config = OnlineConfig::of(&shared.config.borrow());
+    let core = OnlineCore::with_analyzers(super::analyzer::registered_with(&config, shared.offline.clone()), boot_ms);
     let mut online = Online {
         shared,
         core,

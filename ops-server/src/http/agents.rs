@@ -53,3 +53,19 @@ pub async fn collect(State(state): State<AppState>, ApiJson(req): ApiJson<Collec
     };
     ApiJson(crate::collect::collect(&state.registry, &state.agents_client, req, &collect, now_ms(), down_after).await)
 }
+
+/// `POST /v1/collect/rollups`: every agent's hourly rollups of the asked hours, fanned out like
+/// `POST /v1/collect`.
+pub async fn collect_rollups(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<lb_common::protocol::RollupsCollectRequest>,
+) -> ApiJson<lb_common::protocol::RollupsCollectResponse> {
+    let (collect, down_after) = {
+        let c = state.config.borrow();
+        (c.collect.clone(), c.registry.down_after_ms)
+    };
+    ApiJson(
+        crate::collect::collect_rollups(&state.registry, &state.agents_client, req, &collect, now_ms(), down_after)
+            .await,
+    )
+}

@@ -36,6 +36,7 @@ pub fn router(state: AppState, readiness: Readiness, config_status: Option<Share
         .route("/v1/agents/register", post(agents::register))
         .route("/v1/agents/heartbeat", post(agents::heartbeat))
         .route("/v1/collect", post(agents::collect))
+        .route("/v1/collect/rollups", post(agents::collect_rollups))
         .route("/v1/actions", post(actions::submit).get(actions::list))
         .route("/v1/actions/{id}", get(actions::get))
         .route("/v1/actions/{id}/events", get(actions::events))

@@ -131,6 +131,35 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
 }
 
 #[tokio::test]
+async fn rollups_fan_out_to_every_agent_and_say_which_returned_none() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let (agent, agent_url) = real_agent(dir.path(), "w-a", 3).await;
+    let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let dead_url = format!("http://{}", free.local_addr().expect("addr"));
+    drop(free);
+    for (w, u) in [("w-a", &agent_url), ("w-dead", &dead_url)] {
+        let _: RegisterResponse = s.agent.post("/v1/agents/register", &register(w, u)).await.expect("register");
+    }
+    let hour = recent_hour_ms();
+    let request = RollupsCollectRequest { from_ms: hour, to_ms: hour + 3_600_000, agent_deadline_ms: Some(2_000) };
+    let reply: RollupsCollectResponse = s.master.post("/v1/collect/rollups", &request).await.expect("rollups");
+    let by = |w: &str| reply.agents.iter().find(|a| a.worker_id.as_str() == w).expect("every agent answers");
+    let a = by("w-a");
+    assert_eq!(a.status, CollectStatus::Ok, "{:?}", a.error);
+    assert_eq!(a.rollups.len(), 3, "one row per partition of the hour");
+    assert!(a.rollups.iter().all(|r| r.hour_start_ms == hour && r.read_ops == 30 && r.sample_count == 3));
+    assert_eq!(by("w-dead").status, CollectStatus::Error);
+    assert!(by("w-dead").rollups.is_empty());
+    // The master's route: an agent token may not read every agent's history.
+    let err = s.agent.post::<_, RollupsCollectResponse>("/v1/collect/rollups", &request).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::FORBIDDEN));
+    assert!(agent.stop(STOP).await);
+    assert!(s.server.stop(STOP).await);
+}
+
+#[tokio::test]
 async fn auth_needs_a_known_token_with_the_right_role() {
     let dir = tempfile::tempdir().expect("dir");
     let (_storage, url) = fake_storage().await;

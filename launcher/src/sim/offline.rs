@@ -1,0 +1,481 @@
+//! The offline analyzer in virtual time: the `lb+offline` strategy and the multi-day report
+//! that sets it against online-only `lb` in the same run.
+//!
+//! **`lb+offline`** is the `lb` strategy (the master's online core, same step) with the offline
+//! analyzer's findings slot filled: every simulated second it folds the planner input's
+//! per-partition figures into the hour's rollups (per worker, as an agent would); at each hour
+//! boundary it appends the finished hour to a real archive (Parquet, `date=…/` directories in a
+//! temporary directory), asks the core for its layout, and at the next second runs one offline
+//! pass ([`lb_master::offline::pass`], the same function the master runs) synchronously — in virtual
+//! time nothing waits on a wall clock. The core turns the findings into proposals of origin
+//! `offline`, under the same modes, caps and evaluation as the online ones.
+//!
+//! **The report** ([`report`]): partitions over time (hourly), merges and pre-splits, and the
+//! rejected ops in each peak window (each surge in the timeline) for every strategy.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{ActionKind, HourlyRollup, Policy};
+use lb_master::evaluation::Evaluation;
+use lb_master::offline::{Archive, FindingsSlot, HOUR_MS, OfflineSection};
+use lb_master::online::OnlineConfig;
+use lb_master::planner::{PlannerInput, PlannerState};
+use lb_testbed::scenario::{Event, Scenario};
+
+use super::report::{Comparison, Figures, Run, onsets};
+use super::strategy::{Context, Decision, Lb, Proposed, Strategy};
+use super::{Outcome, Sim};
+
+/// The strategy's name in `--strategies`.
+pub const NAME: &str = "lb+offline";
+/// A baseline: the same core and archive with merges judged the way PD judges them (the last
+/// hour's load, an hour after a split, no notion of periodic load) and no peaks ahead.
+pub const PD_MERGE: &str = "lb+pd-merge";
+
+/// One partition's hour on one worker, being folded.
+#[derive(Debug, Clone)]
+struct HourAcc {
+    tenant: TenantId,
+    table: TableId,
+    range: KeyRange,
+    samples: u32,
+    ops: f64,
+    rejected: f64,
+    peak: f64,
+}
+
+/// A run's offline passes, shared between its strategy and the report.
+pub type PassLogs = Arc<Mutex<Vec<PassLog>>>;
+
+/// One offline pass of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassLog {
+    pub at_secs: u64,
+    pub merges: usize,
+    pub peaks: usize,
+    pub partial: bool,
+    pub wall: Duration,
+}
+
+/// `lb` with the offline analyzer fed from virtual time; see the module doc.
+#[derive(Debug)]
+pub struct LbOffline {
+    name: &'static str,
+    inner: Lb,
+    slot: FindingsSlot,
+    archive: Archive,
+    dir: PathBuf,
+    section: OfflineSection,
+    hour: Option<i64>,
+    acc: BTreeMap<(WorkerId, PartitionId), HourAcc>,
+    pass_due: bool,
+    start_ms: Option<i64>,
+    passes: PassLogs,
+}
+
+impl LbOffline {
+    /// `section` is the master's `[offline]` as the run uses it.
+    pub fn new(section: OfflineSection) -> Self {
+        Self::named(NAME, section)
+    }
+
+    /// The PD-like baseline ([`PD_MERGE`]).
+    pub fn pd_merge() -> Self {
+        let pd = OfflineSection {
+            peak_ahead_mode: lb_master::planner::PolicyMode::Off,
+            lookback_hours: 1,
+            min_history_hours: 1,
+            allow_partial_lookback: true,
+            merge_min_age_secs: 3600,
+            // No table is ever periodic.
+            periodic_ratio: f64::MAX,
+            max_merges_per_pass: 64,
+            max_merges_per_table: 16,
+            ..OfflineSection::default()
+        };
+        Self::named(PD_MERGE, pd)
+    }
+
+    fn named(name: &'static str, section: OfflineSection) -> Self {
+        static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("lb-sim-archive-{}-{n}", std::process::id()));
+        let slot = FindingsSlot::fed();
+        let config = OnlineConfig { offline: section.clone(), ..OnlineConfig::default() };
+        let analyzers = lb_master::online::analyzer::registered_with(&config, slot.clone());
+        Self {
+            name,
+            inner: Lb::with_analyzers(config, analyzers),
+            slot,
+            archive: Archive::new(dir.join("archive")),
+            dir,
+            section,
+            hour: None,
+            acc: BTreeMap::new(),
+            pass_due: false,
+            start_ms: None,
+            passes: Default::default(),
+        }
+    }
+
+    /// The run's offline passes (shared: the report reads it after the strategy moved into
+    /// its simulator).
+    pub fn passes(&self) -> PassLogs {
+        Arc::clone(&self.passes)
+    }
+
+    /// The simulator's default: the master's `[offline]` except that a run starts with no
+    /// history, so a pass may judge a look-back the archive does not wholly hold yet (never less
+    /// than `min_history_hours`), and the look-back is a day (a run lasts days, not weeks).
+    pub fn sim_section() -> OfflineSection {
+        OfflineSection {
+            lookback_hours: 24,
+            min_history_hours: 24,
+            allow_partial_lookback: true,
+            periodic_min_peaks: 1,
+            ..OfflineSection::default()
+        }
+    }
+
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    fn fold(&mut self, input: &PlannerInput, now_ms: i64) {
+        let hour = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
+        if let Some(prev) = self.hour.filter(|&h| h != hour) {
+            self.flush(prev);
+            self.slot.request_layout();
+            self.pass_due = true;
+        }
+        self.hour = Some(hour);
+        for p in &input.partitions {
+            let a = self.acc.entry((p.owner.clone(), p.id.clone())).or_insert_with(|| HourAcc {
+                tenant: p.tenant.clone(),
+                table: p.table.clone(),
+                range: p.range,
+                samples: 0,
+                ops: 0.0,
+                rejected: 0.0,
+                peak: 0.0,
+            });
+            // A split that keeps the id shrinks the range: the hour's row is the newest range's.
+            a.range = p.range;
+            a.samples += 1;
+            a.ops += p.stats.ops_per_sec;
+            a.rejected += p.stats.rejected_per_sec;
+            a.peak = a.peak.max(p.stats.ops_per_sec);
+        }
+    }
+
+    fn flush(&mut self, hour_start_ms: i64) {
+        let mut by_worker: BTreeMap<WorkerId, Vec<HourlyRollup>> = BTreeMap::new();
+        for ((worker, id), a) in std::mem::take(&mut self.acc) {
+            by_worker.entry(worker).or_default().push(HourlyRollup {
+                hour_start_ms,
+                tenant: a.tenant,
+                table: a.table,
+                partition_id: id,
+                key_range: a.range,
+                sample_count: a.samples,
+                read_ops: a.ops.round() as u64,
+                write_ops: 0,
+                read_bytes: 0,
+                write_bytes: 0,
+                errors: 0,
+                rejected: a.rejected.round() as u64,
+                cpu_time_us: 0,
+                max_ops_per_sec: a.peak,
+                max_latency_p99_us: 0.0,
+                stored_bytes: 0,
+            });
+        }
+        for (worker, rows) in by_worker {
+            if let Err(error) = self.archive.append(worker.as_str(), &rows) {
+                tracing::warn!(%error, "sim archive not written");
+            }
+        }
+    }
+
+    fn run_pass(&mut self) {
+        let Some((at_ms, layout)) = self.slot.layout() else { return };
+        self.pass_due = false;
+        let started = Instant::now();
+        match lb_master::offline::pass(&self.archive, &layout, &self.section, at_ms, &[]) {
+            Ok(found) => {
+                let start = self.start_ms.unwrap_or(at_ms);
+                self.passes.lock().unwrap_or_else(|e| e.into_inner()).push(PassLog {
+                    at_secs: ((at_ms - start) / 1000) as u64,
+                    merges: found.merges.len(),
+                    peaks: found.peaks.len(),
+                    partial: !found.coverage.partial.is_empty(),
+                    wall: started.elapsed(),
+                });
+                self.slot.publish(found);
+            }
+            Err(error) => tracing::warn!(%error, "sim offline pass failed"),
+        }
+    }
+}
+
+impl Drop for LbOffline {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Strategy for LbOffline {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn needs_input(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, ctx: &mut Context<'_>) -> Decision {
+        self.start_ms.get_or_insert(ctx.now_ms);
+        if self.pass_due {
+            self.run_pass();
+        }
+        if let Some(input) = ctx.input.as_deref() {
+            self.fold(input, ctx.now_ms);
+        }
+        self.inner.decide(ctx)
+    }
+
+    fn submitted(
+        &mut self,
+        id: &lb_common::ids::ActionId,
+        action: &Proposed,
+        input: Option<&PlannerInput>,
+        now_ms: i64,
+    ) {
+        self.inner.submitted(id, action, input, now_ms);
+    }
+
+    fn refused(&mut self, id: &lb_common::ids::ActionId) {
+        self.inner.refused(id);
+    }
+
+    fn finished(&mut self, id: &lb_common::ids::ActionId, applied: bool, at_ms: i64) {
+        self.inner.finished(id, applied, at_ms);
+    }
+
+    fn evaluations(&self) -> &[Evaluation] {
+        self.inner.evaluations()
+    }
+
+    fn planner_state(&self) -> Option<&PlannerState> {
+        self.inner.planner_state()
+    }
+}
+
+/// One strategy's multi-day figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayRun {
+    pub strategy: String,
+    /// Partitions at each whole hour (index = hour).
+    pub partitions_hourly: Vec<usize>,
+    pub merges: usize,
+    /// Splits of the peak-ahead policy (offline), and every split.
+    pub presplits: usize,
+    pub splits: usize,
+    /// Rejected ops inside each peak window.
+    pub rejected_at_peaks: Vec<f64>,
+    /// Rejected ops while a merged partition was the one rejecting: merges that hurt.
+    pub merge_failures: usize,
+    pub offline_passes: usize,
+    pub offline_pass_wall_max: Duration,
+}
+
+/// The peak windows of a scenario: each surge in its timeline, `[at, at + duration)`.
+pub fn peak_windows(scenario: &Scenario) -> Vec<(u64, u64)> {
+    scenario
+        .timeline
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Surge { duration_secs, .. } => Some((e.at_secs, e.at_secs + duration_secs)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every strategy's run and the multi-day figures.
+#[derive(Debug)]
+pub struct Report {
+    pub comparison: Comparison,
+    pub days: Vec<DayRun>,
+    pub peaks: Vec<(u64, u64)>,
+}
+
+/// Runs `strategies` (as [`super::report::compare`] does, `lb+offline` with `section`) and
+/// gathers the multi-day figures.
+pub fn report(
+    scenario: &Scenario,
+    strategies: &[String],
+    duration_secs: u64,
+    threads: usize,
+    section: &OfflineSection,
+) -> Result<Report, super::report::CompareError> {
+    let mut built: Vec<(Box<dyn Strategy>, Option<PassLogs>)> = Vec::new();
+    for name in strategies {
+        let offline = match name.as_str() {
+            NAME => Some(LbOffline::new(section.clone())),
+            PD_MERGE => Some(LbOffline::pd_merge()),
+            _ => None,
+        };
+        if let Some(s) = offline {
+            let passes = s.passes();
+            built.push((Box::new(s), Some(passes)));
+        } else {
+            let s = super::strategy::by_name(name)
+                .ok_or_else(|| super::report::CompareError::UnknownStrategy(name.clone()))?;
+            built.push((s, None));
+        }
+    }
+    if built.is_empty() {
+        return Err(super::report::CompareError::NoStrategy);
+    }
+    let peaks = peak_windows(scenario);
+    let onsets = onsets(scenario, duration_secs);
+    let started = Instant::now();
+    type Slot = Mutex<Option<(Box<dyn Strategy>, Option<PassLogs>)>>;
+    let slots: Vec<Slot> = built.into_iter().map(|s| Mutex::new(Some(s))).collect();
+    let results: Vec<Mutex<Option<(Run, DayRun)>>> = slots.iter().map(|_| Default::default()).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, slots.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(slot) = slots.get(i) else { break };
+                    let Some((strategy, passes)) = slot.lock().expect("no panics while held").take() else {
+                        continue;
+                    };
+                    let out = run_one(scenario, strategy, passes, duration_secs, &peaks, &onsets);
+                    *results[i].lock().expect("no panics while held") = Some(out);
+                }
+            });
+        }
+    });
+    let (runs, days): (Vec<Run>, Vec<DayRun>) =
+        results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).unzip();
+    let comparison = Comparison {
+        scenario: scenario.name.clone(),
+        partitions: scenario.tables.iter().map(|t| t.partitions as usize).sum(),
+        workers: scenario.cluster.workers as usize,
+        duration_secs,
+        onsets,
+        runs,
+        wall: started.elapsed(),
+    };
+    Ok(Report { comparison, days, peaks })
+}
+
+fn run_one(
+    scenario: &Scenario,
+    strategy: Box<dyn Strategy>,
+    passes: Option<PassLogs>,
+    duration_secs: u64,
+    peaks: &[(u64, u64)],
+    onsets: &[super::report::Onset],
+) -> (Run, DayRun) {
+    let started = Instant::now();
+    let mut sim = Sim::new(scenario, strategy);
+    let mut partitions_hourly = vec![sim.engine.cluster.partitions.len()];
+    let mut rejected_at_peaks = vec![0.0; peaks.len()];
+    while (sim.engine.t_secs() as u64) < duration_secs {
+        sim.tick();
+        let t = sim.engine.t_secs() as u64;
+        if t.is_multiple_of(3600) {
+            partitions_hourly.push(sim.engine.cluster.partitions.len());
+        }
+        if let Some(tick) = sim.ticks.last() {
+            for (i, &(from, to)) in peaks.iter().enumerate() {
+                if (from..to).contains(&tick.t_secs) {
+                    rejected_at_peaks[i] += tick.rejected;
+                }
+            }
+        }
+    }
+    let succeeded = |a: &&super::ActionRecord| matches!(a.outcome, Outcome::Succeeded { .. });
+    let merges = sim.actions.iter().filter(succeeded).filter(|a| a.spec.kind() == ActionKind::Merge).count();
+    let splits = sim.actions.iter().filter(succeeded).filter(|a| a.spec.kind() == ActionKind::Split).count();
+    let presplits = sim
+        .actions
+        .iter()
+        .filter(succeeded)
+        .filter(|a| a.spec.kind() == ActionKind::Split && a.reason.starts_with("ahead of a recurring peak"))
+        .count();
+    let merge_failures = sim
+        .evaluations()
+        .iter()
+        .filter(|e| e.policy == Some(Policy::Merge) && e.judgement.verdict == lb_master::evaluation::Verdict::Harmful)
+        .count();
+    let (offline_passes, offline_pass_wall_max) = passes.map_or((0, Duration::ZERO), |p| {
+        let p = p.lock().unwrap_or_else(|e| e.into_inner());
+        (p.len(), p.iter().map(|p| p.wall).max().unwrap_or_default())
+    });
+    let day = DayRun {
+        strategy: sim.strategy_name().to_owned(),
+        partitions_hourly,
+        merges,
+        presplits,
+        splits,
+        rejected_at_peaks,
+        merge_failures,
+        offline_passes,
+        offline_pass_wall_max,
+    };
+    let figures = Figures::of(&sim, onsets);
+    let run = Run::take(&mut sim, figures, started.elapsed());
+    (run, day)
+}
+
+impl Report {
+    /// The multi-day table: per strategy, merges, splits (pre-splits), partitions at start,
+    /// peak and end, and rejected ops in each peak window; then partitions every 6 hours.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "\n### Online only against online + offline\n");
+        s.push_str("| strategy | merges | splits (ahead of a peak) | partitions start / max / end | harmful merges | offline passes (slowest) |");
+        for (i, (from, to)) in self.peaks.iter().enumerate() {
+            let _ = write!(s, " rejected at peak {} ({}–{} h) |", i + 1, from / 3600, to.div_ceil(3600));
+        }
+        s.push_str("\n|---|---:|---:|---|---:|---:|");
+        s.push_str(&"---:|".repeat(self.peaks.len()));
+        s.push('\n');
+        for d in &self.days {
+            let start = d.partitions_hourly.first().copied().unwrap_or(0);
+            let max = d.partitions_hourly.iter().copied().max().unwrap_or(0);
+            let end = d.partitions_hourly.last().copied().unwrap_or(0);
+            let _ = write!(
+                s,
+                "| {} | {} | {} ({}) | {start} / {max} / {end} | {} | {} ({:.2} s) |",
+                d.strategy,
+                d.merges,
+                d.splits,
+                d.presplits,
+                d.merge_failures,
+                d.offline_passes,
+                d.offline_pass_wall_max.as_secs_f64()
+            );
+            for r in &d.rejected_at_peaks {
+                let _ = write!(s, " {r:.0} |");
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(s, "\nPartitions every 6 simulated hours:\n");
+        for d in &self.days {
+            let every: Vec<String> = d.partitions_hourly.iter().step_by(6).map(|n| n.to_string()).collect();
+            let _ = writeln!(s, "- {}: {}", d.strategy, every.join(" → "));
+        }
+        s
+    }
+}

@@ -1,0 +1,175 @@
+//! The archiver: every `offline.interval_secs` the leader fetches the agents' hourly rollups
+//! through the ops server (`POST /v1/collect/rollups`, fanned out like collection), appends them
+//! to the archive ([`lb_offline::Archive`], exactly once per (worker, partition, hour)), drops the
+//! days past `offline.retention_days`, and runs one offline pass on a blocking thread; the
+//! findings go to the online loop's offline analyzer through [`FindingsSlot`].
+//!
+//! **Which hours.** Each round asks for the hours from the newest one archived (per worker; at
+//! the first round of a fresh archive, the whole look-back) up to the last complete hour, and
+//! always the two hours before that again: an agent folds a late report into an hour it already
+//! served, and the archive's merge keeps the more complete copy. A restart loses nothing: the
+//! archive on disk says where to resume.
+//!
+//! **Never in the online loop's way.** The fetch is async, the file work and the pass run under
+//! `spawn_blocking`, and the online loop only reads the slot. polars' threads are capped by
+//! `POLARS_MAX_THREADS` in the master's environment (the shipped unit sets 1).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lb_common::clients::OpsClient;
+use lb_common::protocol::{CollectStatus, HourlyRollup, RollupsCollectRequest};
+use lb_offline::{Archive, DAY_MS, HOUR_MS};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::Shared;
+use crate::offline::{FindingsSlot, pass};
+
+/// Hours re-read behind the newest archived one, for late reports.
+const LATE_HOURS: i64 = 2;
+/// How long a round waits for the online loop to publish its layout.
+const LAYOUT_WAIT: Duration = Duration::from_secs(30);
+
+/// The archiver loop; see the module doc.
+pub async fn run(shared: Shared, ops: impl Fn() -> OpsClient + Send, slot: FindingsSlot, cancel: CancellationToken) {
+    // The first round soon after start (the archive may be behind by the downtime).
+    let mut delay = Duration::from_secs(10);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        let cfg = shared.config.borrow().clone();
+        delay = Duration::from_secs(cfg.offline.interval_secs);
+        if !shared.leadership.status().leader {
+            continue;
+        }
+        let section = cfg.offline.clone();
+        let archive = Archive::new(section.archive_dir(&cfg.store.path));
+        let started = Instant::now();
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let silent = match archive_round(&archive, &ops(), &section, now_ms).await {
+            Ok(silent) => silent,
+            Err(error) => {
+                warn!(%error, "offline round: no rollups archived; the pass runs on what the archive has");
+                metrics::counter!("lb_master_offline_passes_total", "outcome" => "no_rollups").increment(1);
+                vec!["the ops server".to_owned()]
+            }
+        };
+        slot.request_layout();
+        let waited = Instant::now();
+        let layout = loop {
+            if let Some((_, layout)) = slot.layout() {
+                break Some(layout);
+            }
+            if waited.elapsed() > LAYOUT_WAIT || cancel.is_cancelled() {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let Some(layout) = layout else {
+            warn!("offline round: the online loop published no layout (standby, stale collection?); no pass");
+            metrics::counter!("lb_master_offline_passes_total", "outcome" => "no_layout").increment(1);
+            continue;
+        };
+        let result = tokio::task::spawn_blocking(move || pass(&archive, &layout, &section, now_ms, &silent)).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        metrics::gauge!("lb_master_offline_pass_seconds").set(elapsed);
+        match result {
+            Ok(Ok(found)) => {
+                let partial = !found.coverage.partial.is_empty();
+                let outcome = if partial { "partial" } else { "ok" };
+                metrics::counter!("lb_master_offline_passes_total", "outcome" => outcome).increment(1);
+                metrics::counter!("lb_master_archive_files_skipped_total")
+                    .increment(found.coverage.files_skipped.len() as u64);
+                metrics::gauge!("lb_master_offline_proposals", "kind" => "merge").set(found.merges.len() as f64);
+                metrics::gauge!("lb_master_offline_proposals", "kind" => "peak").set(found.peaks.len() as f64);
+                for skipped in &found.coverage.files_skipped {
+                    warn!(file = %skipped, "archive file skipped");
+                }
+                info!(
+                    seconds = elapsed,
+                    merges = found.merges.len(),
+                    peaks = found.peaks.len(),
+                    hours = found.coverage.hours_with_data,
+                    partial = %found.coverage.partial.join("; "),
+                    "offline pass"
+                );
+                slot.publish(found);
+            }
+            Ok(Err(error)) => {
+                warn!(%error, "offline pass failed");
+                metrics::counter!("lb_master_offline_passes_total", "outcome" => "error").increment(1);
+            }
+            Err(error) => {
+                warn!(%error, "offline pass task failed");
+                metrics::counter!("lb_master_offline_passes_total", "outcome" => "error").increment(1);
+            }
+        }
+    }
+}
+
+/// Fetches and archives the hours due (see the module doc); returns the agents that answered
+/// with nothing (the pass is then partial).
+pub async fn archive_round(
+    archive: &Archive,
+    ops: &OpsClient,
+    section: &crate::offline::OfflineSection,
+    now_ms: i64,
+) -> Result<Vec<String>, String> {
+    let to_ms = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
+    let oldest = to_ms - i64::from(section.lookback_hours) * HOUR_MS;
+    let newest = {
+        let archive = archive.clone();
+        tokio::task::spawn_blocking(move || newest_archived(&archive, now_ms)).await.map_err(|e| e.to_string())?
+    };
+    let from_ms = newest.map_or(oldest, |h| (h - LATE_HOURS * HOUR_MS).max(oldest));
+    let request = RollupsCollectRequest { from_ms, to_ms, agent_deadline_ms: None };
+    let reply = ops.collect_rollups(&request).await.map_err(|e| e.to_string())?;
+    let mut silent = Vec::new();
+    let mut by_worker: BTreeMap<String, Vec<HourlyRollup>> = BTreeMap::new();
+    for agent in reply.agents {
+        if agent.status != CollectStatus::Ok || agent.rollups.is_empty() {
+            if agent.status != CollectStatus::Down {
+                silent.push(agent.worker_id.to_string());
+            }
+            continue;
+        }
+        by_worker.entry(agent.worker_id.to_string()).or_default().extend(agent.rollups);
+    }
+    let archive = archive.clone();
+    let retention = section.retention_days;
+    tokio::task::spawn_blocking(move || {
+        for (worker, rows) in by_worker {
+            match archive.append(&worker, &rows) {
+                Ok(done) => {
+                    metrics::counter!("lb_master_archive_rows_total", "kind" => "new").increment(done.new_rows as u64);
+                    metrics::counter!("lb_master_archive_rows_total", "kind" => "replaced")
+                        .increment(done.replaced_rows as u64);
+                    metrics::counter!("lb_master_archive_files_skipped_total").increment(done.corrupt_moved as u64);
+                }
+                Err(error) => warn!(%error, %worker, "rollups not archived"),
+            }
+        }
+        match archive.prune(retention, now_ms) {
+            Ok(0) => {}
+            Ok(n) => info!(days = n, "archive days past the retention removed"),
+            Err(error) => warn!(%error, "archive retention"),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(silent)
+}
+
+/// The newest hour archived for any worker in the last two days.
+fn newest_archived(archive: &Archive, now_ms: i64) -> Option<i64> {
+    [now_ms, now_ms - DAY_MS]
+        .into_iter()
+        .flat_map(|ms| std::fs::read_dir(archive.day_dir(ms)).into_iter().flatten())
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".parquet")).map(str::to_owned))
+        .filter_map(|worker| archive.last_hour(&worker, now_ms))
+        .max()
+}

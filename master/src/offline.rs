@@ -1,0 +1,537 @@
+//! The offline analyzer in the master: `[offline]` in `master.toml`, the analyzer that turns an
+//! offline pass's findings ([`lb_offline::Findings`]) into proposals of origin `offline`, and the
+//! slot through which a pass hands them over.
+//!
+//! **Shape.** The analyses themselves ([`lb_offline::analyze`]: polars over the archive) are
+//! slow and run off the online loop: live on a blocking thread every `offline.interval_secs`
+//! ([`crate::archiver`]), in the simulator hourly in virtual time. Either way the result lands in
+//! a [`FindingsSlot`]; [`OfflineAnalyzer`], one of the core's registered analyzers, reads the
+//! newest findings at every online pass and proposes from them, checked against the pass's own
+//! view (both partitions still there and adjacent, neither in flight nor in a cooldown, not hot
+//! right now). So an offline proposal goes down the same path as an online one: its policy's
+//! mode (`off | dry_run | auto`), approval, submission, tracking and evaluation. The online pass
+//! never waits for an offline one: it reads whatever findings are there, or none.
+//!
+//! - **merge** ([`lb_common::protocol::Policy::Merge`]): each merge of a pass is proposed once,
+//!   at the first online pass after the findings arrive.
+//! - **peaks ahead** ([`lb_common::protocol::Policy::PeakAhead`]): from `act_at_ms`
+//!   (`lead_time_secs` before the forecast peak) until the peak hour ends, every partition inside
+//!   the forecast's range whose share of the predicted peak (shared by current load) is over
+//!   `presplit_target_ratio` × its limit is split at its load median, one piece at a time, at
+//!   most `max_presplits_per_hour` an hour.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use lb_common::ids::{Key, KeyRange, PartitionId};
+use lb_common::protocol::{ActionKind, ActionSpec, Origin};
+use lb_common::validate::Scope;
+pub use lb_offline::{Findings, HOUR_MS, Layout, LayoutPartition, LayoutWorker, OfflineConfig};
+use serde::{Deserialize, Serialize};
+
+pub use lb_offline::{Archive, ArchiveError, Coverage, MergeCandidate, PeakForecast};
+
+use crate::online::OnlineConfig;
+use crate::online::analyzer::{AnalysisContext, Analyzer, Findings as AnalyzerFindings};
+use crate::planner::{PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger};
+
+/// `[offline]`: the offline analyzer's cadence, archive and policies. `configs/master.toml`
+/// says why each default is what it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OfflineSection {
+    pub merge_mode: PolicyMode,
+    pub peak_ahead_mode: PolicyMode,
+    pub interval_secs: u64,
+    /// Where the archive lives; default `archive/` next to `store.path`.
+    pub archive_dir: Option<PathBuf>,
+    pub retention_days: u32,
+    pub lookback_hours: u32,
+    pub merge_max_ratio: f64,
+    pub merge_min_age_secs: u64,
+    pub max_merges_per_pass: u32,
+    pub max_merges_per_table: u32,
+    pub periodic_ratio: f64,
+    pub periodic_min_peaks: u32,
+    pub allow_partial_lookback: bool,
+    pub min_history_hours: u32,
+    pub presplit_ratio: f64,
+    pub presplit_target_ratio: f64,
+    pub presplit_min_recurrences: u32,
+    pub presplit_horizon_hours: u32,
+    pub lead_time_secs: u64,
+    pub max_presplits_per_hour: u32,
+}
+
+impl Default for OfflineSection {
+    fn default() -> Self {
+        let a = OfflineConfig::default();
+        Self {
+            merge_mode: PolicyMode::Auto,
+            peak_ahead_mode: PolicyMode::Auto,
+            interval_secs: 3600,
+            archive_dir: None,
+            retention_days: 35,
+            lookback_hours: a.lookback_hours,
+            merge_max_ratio: a.merge_max_ratio,
+            merge_min_age_secs: a.merge_min_age_secs,
+            max_merges_per_pass: a.max_merges_per_pass,
+            max_merges_per_table: a.max_merges_per_table,
+            periodic_ratio: a.periodic_ratio,
+            periodic_min_peaks: a.periodic_min_peaks,
+            allow_partial_lookback: a.allow_partial_lookback,
+            min_history_hours: a.min_history_hours,
+            presplit_ratio: a.presplit_ratio,
+            presplit_target_ratio: a.presplit_target_ratio,
+            presplit_min_recurrences: a.presplit_min_recurrences,
+            presplit_horizon_hours: a.presplit_horizon_hours,
+            lead_time_secs: a.lead_time_secs,
+            max_presplits_per_hour: 32,
+        }
+    }
+}
+
+impl OfflineSection {
+    /// The analyses' part of the section.
+    pub fn analysis(&self) -> OfflineConfig {
+        OfflineConfig {
+            lookback_hours: self.lookback_hours,
+            merge_max_ratio: self.merge_max_ratio,
+            merge_min_age_secs: self.merge_min_age_secs,
+            max_merges_per_pass: self.max_merges_per_pass,
+            max_merges_per_table: self.max_merges_per_table,
+            periodic_ratio: self.periodic_ratio,
+            periodic_min_peaks: self.periodic_min_peaks,
+            allow_partial_lookback: self.allow_partial_lookback,
+            min_history_hours: self.min_history_hours,
+            presplit_ratio: self.presplit_ratio,
+            presplit_target_ratio: self.presplit_target_ratio,
+            presplit_min_recurrences: self.presplit_min_recurrences,
+            presplit_horizon_hours: self.presplit_horizon_hours,
+            lead_time_secs: self.lead_time_secs,
+        }
+    }
+
+    /// The archive's directory for a store at `store_path`.
+    pub fn archive_dir(&self, store_path: &std::path::Path) -> PathBuf {
+        self.archive_dir
+            .clone()
+            .unwrap_or_else(|| store_path.parent().map_or_else(|| PathBuf::from("archive"), |p| p.join("archive")))
+    }
+
+    pub fn validate_into(&self, v: &mut Scope<'_>) {
+        v.range_u64("interval_secs", self.interval_secs, 60, 7 * 86_400);
+        v.range_u64("retention_days", u64::from(self.retention_days), 1, 3650);
+        v.range_u64("lookback_hours", u64::from(self.lookback_hours), 1, 24 * 35);
+        v.check(
+            u64::from(self.lookback_hours) <= u64::from(self.retention_days) * 24,
+            "lookback_hours",
+            self.lookback_hours,
+            "must fit in retention_days",
+        );
+        for (name, value) in
+            [("merge_max_ratio", self.merge_max_ratio), ("presplit_target_ratio", self.presplit_target_ratio)]
+        {
+            v.check(value.is_finite() && value > 0.0 && value < 1.0, name, value, "must be in (0, 1)");
+        }
+        v.check(
+            self.presplit_ratio.is_finite() && self.presplit_ratio > self.presplit_target_ratio,
+            "presplit_ratio",
+            self.presplit_ratio,
+            "must be finite and over presplit_target_ratio",
+        );
+        v.check(
+            self.periodic_ratio.is_finite() && self.periodic_ratio > 1.0,
+            "periodic_ratio",
+            self.periodic_ratio,
+            "must be over 1",
+        );
+        v.range_u64("merge_min_age_secs", self.merge_min_age_secs, 0, 30 * 86_400);
+        v.range_u64("max_merges_per_pass", u64::from(self.max_merges_per_pass), 0, 10_000);
+        v.range_u64("max_merges_per_table", u64::from(self.max_merges_per_table), 0, 10_000);
+        v.range_u64("periodic_min_peaks", u64::from(self.periodic_min_peaks), 1, 35);
+        v.check(
+            self.min_history_hours >= 1 && self.min_history_hours <= self.lookback_hours,
+            "min_history_hours",
+            self.min_history_hours,
+            "must be 1..=lookback_hours",
+        );
+        v.range_u64("presplit_min_recurrences", u64::from(self.presplit_min_recurrences), 1, 35);
+        v.range_u64("presplit_horizon_hours", u64::from(self.presplit_horizon_hours), 1, 24 * 7);
+        v.range_u64("lead_time_secs", self.lead_time_secs, 0, 86_400);
+        v.range_u64("max_presplits_per_hour", u64::from(self.max_presplits_per_hour), 0, 10_000);
+    }
+}
+
+/// One offline pass with `section`'s analysis policies ([`lb_offline::analyze`]). Slow: live it
+/// runs on a blocking thread, never inside the online loop.
+pub fn pass(
+    archive: &Archive,
+    layout: &Layout,
+    section: &OfflineSection,
+    now_ms: i64,
+    silent_sources: &[String],
+) -> Result<Findings, String> {
+    lb_offline::analyze(archive, layout, &section.analysis(), now_ms, silent_sources).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Something fills this slot (the archiver, the simulator): without it the analyzer does
+    /// nothing, not even its bookkeeping, so an online-only core costs what it did.
+    fed: bool,
+    findings: Option<Arc<Findings>>,
+    layout: Option<(i64, Arc<Layout>)>,
+    want_layout: bool,
+}
+
+/// Where an offline pass leaves its findings and finds the layout to judge against. The
+/// analyzer publishes a layout only when one is asked for ([`FindingsSlot::request_layout`]),
+/// so a 100k-partition pass does not copy its view every second.
+#[derive(Clone, Default)]
+pub struct FindingsSlot(Arc<Mutex<SlotState>>);
+
+impl std::fmt::Debug for FindingsSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.lock();
+        f.debug_struct("FindingsSlot")
+            .field("findings_at_ms", &s.findings.as_ref().map(|f| f.at_ms))
+            .field("layout_at_ms", &s.layout.as_ref().map(|l| l.0))
+            .finish()
+    }
+}
+
+impl FindingsSlot {
+    /// A slot that an offline pass will fill.
+    pub fn fed() -> Self {
+        let slot = Self::default();
+        slot.lock().fed = true;
+        slot
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn publish(&self, findings: Findings) {
+        self.lock().findings = Some(Arc::new(findings));
+    }
+
+    pub fn latest(&self) -> Option<Arc<Findings>> {
+        self.lock().findings.clone()
+    }
+
+    /// Asks the next online pass to publish its layout.
+    pub fn request_layout(&self) {
+        let mut s = self.lock();
+        s.want_layout = true;
+        s.layout = None;
+    }
+
+    /// The layout published since the last request, with the pass's time.
+    pub fn layout(&self) -> Option<(i64, Arc<Layout>)> {
+        self.lock().layout.clone()
+    }
+}
+
+/// Turns offline findings into proposals; see the module doc.
+#[derive(Debug, Default)]
+pub struct OfflineAnalyzer {
+    slot: FindingsSlot,
+    /// Each partition's range at the last pass, to notice splits.
+    ranges: HashMap<PartitionId, KeyRange>,
+    /// When this master saw each partition made by a split (or shrink).
+    split_at_ms: HashMap<PartitionId, i64>,
+    /// The findings whose merges were proposed.
+    merges_from_ms: Option<i64>,
+    /// (hour, pre-splits proposed in it).
+    presplits: (i64, u32),
+}
+
+impl OfflineAnalyzer {
+    pub fn new(slot: FindingsSlot) -> Self {
+        Self { slot, ..Self::default() }
+    }
+
+    fn track_splits(&mut self, input: &PlannerInput, now_ms: i64) {
+        let first = self.ranges.is_empty();
+        let mut next = HashMap::with_capacity(input.partitions.len());
+        for p in &input.partitions {
+            let shrunk = match self.ranges.get(&p.id) {
+                Some(old) => old.start < p.range.start || p.range.end < old.end,
+                // New, and inside a range this master knew: a split child.
+                None => !first && self.ranges.values().any(|r| r.start <= p.range.start && p.range.end <= r.end),
+            };
+            if shrunk {
+                self.split_at_ms.insert(p.id.clone(), now_ms);
+            }
+            next.insert(p.id.clone(), p.range);
+        }
+        self.split_at_ms.retain(|id, _| next.contains_key(id));
+        self.ranges = next;
+    }
+
+    fn publish_layout(&self, ctx: &AnalysisContext<'_>) {
+        let mut s = self.slot.lock();
+        if s.want_layout {
+            s.want_layout = false;
+            s.layout =
+                Some((ctx.now_ms, Arc::new(layout(ctx.input, ctx.planner_state, &self.split_at_ms, ctx.now_ms))));
+        }
+    }
+}
+
+/// The layout an offline pass judges against: the pass's partitions and workers, busy where an
+/// action is in flight or a cooldown runs.
+pub fn layout(
+    input: &PlannerInput,
+    state: &PlannerState,
+    split_at_ms: &HashMap<PartitionId, i64>,
+    now_ms: i64,
+) -> Layout {
+    let busy = busy_set(input, state, now_ms);
+    Layout {
+        partitions: input
+            .partitions
+            .iter()
+            .map(|p| LayoutPartition {
+                id: p.id.clone(),
+                tenant: p.tenant.clone(),
+                table: p.table.clone(),
+                range: p.range,
+                owner: p.owner.clone(),
+                limit_ops_per_sec: p.limit.map(|l| l.ops_per_sec).filter(|&l| l > 0.0),
+                can_merge: p.supported_actions.contains(&ActionKind::Merge),
+                can_split: p.supported_actions.contains(&ActionKind::Split),
+                split_at_ms: split_at_ms.get(&p.id).copied(),
+                busy: busy.contains(&p.id),
+                ops_per_sec: p.stats.ops_per_sec + p.stats.rejected_per_sec,
+            })
+            .collect(),
+        workers: input
+            .workers
+            .iter()
+            .map(|w| LayoutWorker {
+                id: w.id.clone(),
+                capacity_ops_per_sec: w.capacity.ops_per_sec,
+                ops_per_sec: w.load.ops_per_sec,
+            })
+            .collect(),
+    }
+}
+
+fn busy_set(input: &PlannerInput, state: &PlannerState, now_ms: i64) -> HashSet<PartitionId> {
+    let mut busy: HashSet<PartitionId> =
+        input.in_flight.iter().flat_map(|a| crate::planner::partitions_of(&a.spec)).cloned().collect();
+    busy.extend(state.cooldown_until_ms.iter().filter(|&(_, &until)| until > now_ms).map(|(p, _)| p.clone()));
+    busy
+}
+
+impl Analyzer for OfflineAnalyzer {
+    fn name(&self) -> &'static str {
+        "offline"
+    }
+
+    fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> AnalyzerFindings {
+        let now = ctx.now_ms;
+        if !self.slot.lock().fed {
+            return AnalyzerFindings::default();
+        }
+        self.track_splits(ctx.input, now);
+        self.publish_layout(ctx);
+        let Some(found) = self.slot.latest() else { return AnalyzerFindings::default() };
+        let section = &config.offline;
+        let mut busy = busy_set(ctx.input, ctx.planner_state, now);
+        let mut proposals = Vec::new();
+        let index: HashMap<&PartitionId, usize> =
+            ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+        if section.merge_mode != PolicyMode::Off && self.merges_from_ms != Some(found.at_ms) {
+            self.merges_from_ms = Some(found.at_ms);
+            for m in &found.merges {
+                let (Some(&l), Some(&r)) = (index.get(&m.left), index.get(&m.right)) else { continue };
+                let (lp, rp) = (&ctx.input.partitions[l], &ctx.input.partitions[r]);
+                let now_demand =
+                    lp.stats.ops_per_sec + lp.stats.rejected_per_sec + rp.stats.ops_per_sec + rp.stats.rejected_per_sec;
+                let cold_now = now_demand < section.merge_max_ratio * m.limit_ops_per_sec;
+                if !lp.range.is_left_neighbour_of(&rp.range)
+                    || busy.contains(&lp.id)
+                    || busy.contains(&rp.id)
+                    || !cold_now
+                {
+                    continue;
+                }
+                busy.insert(lp.id.clone());
+                busy.insert(rp.id.clone());
+                proposals.push(Proposal {
+                    spec: ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() },
+                    policy: Policy::Merge,
+                    mode: section.merge_mode,
+                    origin: Origin::Offline,
+                    reason: m.reason.clone(),
+                    trigger: Trigger {
+                        partition_demand_ops_per_sec: Some(m.combined_peak_ops_per_sec),
+                        partition_limit_ops_per_sec: Some(m.limit_ops_per_sec),
+                        ..Trigger::default()
+                    },
+                    predicted: Prediction {
+                        target_before_ratio: now_demand / m.limit_ops_per_sec,
+                        target_after_ratio: m.combined_peak_ops_per_sec / m.limit_ops_per_sec,
+                        ..Prediction::default()
+                    },
+                    rejected_alternatives: Vec::new(),
+                });
+            }
+        }
+        if section.peak_ahead_mode != PolicyMode::Off {
+            let hour = now.div_euclid(HOUR_MS);
+            if self.presplits.0 != hour {
+                self.presplits = (hour, 0);
+            }
+            for f in found.peaks.iter().filter(|f| f.act_at_ms <= now && now < f.peak_at_ms + HOUR_MS) {
+                let inside: Vec<usize> = ctx
+                    .input
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| {
+                        p.tenant == f.tenant
+                            && p.table == f.table
+                            && f.range.start <= p.range.start
+                            && p.range.end <= f.range.end
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                let load: f64 = inside.iter().map(|&i| demand(&ctx.input.partitions[i])).sum();
+                for &i in &inside {
+                    let p = &ctx.input.partitions[i];
+                    let share = if load > 0.0 { demand(p) / load } else { p.range.width() / range_width(&f.range) };
+                    let predicted = f.predicted_peak_ops_per_sec * share;
+                    let Some(limit) = p.limit.map(|l| l.ops_per_sec).filter(|&l| l > 0.0) else { continue };
+                    if predicted <= section.presplit_target_ratio * limit
+                        || busy.contains(&p.id)
+                        || !p.supported_actions.contains(&ActionKind::Split)
+                        || self.presplits.1 >= section.max_presplits_per_hour
+                    {
+                        continue;
+                    }
+                    let Some(key) = median_key(p.range, p.stats.sketch.as_ref().map(|s| s.bucket_ops.as_slice()))
+                    else {
+                        continue;
+                    };
+                    busy.insert(p.id.clone());
+                    self.presplits.1 += 1;
+                    proposals.push(Proposal {
+                        spec: ActionSpec::Split { partition: p.id.clone(), split_key: key },
+                        policy: Policy::PeakAhead,
+                        mode: section.peak_ahead_mode,
+                        origin: Origin::Offline,
+                        reason: format!(
+                            "ahead of a recurring peak: {} ops/s expected at {} (seen on {} days), {:.0} of it on this partition, {:.2} of its limit {limit:.0}; split now, {} min before",
+                            f.predicted_peak_ops_per_sec.round(),
+                            chrono::DateTime::<chrono::Utc>::from_timestamp_millis(f.peak_at_ms)
+                                .map_or_else(String::new, |t| t.format("%H:%M UTC").to_string()),
+                            f.recurrences,
+                            predicted,
+                            predicted / limit,
+                            (f.peak_at_ms - now).max(0) / 60_000,
+                        ),
+                        trigger: Trigger {
+                            partition_demand_ops_per_sec: Some(predicted),
+                            partition_limit_ops_per_sec: Some(limit),
+                            ..Trigger::default()
+                        },
+                        predicted: Prediction {
+                            target_before_ratio: predicted / limit,
+                            target_after_ratio: predicted / 2.0 / limit,
+                            ..Prediction::default()
+                        },
+                        rejected_alternatives: Vec::new(),
+                    });
+                }
+            }
+        }
+        // An auto proposal rests its partitions like the planner's own.
+        let until = now + (config.planner.caps.cooldown_secs * 1000) as i64;
+        for p in proposals.iter().filter(|p| p.mode == PolicyMode::Auto) {
+            for id in crate::planner::partitions_of(&p.spec) {
+                ctx.planner_state.cooldown_until_ms.insert(id.clone(), until);
+            }
+        }
+        AnalyzerFindings { proposals, plan: None }
+    }
+}
+
+fn demand(p: &crate::planner::PartitionView) -> f64 {
+    p.stats.ops_per_sec + p.stats.rejected_per_sec
+}
+
+fn range_width(r: &KeyRange) -> f64 {
+    r.width().max(1.0)
+}
+
+/// The key that halves the sketch's ops (interpolated in the crossing bucket), or the middle of
+/// the range without one; `None` when the range holds one key.
+pub fn median_key(range: KeyRange, buckets: Option<&[u64]>) -> Option<Key> {
+    if range.start >= range.end {
+        return None;
+    }
+    let width = range.width();
+    let offset = match buckets.filter(|b| b.iter().any(|&x| x > 0)) {
+        Some(b) => {
+            let total: f64 = b.iter().map(|&x| x as f64).sum();
+            let bucket = width / b.len() as f64;
+            let mut below = 0.0;
+            let mut at = width / 2.0;
+            for (i, &x) in b.iter().enumerate() {
+                let x = x as f64;
+                if below + x >= total / 2.0 && x > 0.0 {
+                    at = bucket * (i as f64 + (total / 2.0 - below) / x);
+                    break;
+                }
+                below += x;
+            }
+            at
+        }
+        None => width / 2.0,
+    };
+    let key = range.start.0.saturating_add(offset as u64).clamp(range.start.0 + 1, range.end.0);
+    Some(Key(key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_key_follows_the_sketch_and_stays_inside_the_range() {
+        let r = KeyRange { start: Key(0), end: Key(999) };
+        assert_eq!(median_key(r, None), Some(Key(500)));
+        // All ops in the last quarter: the median is in its middle.
+        assert_eq!(median_key(r, Some(&[0, 0, 0, 100])), Some(Key(875)));
+        assert_eq!(median_key(KeyRange { start: Key(7), end: Key(7) }, None), None);
+        assert_eq!(median_key(KeyRange { start: Key(7), end: Key(8) }, None), Some(Key(8)));
+    }
+
+    #[test]
+    fn bad_offline_values_name_their_field() {
+        let bad = OfflineSection {
+            merge_max_ratio: 1.5,
+            lookback_hours: 24 * 40,
+            min_history_hours: 0,
+            presplit_ratio: 0.5,
+            ..OfflineSection::default()
+        };
+        let mut v = lb_common::validate::Validator::new();
+        bad.validate_into(&mut v.at("offline"));
+        let err = v.finish().expect_err("invalid").to_string();
+        for field in
+            ["offline.merge_max_ratio", "offline.lookback_hours", "offline.min_history_hours", "offline.presplit_ratio"]
+        {
+            assert!(err.contains(field), "{field} in {err}");
+        }
+        let mut v = lb_common::validate::Validator::new();
+        OfflineSection::default().validate_into(&mut v.at("offline"));
+        v.finish().expect("the defaults are valid");
+    }
+}

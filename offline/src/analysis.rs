@@ -1,0 +1,768 @@
+//! The offline analyses over the archive: merges that respect periodic load, and peaks met
+//! before they arrive. One pure function, [`analyze`]`(archive, layout, config, now_ms)`: no
+//! clock, no network; it reads the look-back's day files one day at a time (so memory holds one
+//! day of rows, not the whole look-back) and aggregates each day with polars lazy frames.
+//!
+//! **Lineage by key range.** History is attributed to today's partitions by key range, not by
+//! id: an archived row whose range overlaps a current partition counts for it. So a table's
+//! history survives its re-partitioning (a split child inherits its parent's hours, a merged
+//! partition the sum of its parents'). Two shares are kept per overlap:
+//! - *upper* (merges): the whole archived peak counts for every current partition it overlaps.
+//!   Merging on an over-estimate only delays a merge; merging on an under-estimate makes a
+//!   partition that rejects.
+//! - *estimate* (peaks ahead): the archived load is shared among the current partitions inside
+//!   it by their current load (by key width when they are idle), as the split that made them
+//!   shared it.
+//!
+//! **Merge** (adjacent partitions of one table, both able to merge, neither busy nor in a
+//! cooldown): judged on the combined hourly peak over the look-back (the *sum* of the two
+//! peaks, an upper bound of the merged partition's peak) against `merge_max_ratio` × the
+//! smaller limit. Neither side may have rejected a request in the look-back, nor have been
+//! split within `merge_min_age_secs`. A table whose daily profile swings (peak hour over trough
+//! hour ≥ `periodic_ratio`) is periodic: the pair is judged only when the look-back holds its
+//! peak hour on at least `periodic_min_peaks` days, so a pair is never merged on its trough
+//! alone; the profile is read over a week at least whatever the look-back, so a short look-back in
+//! the trough does not hide the peak. Without the whole look-back (an archive that is younger, files skipped, agents that
+//! returned nothing) nothing is merged unless `allow_partial_lookback`, and never on less than
+//! `min_history_hours`. Capped per pass and per table; the coolest pairs first; the merged
+//! partition goes to the cooler of the two workers.
+//!
+//! An hour's peak is the served peak (`max_ops_per_sec`), or the hour's mean demand (served and
+//! rejected ops over the hour) when that is higher: a partition at its limit serves no more than
+//! the limit, however much it is asked.
+//!
+//! **Peaks ahead**: per partition and hour of the day, each day's mean demand in that hour
+//! (served and rejected ops over the hour; not the served peak, which a partition split in the
+//! hour shows for the range it had before). An hour whose demand went over `presplit_ratio` ×
+//! the limit on at least
+//! `presplit_min_recurrences` days is a recurring peak; the next one within
+//! `presplit_horizon_hours` is forecast at the mean of those days' peaks, to be split into
+//! enough pieces to hold it under `presplit_target_ratio` × the limit, `lead_time_secs` before
+//! the hour starts.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use polars::prelude::*;
+
+use crate::archive::{Archive, DAY_MS, HOUR_MS, day_of, day_start_ms};
+
+/// The offline policies; `configs/master.toml` `[offline]` documents each default and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfflineConfig {
+    pub lookback_hours: u32,
+    pub merge_max_ratio: f64,
+    pub merge_min_age_secs: u64,
+    pub max_merges_per_pass: u32,
+    pub max_merges_per_table: u32,
+    pub periodic_ratio: f64,
+    pub periodic_min_peaks: u32,
+    pub allow_partial_lookback: bool,
+    pub min_history_hours: u32,
+    pub presplit_ratio: f64,
+    pub presplit_target_ratio: f64,
+    pub presplit_min_recurrences: u32,
+    pub presplit_horizon_hours: u32,
+    pub lead_time_secs: u64,
+}
+
+impl Default for OfflineConfig {
+    fn default() -> Self {
+        Self {
+            lookback_hours: 7 * 24,
+            merge_max_ratio: 0.3,
+            merge_min_age_secs: 24 * 3600,
+            max_merges_per_pass: 16,
+            max_merges_per_table: 4,
+            periodic_ratio: 3.0,
+            periodic_min_peaks: 2,
+            allow_partial_lookback: false,
+            min_history_hours: 24,
+            presplit_ratio: 0.9,
+            presplit_target_ratio: 0.6,
+            presplit_min_recurrences: 2,
+            presplit_horizon_hours: 24,
+            lead_time_secs: 1800,
+        }
+    }
+}
+
+/// One partition as the master sees it now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutPartition {
+    pub id: PartitionId,
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub range: KeyRange,
+    pub owner: WorkerId,
+    pub limit_ops_per_sec: Option<f64>,
+    pub can_merge: bool,
+    pub can_split: bool,
+    /// When the master last saw it made by a split (or its range shrink), if it did.
+    pub split_at_ms: Option<i64>,
+    /// In flight or in a cooldown: not a merge candidate now.
+    pub busy: bool,
+    /// Its current load (shares a split parent's history among its children).
+    pub ops_per_sec: f64,
+}
+
+/// One worker as the master sees it now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutWorker {
+    pub id: WorkerId,
+    pub capacity_ops_per_sec: f64,
+    pub ops_per_sec: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layout {
+    pub partitions: Vec<LayoutPartition>,
+    pub workers: Vec<LayoutWorker>,
+}
+
+/// How much of the look-back the pass had.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Coverage {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Hours of the look-back with at least one archived row.
+    pub hours_with_data: u32,
+    pub hours_expected: u32,
+    pub files_read: usize,
+    /// Files that could not be read, with why.
+    pub files_skipped: Vec<String>,
+    /// Why the look-back is partial (empty: it is whole).
+    pub partial: Vec<String>,
+}
+
+/// Two neighbours to merge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeCandidate {
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub left: PartitionId,
+    pub right: PartitionId,
+    /// The highest hourly sum of the two peaks over the look-back.
+    pub combined_peak_ops_per_sec: f64,
+    pub limit_ops_per_sec: f64,
+    pub hours_judged: u32,
+    pub periodic: bool,
+    /// The cooler of the two owners, where the merged partition should live. `ActionSpec::Merge`
+    /// has no destination yet: the storage keeps the merged partition on the left's owner.
+    pub to_worker: WorkerId,
+    pub reason: String,
+}
+
+/// A recurring peak to split ahead of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeakForecast {
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub partition: PartitionId,
+    pub range: KeyRange,
+    /// Start of the hour the peak is expected in.
+    pub peak_at_ms: i64,
+    /// When to act: `lead_time_secs` before the peak.
+    pub act_at_ms: i64,
+    pub predicted_peak_ops_per_sec: f64,
+    pub limit_ops_per_sec: f64,
+    /// Days of the look-back on which the peak came at this hour.
+    pub recurrences: u32,
+    /// Pieces that hold it under the target ratio.
+    pub pieces: u32,
+}
+
+/// A table's daily profile over the look-back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableProfile {
+    pub tenant: TenantId,
+    pub table: TableId,
+    pub periodic: bool,
+    pub peak_hour_of_day: u32,
+    /// Mean ops/s of the peak hour of the day over the trough hour's.
+    pub peak_over_trough: f64,
+}
+
+/// What one pass found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Findings {
+    pub at_ms: i64,
+    pub coverage: Coverage,
+    pub merges: Vec<MergeCandidate>,
+    /// Pairs not merged, with why (the first [`MAX_DECLINED`]).
+    pub declined: Vec<(String, String)>,
+    pub declined_total: usize,
+    pub peaks: Vec<PeakForecast>,
+    pub tables: Vec<TableProfile>,
+}
+
+/// Declined pairs kept per pass.
+pub const MAX_DECLINED: usize = 64;
+
+/// Per current partition, over the look-back.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    hours: u32,
+    rejected: f64,
+    /// Hours per hour of the day with data (periodic coverage).
+    hod_days: [u32; 24],
+    /// Days on which the hour of the day went over the pre-split threshold, and their peaks.
+    over_days: [u32; 24],
+    over_sum: [f64; 24],
+    /// The newest archived hour of a split ancestor (a strictly wider range over it): it was
+    /// split after that hour.
+    last_parent_hour: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct PairAcc {
+    combined_max: f64,
+    hours: u32,
+}
+
+/// One offline pass; see the module doc. `silent_sources` names the agents that returned no
+/// rollups for the look-back (the pass is then partial).
+pub fn analyze(
+    archive: &Archive,
+    layout: &Layout,
+    config: &OfflineConfig,
+    now_ms: i64,
+    silent_sources: &[String],
+) -> PolarsResult<Findings> {
+    let to_ms = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
+    let from_ms = to_ms - i64::from(config.lookback_hours) * HOUR_MS;
+    let mut coverage = Coverage { from_ms, to_ms, hours_expected: config.lookback_hours, ..Default::default() };
+    for s in silent_sources {
+        coverage.partial.push(format!("{s} returned no rollups"));
+    }
+
+    // Current partitions in key order per table: neighbours are consecutive indices.
+    let mut order: Vec<usize> = (0..layout.partitions.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&layout.partitions[a], &layout.partitions[b]);
+        (&pa.tenant, &pa.table, pa.range.start).cmp(&(&pb.tenant, &pb.table, pb.range.start))
+    });
+    let parts: Vec<&LayoutPartition> = order.iter().map(|&i| &layout.partitions[i]).collect();
+    let by_table = table_index(&parts);
+
+    let tables = Tables::of(&parts);
+    let mut folds = Folds {
+        acc: vec![Acc::default(); parts.len()],
+        pairs: vec![PairAcc::default(); parts.len()],
+        table_hod: vec![[(0.0, 0u32); 24]; tables.names.len()],
+        hours_seen: Default::default(),
+    };
+
+    // A table's daily profile is read over a week at least, whatever the look-back: a short
+    // look-back in a table's trough must not hide its peak.
+    let profile_from = to_ms - i64::from(config.lookback_hours.max(PROFILE_HOURS)) * HOUR_MS;
+    let mut day = day_of(profile_from);
+    let last_day = day_of(to_ms - 1);
+    while day <= last_day {
+        let read = archive.read_day(day, Some(&READ_COLUMNS));
+        coverage.files_read += read.files_read;
+        coverage.files_skipped.extend(read.skipped.iter().map(|(p, e)| format!("{}: {e}", p.display())));
+        if let Some(frame) = read.frame {
+            let day_from = profile_from.max(day_start_ms(day));
+            let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
+            let series = day_series(frame, &parts, &by_table, day_from, day_to)?;
+            let window = Window { from_ms, tables: &tables };
+            fold_day(&series, &parts, window, config, &mut folds)?;
+        }
+        day = day.succ_opt().unwrap_or(NaiveDate::MAX);
+    }
+    let Folds { acc, pairs, table_hod, hours_seen } = folds;
+    coverage.hours_with_data = hours_seen.len() as u32;
+    if coverage.hours_with_data < coverage.hours_expected {
+        coverage.partial.push(format!(
+            "the archive holds {} of the look-back's {} hours",
+            coverage.hours_with_data, coverage.hours_expected
+        ));
+    }
+    if !coverage.files_skipped.is_empty() {
+        coverage.partial.push(format!("{} archive files could not be read", coverage.files_skipped.len()));
+    }
+
+    let profiles = profiles(&tables, &table_hod, config);
+    let mut findings = Findings { at_ms: now_ms, tables: profiles, ..Default::default() };
+    merges(&parts, &acc, &pairs, layout, config, &coverage, now_ms, &mut findings);
+    findings.peaks = peaks(&parts, &acc, config, now_ms);
+    findings.coverage = coverage;
+    Ok(findings)
+}
+
+/// The shortest span a table's daily profile is read over: a week.
+const PROFILE_HOURS: u32 = 7 * 24;
+
+/// What a day's rows are folded against: the look-back's start (earlier rows only feed the
+/// tables' profiles) and the tables.
+#[derive(Debug, Clone, Copy)]
+struct Window<'a> {
+    from_ms: i64,
+    tables: &'a Tables,
+}
+
+const READ_COLUMNS: [&str; 10] = [
+    "tenant",
+    "table",
+    "partition",
+    "key_start",
+    "key_end",
+    "hour_start_ms",
+    "read_ops",
+    "write_ops",
+    "rejected",
+    "max_ops_per_sec",
+];
+
+/// (tenant, table) → index range into the key-ordered partitions.
+fn table_index(parts: &[&LayoutPartition]) -> HashMap<(String, String), (usize, usize)> {
+    let mut out: HashMap<(String, String), (usize, usize)> = HashMap::new();
+    for (i, p) in parts.iter().enumerate() {
+        out.entry((p.tenant.to_string(), p.table.to_string())).and_modify(|e| e.1 = i + 1).or_insert((i, i + 1));
+    }
+    out
+}
+
+/// A day's rows as per current partition and hour: `cur`, `hour`, `peak_upper`, `peak_est`,
+/// `ops_est`, `rejected` (upper), and `wider` (the hour has a row of a range strictly wider than
+/// the partition's: it was split since).
+fn day_series(
+    frame: DataFrame,
+    parts: &[&LayoutPartition],
+    by_table: &HashMap<(String, String), (usize, usize)>,
+    from_ms: i64,
+    to_ms: i64,
+) -> PolarsResult<DataFrame> {
+    let grouped = frame
+        .lazy()
+        .filter(col("hour_start_ms").gt_eq(lit(from_ms)).and(col("hour_start_ms").lt(lit(to_ms))))
+        .group_by([
+            col("tenant"),
+            col("table"),
+            col("partition"),
+            col("key_start"),
+            col("key_end"),
+            col("hour_start_ms"),
+        ])
+        .agg([
+            (col("read_ops") + col("write_ops")).sum().cast(DataType::Float64).alias("ops"),
+            col("max_ops_per_sec").sum().alias("served_peak"),
+            col("rejected").sum().cast(DataType::Float64).alias("rejected"),
+        ])
+        // The served peak stops at the limit; an hour that rejected shows its demand in its
+        // mean (served + rejected over the hour), which a peak cannot be under.
+        .with_column(
+            when(col("served_peak").gt_eq((col("ops") + col("rejected")) / lit(3600.0)))
+                .then(col("served_peak"))
+                .otherwise((col("ops") + col("rejected")) / lit(3600.0))
+                .alias("peak"),
+        )
+        .collect()?;
+
+    // The distinct archived (tenant, table, id, range)s, mapped to today's partitions.
+    let ranges = grouped
+        .clone()
+        .lazy()
+        .group_by([col("tenant"), col("table"), col("partition"), col("key_start"), col("key_end")])
+        .agg([col("hour_start_ms").min().alias("first_hour")])
+        .collect()?;
+    let mapping = map_ranges(&ranges, parts, by_table)?;
+    let keys: Vec<Expr> = ["tenant", "table", "partition", "key_start", "key_end"].into_iter().map(col).collect();
+    grouped
+        .lazy()
+        .join(mapping.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
+        .group_by([col("cur"), col("hour_start_ms")])
+        .agg([
+            col("peak").sum().alias("peak_upper"),
+            ((col("ops") + col("rejected")) / lit(3600.0) * col("share")).sum().alias("peak_est"),
+            (col("ops") * col("share")).sum().alias("ops_est"),
+            col("rejected").sum().alias("rejected"),
+            col("wider").max().alias("wider"),
+        ])
+        .sort(["cur", "hour_start_ms"], SortMultipleOptions::default())
+        .collect()
+}
+
+/// For each archived range: every current partition of its table it overlaps, with the share
+/// of the archived load the estimate gives it, and whether the archived range is strictly wider
+/// (a split ancestor).
+fn map_ranges(
+    ranges: &DataFrame,
+    parts: &[&LayoutPartition],
+    by_table: &HashMap<(String, String), (usize, usize)>,
+) -> PolarsResult<DataFrame> {
+    let tenant = ranges.column("tenant")?.str()?;
+    let table = ranges.column("table")?.str()?;
+    let partition = ranges.column("partition")?.str()?;
+    let start = ranges.column("key_start")?.u64()?;
+    let end = ranges.column("key_end")?.u64()?;
+    let (mut t_out, mut tb_out, mut p_out, mut s_out, mut e_out) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut cur, mut share, mut wider) = (vec![], vec![], vec![]);
+    for i in 0..ranges.height() {
+        let (Some(tn), Some(tb), Some(pid), Some(s), Some(e)) =
+            (tenant.get(i), table.get(i), partition.get(i), start.get(i), end.get(i))
+        else {
+            continue;
+        };
+        let Some(&(lo, hi)) = by_table.get(&(tn.to_owned(), tb.to_owned())) else { continue };
+        // Partitions of the table are in key order: the first one that ends at or after `s`.
+        let first = lo + parts[lo..hi].partition_point(|p| p.range.end.0 < s);
+        let overlapping: Vec<usize> = (first..hi).take_while(|&j| parts[j].range.start.0 <= e).collect();
+        let width = |a: u64, b: u64| (b - a) as f64 + 1.0;
+        let load: f64 = overlapping.iter().map(|&j| parts[j].ops_per_sec.max(0.0)).sum();
+        for &j in &overlapping {
+            let p = parts[j];
+            let (a, b) = (p.range.start.0.max(s), p.range.end.0.min(e));
+            let inside = p.range.start.0 >= s && p.range.end.0 <= e;
+            // Inside the archived range (a split child): by current load; otherwise by width.
+            let sh = if inside && overlapping.len() > 1 && load > 0.0 {
+                p.ops_per_sec.max(0.0) / load
+            } else {
+                width(a, b) / width(s, e)
+            };
+            t_out.push(tn.to_owned());
+            tb_out.push(tb.to_owned());
+            p_out.push(pid.to_owned());
+            s_out.push(s);
+            e_out.push(e);
+            cur.push(j as u32);
+            share.push(sh);
+            wider.push(inside && (s, e) != (p.range.start.0, p.range.end.0));
+        }
+    }
+    let n = cur.len();
+    DataFrame::new(
+        n,
+        vec![
+            Column::new("tenant".into(), t_out),
+            Column::new("table".into(), tb_out),
+            Column::new("partition".into(), p_out),
+            Column::new("key_start".into(), s_out),
+            Column::new("key_end".into(), e_out),
+            Column::new("cur".into(), cur),
+            Column::new("share".into(), share),
+            Column::new("wider".into(), wider),
+        ],
+    )
+}
+
+/// Folds one day's series into the look-back's accumulators. A day is UTC, so an hour's slot
+/// in the day is its hour of the day; the day's values sit in dense `[_; 24]` rows per
+/// partition (a 100k-partition day is 2.4 M slots: no hashing per row).
+fn fold_day(
+    series: &DataFrame,
+    parts: &[&LayoutPartition],
+    window: Window<'_>,
+    config: &OfflineConfig,
+    folds: &mut Folds,
+) -> PolarsResult<()> {
+    let Folds { acc, pairs, table_hod, hours_seen } = folds;
+    let cur = series.column("cur")?.u32()?;
+    let hour = series.column("hour_start_ms")?.i64()?;
+    let upper = series.column("peak_upper")?.f64()?;
+    let est = series.column("peak_est")?.f64()?;
+    let ops = series.column("ops_est")?.f64()?;
+    let rejected = series.column("rejected")?.f64()?;
+    let wider = series.column("wider")?.bool()?;
+    let mut day_upper = vec![[f64::NAN; 24]; parts.len()];
+    let mut day_est = vec![[f64::NAN; 24]; parts.len()];
+    let tables = window.tables;
+    let mut table_slot_seen = vec![[false; 24]; tables.names.len()];
+    for i in 0..series.height() {
+        let (Some(c), Some(h)) = (cur.get(i), hour.get(i)) else { continue };
+        let c = c as usize;
+        let hod = (h.div_euclid(HOUR_MS).rem_euclid(24)) as usize;
+        let t = tables.of[c];
+        table_hod[t][hod].0 += ops.get(i).unwrap_or(0.0) / 3600.0;
+        if !table_slot_seen[t][hod] {
+            table_slot_seen[t][hod] = true;
+            table_hod[t][hod].1 += 1;
+        }
+        if h < window.from_ms {
+            continue;
+        }
+        hours_seen.insert(h);
+        let a = &mut acc[c];
+        a.hours += 1;
+        a.hod_days[hod] += 1;
+        a.rejected += rejected.get(i).unwrap_or(0.0);
+        if wider.get(i) == Some(true) {
+            a.last_parent_hour = Some(a.last_parent_hour.map_or(h, |f| f.max(h)));
+        }
+        day_upper[c][hod] = upper.get(i).unwrap_or(0.0);
+        day_est[c][hod] = est.get(i).unwrap_or(0.0);
+    }
+    // Neighbours: the sum of the two upper peaks, hour by hour.
+    for c in 0..parts.len().saturating_sub(1) {
+        if !same_table(parts[c], parts[c + 1]) {
+            continue;
+        }
+        let pa = &mut pairs[c];
+        for (&l, &r) in day_upper[c].iter().zip(&day_upper[c + 1]) {
+            if !l.is_nan() && !r.is_nan() {
+                pa.combined_max = pa.combined_max.max(l + r);
+                pa.hours += 1;
+            }
+        }
+    }
+    for (c, slots) in day_est.iter().enumerate() {
+        let Some(limit) = parts[c].limit_ops_per_sec else { continue };
+        for (hod, &peak) in slots.iter().enumerate() {
+            if !peak.is_nan() && peak > config.presplit_ratio * limit {
+                acc[c].over_days[hod] += 1;
+                acc[c].over_sum[hod] += peak;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The look-back's accumulators: per partition, per neighbour pair (indexed by the left one),
+/// per table and hour of the day (load sum, hours seen), and the hours with data.
+#[derive(Debug)]
+struct Folds {
+    acc: Vec<Acc>,
+    pairs: Vec<PairAcc>,
+    table_hod: Vec<[(f64, u32); 24]>,
+    hours_seen: std::collections::BTreeSet<i64>,
+}
+
+/// The tables of the key-ordered partitions: `of[c]` indexes `names`.
+#[derive(Debug, Default)]
+struct Tables {
+    names: Vec<(TenantId, TableId)>,
+    of: Vec<usize>,
+}
+
+impl Tables {
+    fn of(parts: &[&LayoutPartition]) -> Self {
+        let mut t = Tables::default();
+        for p in parts {
+            let key = (p.tenant.clone(), p.table.clone());
+            if t.names.last() != Some(&key) {
+                t.names.push(key);
+            }
+            t.of.push(t.names.len() - 1);
+        }
+        t
+    }
+}
+
+fn same_table(a: &LayoutPartition, b: &LayoutPartition) -> bool {
+    a.tenant == b.tenant && a.table == b.table && a.range.is_left_neighbour_of(&b.range)
+}
+
+fn profiles(tables: &Tables, table_hod: &[[(f64, u32); 24]], config: &OfflineConfig) -> Vec<TableProfile> {
+    let mut out: Vec<TableProfile> = tables
+        .names
+        .iter()
+        .zip(table_hod)
+        .filter(|(_, slots)| slots.iter().any(|&(_, n)| n > 0))
+        .map(|((tenant, table), slots)| {
+            let means: Vec<Option<f64>> =
+                slots.iter().map(|&(sum, n)| if n > 0 { Some(sum / f64::from(n)) } else { None }).collect();
+            let covered = means.iter().filter(|m| m.is_some()).count();
+            let (peak_hod, peak) = means
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| m.map(|m| (i, m)))
+                .fold((0, f64::MIN), |best, (i, m)| if m > best.1 { (i, m) } else { best });
+            let trough = means.iter().flatten().copied().fold(f64::MAX, f64::min);
+            let ratio = if covered == 0 { 1.0 } else { peak.max(0.0) / trough.max(1e-9).max(peak * 1e-6) };
+            TableProfile {
+                tenant: tenant.clone(),
+                table: table.clone(),
+                // A day's swing is seen only with every hour of the day seen.
+                periodic: covered == 24 && ratio >= config.periodic_ratio,
+                peak_hour_of_day: peak_hod as u32,
+                peak_over_trough: ratio,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.tenant, &a.table).cmp(&(&b.tenant, &b.table)));
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn merges(
+    parts: &[&LayoutPartition],
+    acc: &[Acc],
+    pairs: &[PairAcc],
+    layout: &Layout,
+    config: &OfflineConfig,
+    coverage: &Coverage,
+    now_ms: i64,
+    findings: &mut Findings,
+) {
+    let needed_hours = if config.allow_partial_lookback {
+        config.min_history_hours.min(config.lookback_hours)
+    } else {
+        config.lookback_hours
+    };
+    let min_age_ms = (config.merge_min_age_secs * 1000) as i64;
+    let periodic: HashMap<(TenantId, TableId), TableProfile> =
+        findings.tables.iter().map(|t| ((t.tenant.clone(), t.table.clone()), t.clone())).collect();
+    let mut eligible = Vec::new();
+    let decline = |pair: String, why: String, findings: &mut Findings| {
+        findings.declined_total += 1;
+        if findings.declined.len() < MAX_DECLINED {
+            findings.declined.push((pair, why));
+        }
+    };
+    for c in 0..parts.len().saturating_sub(1) {
+        let (l, r) = (parts[c], parts[c + 1]);
+        if !same_table(l, r) {
+            continue;
+        }
+        let name = format!("{}+{}", l.id, r.id);
+        if !(l.can_merge && r.can_merge) {
+            continue;
+        }
+        if l.busy || r.busy {
+            decline(name, "busy: an action in flight or a cooldown".to_owned(), findings);
+            continue;
+        }
+        let young = |p: &LayoutPartition, a: &Acc| {
+            let archived = a.last_parent_hour.map(|h| h + HOUR_MS);
+            p.split_at_ms.into_iter().chain(archived).any(|t| now_ms - t < min_age_ms)
+        };
+        if young(l, &acc[c]) || young(r, &acc[c + 1]) {
+            decline(name, format!("split less than {} h ago", config.merge_min_age_secs / 3600), findings);
+            continue;
+        }
+        if !coverage.partial.is_empty() && !config.allow_partial_lookback {
+            decline(name, format!("partial look-back: {}", coverage.partial.join("; ")), findings);
+            continue;
+        }
+        let pa = pairs[c];
+        if pa.hours < needed_hours {
+            decline(name, format!("{} hours of history, {} needed", pa.hours, needed_hours), findings);
+            continue;
+        }
+        let (Some(ll), Some(rl)) = (l.limit_ops_per_sec, r.limit_ops_per_sec) else {
+            decline(name, "no partition limit to judge against".to_owned(), findings);
+            continue;
+        };
+        let limit = ll.min(rl);
+        if acc[c].rejected > 0.0 || acc[c + 1].rejected > 0.0 {
+            decline(name, "rejected requests in the look-back".to_owned(), findings);
+            continue;
+        }
+        let profile = periodic.get(&(l.tenant.clone(), l.table.clone()));
+        let is_periodic = profile.is_some_and(|p| p.periodic);
+        if let Some(p) = profile.filter(|p| p.periodic) {
+            let hod = p.peak_hour_of_day as usize;
+            let seen = acc[c].hod_days[hod].min(acc[c + 1].hod_days[hod]);
+            if seen < config.periodic_min_peaks {
+                decline(
+                    name,
+                    format!(
+                        "periodic table (peak at {hod:02}:00, {:.1}x its trough): its peak hour is in the look-back on {seen} days, {} needed",
+                        p.peak_over_trough, config.periodic_min_peaks
+                    ),
+                    findings,
+                );
+                continue;
+            }
+        }
+        let ratio = pa.combined_max / limit;
+        if ratio >= config.merge_max_ratio {
+            decline(
+                name,
+                format!(
+                    "combined hourly peak {:.0} ops/s is {ratio:.2} of the limit {limit:.0} (merge under {:.2}){}",
+                    pa.combined_max,
+                    config.merge_max_ratio,
+                    if is_periodic { ", judged on its peak hours" } else { "" }
+                ),
+                findings,
+            );
+            continue;
+        }
+        eligible.push((c, ratio, limit, is_periodic));
+    }
+    eligible.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let load_ratio = |w: &WorkerId| {
+        layout.workers.iter().find(|x| &x.id == w).map_or(f64::MAX, |x| {
+            if x.capacity_ops_per_sec > 0.0 { x.ops_per_sec / x.capacity_ops_per_sec } else { f64::MAX }
+        })
+    };
+    let mut taken = vec![false; parts.len()];
+    let mut per_table: HashMap<(&TenantId, &TableId), u32> = HashMap::new();
+    for (c, ratio, limit, is_periodic) in eligible {
+        let (l, r) = (parts[c], parts[c + 1]);
+        let name = format!("{}+{}", l.id, r.id);
+        if taken[c] || taken[c + 1] {
+            continue;
+        }
+        if findings.merges.len() as u32 >= config.max_merges_per_pass {
+            decline(name, format!("cap: {} merges per pass", config.max_merges_per_pass), findings);
+            continue;
+        }
+        let n = per_table.entry((&l.tenant, &l.table)).or_default();
+        if *n >= config.max_merges_per_table {
+            decline(name, format!("cap: {} merges per table per pass", config.max_merges_per_table), findings);
+            continue;
+        }
+        *n += 1;
+        taken[c] = true;
+        taken[c + 1] = true;
+        let to_worker = if load_ratio(&r.owner) < load_ratio(&l.owner) { r.owner.clone() } else { l.owner.clone() };
+        let pa = pairs[c];
+        findings.merges.push(MergeCandidate {
+            tenant: l.tenant.clone(),
+            table: l.table.clone(),
+            left: l.id.clone(),
+            right: r.id.clone(),
+            combined_peak_ops_per_sec: pa.combined_max,
+            limit_ops_per_sec: limit,
+            hours_judged: pa.hours,
+            periodic: is_periodic,
+            to_worker: to_worker.clone(),
+            reason: format!(
+                "cold neighbours: their combined hourly peak over {} h was {:.0} ops/s, {ratio:.2} of the limit {limit:.0} (merge under {:.2}){}; the cooler of the two workers is {to_worker}",
+                pa.hours,
+                pa.combined_max,
+                config.merge_max_ratio,
+                if is_periodic { ", its daily peaks included" } else { "" }
+            ),
+        });
+    }
+}
+
+fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms: i64) -> Vec<PeakForecast> {
+    let lead_ms = (config.lead_time_secs * 1000) as i64;
+    let mut out = Vec::new();
+    for (c, p) in parts.iter().enumerate() {
+        let (Some(limit), true) = (p.limit_ops_per_sec, p.can_split) else { continue };
+        let a = &acc[c];
+        // The next hour start whose act time is not past, within the horizon.
+        let first = (now_ms + lead_ms).div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS;
+        let first = if first - lead_ms - HOUR_MS >= now_ms { first - HOUR_MS } else { first };
+        for k in 0..i64::from(config.presplit_horizon_hours) {
+            let peak_at = first + k * HOUR_MS;
+            let hod = peak_at.div_euclid(HOUR_MS).rem_euclid(24) as usize;
+            if a.over_days[hod] < config.presplit_min_recurrences.max(1) {
+                continue;
+            }
+            let predicted = a.over_sum[hod] / f64::from(a.over_days[hod]);
+            let pieces = (predicted / (config.presplit_target_ratio * limit)).ceil().max(2.0) as u32;
+            out.push(PeakForecast {
+                tenant: p.tenant.clone(),
+                table: p.table.clone(),
+                partition: p.id.clone(),
+                range: p.range,
+                peak_at_ms: peak_at,
+                act_at_ms: peak_at - lead_ms,
+                predicted_peak_ops_per_sec: predicted,
+                limit_ops_per_sec: limit,
+                recurrences: a.over_days[hod],
+                pieces,
+            });
+            break;
+        }
+    }
+    out
+}
