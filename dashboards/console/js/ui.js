@@ -68,12 +68,19 @@ export function notice(message, kind = "") {
   return h("div", { class: `notice ${kind}` }, message);
 }
 
+/// The action kind of a spec: a `split_into` (a multi-way split) is a split.
+export function actionKind(spec) {
+  return spec?.kind === "split_into" ? "split" : spec?.kind || "";
+}
+
 /// A one-line description of an action spec.
 export function describe(spec) {
   if (!spec) return "";
   switch (spec.kind) {
     case "split":
       return `split ${spec.partition} at ${spec.split_key}`;
+    case "split_into":
+      return `split ${spec.partition} into ${(spec.split_keys || []).length + 1} pieces`;
     case "move":
       return `move ${spec.partition} → ${spec.to_worker}`;
     case "merge":

@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { heatColor, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, num, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
+import { actionKind, describe, h, METRICS, notice, num, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
 
 // Range → step: 5 min at 1 s up to 6 h at 1 min.
 const RANGES = [
@@ -129,7 +129,7 @@ export default {
         ...mine.map((rec) => {
           const at = rec.body.record?.finished_at_ms || rec.body.record?.created_at_ms || rec.at_ms;
           const x = ((at - from) / (to - from)) * 100;
-          const kind = rec.body.request.spec.kind;
+          const kind = actionKind(rec.body.request.spec);
           return h("div", {
             class: "marker",
             dataset: { kind, action: rec.key },

@@ -2,7 +2,7 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, METRICS, notice, partitionsOf, readySignal, select, time } from "../ui.js";
+import { actionKind, describe, h, METRICS, notice, partitionsOf, readySignal, select, time } from "../ui.js";
 
 export default {
   render(root, { rest, params, setParams }) {
@@ -39,7 +39,7 @@ export default {
         chart = lineChart(chartEl, {
           times: hist.points.map((p) => p.ts_ms),
           series: [{ label: `${metric} (${METRICS[metric] || ""})`, values: hist.points.map((p) => p.value) }],
-          markers: mine.map((r) => ({ ts_ms: r.body.record?.created_at_ms || r.at_ms, label: r.body.request.spec.kind, color: MARKER_COLORS[r.body.request.spec.kind] })),
+          markers: mine.map((r) => ({ ts_ms: r.body.record?.created_at_ms || r.at_ms, label: actionKind(r.body.request.spec), color: MARKER_COLORS[actionKind(r.body.request.spec)] })),
         });
         actionsEl.replaceChildren(
           mine.length

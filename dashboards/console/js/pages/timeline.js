@@ -4,7 +4,7 @@
 
 import * as api from "../api.js";
 import { lineChart, MARKER_COLORS } from "../charts.js";
-import { describe, h, kv, notice, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
+import { actionKind, describe, h, kv, notice, partitionsOf, readySignal, select, throttle, time } from "../ui.js";
 
 const KINDS = ["", "split", "move", "merge", "group", "reshard"];
 const VERDICTS = ["", "effective", "no_effect", "harmful", "inconclusive", "pending"];
@@ -80,7 +80,7 @@ export default {
       const shown = stories.filter(
         (s) =>
           (!f.policy || s.policy === f.policy) &&
-          (!f.kind || s.spec?.kind === f.kind) &&
+          (!f.kind || actionKind(s.spec) === f.kind) &&
           (!f.verdict || verdictOf(s) === f.verdict) &&
           (!f.table || s.path.slice(0, 2).join("/") === f.table) &&
           (!f.action || s.id === f.action),
@@ -128,7 +128,7 @@ export default {
         ),
       );
       if (f.action === s.id) queueMicrotask(() => beforeAfter(s, chartEl));
-      return h("div", { class: `event ${s.evaluation ? "evaluation" : s.action ? "action" : "proposal"} ${v}`, dataset: { id: s.id, kind: s.spec?.kind || "", policy: s.policy } }, details);
+      return h("div", { class: `event ${s.evaluation ? "evaluation" : s.action ? "action" : "proposal"} ${v}`, dataset: { id: s.id, kind: actionKind(s.spec), policy: s.policy } }, details);
     }
 
     async function beforeAfter(s, el) {
@@ -155,7 +155,7 @@ export default {
               { label: "rejected/s", values: ops.points.map((p) => rejAt.get(p.ts_ms) ?? null), color: "#f85149" },
             ],
             markers: [
-              { ts_ms: start, label: "submitted", color: MARKER_COLORS[s.spec.kind] },
+              { ts_ms: start, label: "submitted", color: MARKER_COLORS[actionKind(s.spec)] },
               ...(s.action?.record?.finished_at_ms ? [{ ts_ms: end, label: "finished", color: "#3fb950" }] : []),
             ],
             height: 200,
