@@ -11,6 +11,9 @@ pub fn initialize() {
     for kind in ActionKind::ALL {
         for outcome in ["succeeded", "failed", "cancelled", "timed_out"] {
             metrics::counter!("lb_ops_actions_total", "kind" => kind.as_str(), "outcome" => outcome).increment(0);
+            // Registered empty, so the first action's duration is a rise a rate can see.
+            let _ =
+                metrics::histogram!("lb_ops_action_duration_seconds", "kind" => kind.as_str(), "outcome" => outcome);
         }
     }
     for call in ["topology", "submit", "operation"] {
