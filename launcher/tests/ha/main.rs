@@ -168,6 +168,16 @@ impl Master {
         self.api.leadership().await.ok()
     }
 
+    /// `lb_master_leadership_sessions_ended_total` on its `/metrics`: etcd sessions that ended
+    /// on an error.
+    async fn sessions_ended(&self) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.url)).await.expect("metrics").text().await.expect("body");
+        text.lines()
+            .find_map(|l| l.strip_prefix("lb_master_leadership_sessions_ended_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{}: no lb_master_leadership_sessions_ended_total in\n{text}", self.name))
+    }
+
     fn kill(&mut self) {
         kill_and_reap(&mut self.child);
     }
@@ -313,6 +323,11 @@ async fn kill_the_leader_during_a_hotspot() -> Failover {
     assert!(ready.text().await.expect("body").contains("standby"));
 
     system.until(ONSET_SECS as f64 + 1.0).await;
+    // A standby waits in its campaign for as long as the leader lives: its session does not end
+    // (a per-request timeout on the campaign ended it every second).
+    for master in [&*old, &*standby] {
+        assert_eq!(master.sessions_ended().await, 0.0, "{}: an etcd session ended while etcd was up", master.name);
+    }
     let killed = Instant::now();
     let killed_ms = now_ms();
     old.kill();

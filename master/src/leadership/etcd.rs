@@ -144,7 +144,9 @@ impl EtcdLeadership {
     async fn session(&self, cancel: &CancellationToken, was_leader: &mut bool) -> Result<(), EtcdError> {
         let c = &self.inner.config;
         let (ttl, timeout) = (c.lease_ttl(), c.request_timeout());
-        let options = ConnectOptions::new().with_connect_timeout(c.connect_timeout()).with_timeout(timeout);
+        // No per-request timeout on the client (tonic's would also cut `campaign`, which waits
+        // for as long as another master leads): every other call is bounded by `within`.
+        let options = ConnectOptions::new().with_connect_timeout(c.connect_timeout());
         let mut client =
             within(c.connect_timeout() + timeout, "connect", Client::connect(&c.endpoints, Some(options))).await?;
         let mut renewed = Instant::now();
