@@ -62,6 +62,8 @@ pub struct OfflineSection {
     pub presplit_horizon_hours: u32,
     pub lead_time_secs: u64,
     pub max_presplits_per_hour: u32,
+    pub report_imbalance_ratio: f64,
+    pub report_chronic_share: f64,
 }
 
 impl Default for OfflineSection {
@@ -88,6 +90,8 @@ impl Default for OfflineSection {
             presplit_horizon_hours: a.presplit_horizon_hours,
             lead_time_secs: a.lead_time_secs,
             max_presplits_per_hour: 32,
+            report_imbalance_ratio: a.report_imbalance_ratio,
+            report_chronic_share: a.report_chronic_share,
         }
     }
 }
@@ -110,6 +114,8 @@ impl OfflineSection {
             presplit_min_recurrences: self.presplit_min_recurrences,
             presplit_horizon_hours: self.presplit_horizon_hours,
             lead_time_secs: self.lead_time_secs,
+            report_imbalance_ratio: self.report_imbalance_ratio,
+            report_chronic_share: self.report_chronic_share,
         }
     }
 
@@ -161,6 +167,18 @@ impl OfflineSection {
         v.range_u64("presplit_horizon_hours", u64::from(self.presplit_horizon_hours), 1, 24 * 7);
         v.range_u64("lead_time_secs", self.lead_time_secs, 0, 86_400);
         v.range_u64("max_presplits_per_hour", u64::from(self.max_presplits_per_hour), 0, 10_000);
+        v.check(
+            self.report_imbalance_ratio.is_finite() && self.report_imbalance_ratio > 1.0,
+            "report_imbalance_ratio",
+            self.report_imbalance_ratio,
+            "must be finite and over 1",
+        );
+        v.check(
+            self.report_chronic_share.is_finite() && (0.0..1.0).contains(&self.report_chronic_share),
+            "report_chronic_share",
+            self.report_chronic_share,
+            "must be in [0, 1)",
+        );
     }
 }
 
@@ -190,7 +208,11 @@ struct SlotState {
 /// analyzer publishes a layout only when one is asked for ([`FindingsSlot::request_layout`]),
 /// so a 100k-partition pass does not copy its view every second.
 #[derive(Clone, Default)]
-pub struct FindingsSlot(Arc<Mutex<SlotState>>);
+pub struct FindingsSlot {
+    state: Arc<Mutex<SlotState>>,
+    /// Wakes the archiver for a pass on demand (`POST /api/v1/offline/pass`).
+    wake: Arc<tokio::sync::Notify>,
+}
 
 impl std::fmt::Debug for FindingsSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -211,7 +233,7 @@ impl FindingsSlot {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn publish(&self, findings: Findings) {
@@ -220,6 +242,22 @@ impl FindingsSlot {
 
     pub fn latest(&self) -> Option<Arc<Findings>> {
         self.lock().findings.clone()
+    }
+
+    /// Whether something runs passes into this slot (the archiver, the simulator).
+    pub fn is_fed(&self) -> bool {
+        self.lock().fed
+    }
+
+    /// Asks for a pass now instead of at the next interval (a request made while a pass runs
+    /// gets one more right after it).
+    pub fn request_pass(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Resolves when a pass is asked for.
+    pub async fn pass_requested(&self) {
+        self.wake.notified().await;
     }
 
     /// Asks the next online pass to publish its layout.
@@ -520,14 +558,21 @@ mod tests {
             lookback_hours: 24 * 40,
             min_history_hours: 0,
             presplit_ratio: 0.5,
+            report_imbalance_ratio: 0.9,
+            report_chronic_share: 1.0,
             ..OfflineSection::default()
         };
         let mut v = lb_common::validate::Validator::new();
         bad.validate_into(&mut v.at("offline"));
         let err = v.finish().expect_err("invalid").to_string();
-        for field in
-            ["offline.merge_max_ratio", "offline.lookback_hours", "offline.min_history_hours", "offline.presplit_ratio"]
-        {
+        for field in [
+            "offline.merge_max_ratio",
+            "offline.lookback_hours",
+            "offline.min_history_hours",
+            "offline.presplit_ratio",
+            "offline.report_imbalance_ratio",
+            "offline.report_chronic_share",
+        ] {
             assert!(err.contains(field), "{field} in {err}");
         }
         let mut v = lb_common::validate::Validator::new();

@@ -1,7 +1,10 @@
 //! The offline analyses over the archive: merges that respect periodic load, and peaks met
 //! before they arrive. One pure function, [`analyze`]`(archive, layout, config, now_ms)`: no
 //! clock, no network; it reads the look-back's day files one day at a time (so memory holds one
-//! day of rows, not the whole look-back) and aggregates each day with polars lazy frames.
+//! day of rows, not the whole look-back) and aggregates each day with polars lazy frames. Each
+//! archived range gets a small integer id the first time a day holds it, with its mapping to
+//! today's partitions (below) made then and kept for the pass: the days group and join on that
+//! id, not on the tenant, table and partition strings.
 //!
 //! **Lineage by key range.** History is attributed to today's partitions by key range, not by
 //! id: an archived row whose range overlaps a current partition counts for it. So a table's
@@ -44,9 +47,13 @@ use std::collections::HashMap;
 
 use chrono::NaiveDate;
 use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::{
+    OfflineCoverage, OfflineDeclined, OfflineFindings, OfflineMerge, OfflinePeak, OfflineTableProfile,
+};
 use polars::prelude::*;
 
 use crate::archive::{Archive, DAY_MS, HOUR_MS, day_of, day_start_ms};
+use crate::report::{DayContext, ReportFolds};
 
 /// The offline policies; `configs/master.toml` `[offline]` documents each default and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +72,12 @@ pub struct OfflineConfig {
     pub presplit_min_recurrences: u32,
     pub presplit_horizon_hours: u32,
     pub lead_time_secs: u64,
+    /// The report: an hour whose spread (busiest worker over the mean per worker) is over this
+    /// is unbalanced ([`crate::report`]).
+    pub report_imbalance_ratio: f64,
+    /// The report: a table or tenant unbalanced in more than this share of its hours is
+    /// chronically unbalanced.
+    pub report_chronic_share: f64,
 }
 
 impl Default for OfflineConfig {
@@ -84,6 +97,8 @@ impl Default for OfflineConfig {
             presplit_min_recurrences: 2,
             presplit_horizon_hours: 24,
             lead_time_secs: 1800,
+            report_imbalance_ratio: 2.0,
+            report_chronic_share: 0.5,
         }
     }
 }
@@ -121,81 +136,16 @@ pub struct Layout {
     pub workers: Vec<LayoutWorker>,
 }
 
+/// What one pass found (the master serves it at `GET /api/v1/offline`).
+pub type Findings = OfflineFindings;
 /// How much of the look-back the pass had.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Coverage {
-    pub from_ms: i64,
-    pub to_ms: i64,
-    /// Hours of the look-back with at least one archived row.
-    pub hours_with_data: u32,
-    pub hours_expected: u32,
-    pub files_read: usize,
-    /// Files that could not be read, with why.
-    pub files_skipped: Vec<String>,
-    /// Why the look-back is partial (empty: it is whole).
-    pub partial: Vec<String>,
-}
-
+pub type Coverage = OfflineCoverage;
 /// Two neighbours to merge.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MergeCandidate {
-    pub tenant: TenantId,
-    pub table: TableId,
-    pub left: PartitionId,
-    pub right: PartitionId,
-    /// The highest hourly sum of the two peaks over the look-back.
-    pub combined_peak_ops_per_sec: f64,
-    pub limit_ops_per_sec: f64,
-    pub hours_judged: u32,
-    pub periodic: bool,
-    /// The cooler of the two owners, where the merged partition should live. `ActionSpec::Merge`
-    /// has no destination yet: the storage keeps the merged partition on the left's owner.
-    pub to_worker: WorkerId,
-    pub reason: String,
-}
-
+pub type MergeCandidate = OfflineMerge;
 /// A recurring peak to split ahead of.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeakForecast {
-    pub tenant: TenantId,
-    pub table: TableId,
-    pub partition: PartitionId,
-    pub range: KeyRange,
-    /// Start of the hour the peak is expected in.
-    pub peak_at_ms: i64,
-    /// When to act: `lead_time_secs` before the peak.
-    pub act_at_ms: i64,
-    pub predicted_peak_ops_per_sec: f64,
-    pub limit_ops_per_sec: f64,
-    /// Days of the look-back on which the peak came at this hour.
-    pub recurrences: u32,
-    /// Pieces that hold it under the target ratio.
-    pub pieces: u32,
-}
-
+pub type PeakForecast = OfflinePeak;
 /// A table's daily profile over the look-back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableProfile {
-    pub tenant: TenantId,
-    pub table: TableId,
-    pub periodic: bool,
-    pub peak_hour_of_day: u32,
-    /// Mean ops/s of the peak hour of the day over the trough hour's.
-    pub peak_over_trough: f64,
-}
-
-/// What one pass found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Findings {
-    pub at_ms: i64,
-    pub coverage: Coverage,
-    pub merges: Vec<MergeCandidate>,
-    /// Pairs not merged, with why (the first [`MAX_DECLINED`]).
-    pub declined: Vec<(String, String)>,
-    pub declined_total: usize,
-    pub peaks: Vec<PeakForecast>,
-    pub tables: Vec<TableProfile>,
-}
+pub type TableProfile = OfflineTableProfile;
 
 /// Declined pairs kept per pass.
 pub const MAX_DECLINED: usize = 64;
@@ -244,9 +194,9 @@ pub fn analyze(
         (&pa.tenant, &pa.table, pa.range.start).cmp(&(&pb.tenant, &pb.table, pb.range.start))
     });
     let parts: Vec<&LayoutPartition> = order.iter().map(|&i| &layout.partitions[i]).collect();
-    let by_table = table_index(&parts);
-
     let tables = Tables::of(&parts);
+    let mut index = RangeIndex::new(&parts, &tables.of);
+    let mut report = ReportFolds::default();
     let mut folds = Folds {
         acc: vec![Acc::default(); parts.len()],
         pairs: vec![PairAcc::default(); parts.len()],
@@ -266,9 +216,19 @@ pub fn analyze(
         if let Some(frame) = read.frame {
             let day_from = profile_from.max(day_start_ms(day));
             let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
-            let series = day_series(frame, &parts, &by_table, day_from, day_to)?;
+            let day_frames = day_series(frame, &mut index, day_from, day_to)?;
             let window = Window { from_ms, tables: &tables };
-            fold_day(&series, &parts, window, config, &mut folds)?;
+            fold_day(&day_frames.series, &parts, window, config, &mut folds)?;
+            let context = DayContext {
+                day,
+                from_ms,
+                tenant_of_table: &tables.tenant_of,
+                range_table: &index.range_table,
+                range_start: &index.range_start,
+                workers: &index.worker_names,
+                imbalance_ratio: config.report_imbalance_ratio,
+            };
+            report.fold_day(context, &day_frames.ranges, &day_frames.spread, &day_frames.workers)?;
         }
         day = day.succ_opt().unwrap_or(NaiveDate::MAX);
     }
@@ -285,7 +245,8 @@ pub fn analyze(
     }
 
     let profiles = profiles(&tables, &table_hod, config);
-    let mut findings = Findings { at_ms: now_ms, tables: profiles, ..Default::default() };
+    let report = report.finish(&tables.names, &tables.tenants, config.report_chronic_share);
+    let mut findings = Findings { at_ms: now_ms, tables: profiles, report, ..Default::default() };
     merges(&parts, &acc, &pairs, layout, config, &coverage, now_ms, &mut findings);
     findings.peaks = peaks(&parts, &acc, config, now_ms);
     findings.coverage = coverage;
@@ -303,7 +264,8 @@ struct Window<'a> {
     tables: &'a Tables,
 }
 
-const READ_COLUMNS: [&str; 10] = [
+const READ_COLUMNS: [&str; 11] = [
+    "worker",
     "tenant",
     "table",
     "partition",
@@ -325,88 +287,108 @@ fn table_index(parts: &[&LayoutPartition]) -> HashMap<(String, String), (usize, 
     out
 }
 
-/// A day's rows as per current partition and hour: `cur`, `hour`, `peak_upper`, `peak_est`,
-/// `ops_est`, `rejected` (upper), and `wider` (the hour has a row of a range strictly wider than
-/// the partition's: it was split since).
-fn day_series(
-    frame: DataFrame,
-    parts: &[&LayoutPartition],
-    by_table: &HashMap<(String, String), (usize, usize)>,
-    from_ms: i64,
-    to_ms: i64,
-) -> PolarsResult<DataFrame> {
-    let grouped = frame
-        .lazy()
-        .filter(col("hour_start_ms").gt_eq(lit(from_ms)).and(col("hour_start_ms").lt(lit(to_ms))))
-        .group_by([
-            col("tenant"),
-            col("table"),
-            col("partition"),
-            col("key_start"),
-            col("key_end"),
-            col("hour_start_ms"),
-        ])
-        .agg([
-            (col("read_ops") + col("write_ops")).sum().cast(DataType::Float64).alias("ops"),
-            col("max_ops_per_sec").sum().alias("served_peak"),
-            col("rejected").sum().cast(DataType::Float64).alias("rejected"),
-        ])
-        // The served peak stops at the limit; an hour that rejected shows its demand in its
-        // mean (served + rejected over the hour), which a peak cannot be under.
-        .with_column(
-            when(col("served_peak").gt_eq((col("ops") + col("rejected")) / lit(3600.0)))
-                .then(col("served_peak"))
-                .otherwise((col("ops") + col("rejected")) / lit(3600.0))
-                .alias("peak"),
-        )
-        .collect()?;
+/// The range id of a row whose table has no partition today (its history counts for nothing).
+const NO_RANGE: u32 = u32::MAX;
 
-    // The distinct archived (tenant, table, id, range)s, mapped to today's partitions.
-    let ranges = grouped
-        .clone()
-        .lazy()
-        .group_by([col("tenant"), col("table"), col("partition"), col("key_start"), col("key_end")])
-        .agg([col("hour_start_ms").min().alias("first_hour")])
-        .collect()?;
-    let mapping = map_ranges(&ranges, parts, by_table)?;
-    let keys: Vec<Expr> = ["tenant", "table", "partition", "key_start", "key_end"].into_iter().map(col).collect();
-    grouped
-        .lazy()
-        .join(mapping.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
-        .group_by([col("cur"), col("hour_start_ms")])
-        .agg([
-            col("peak").sum().alias("peak_upper"),
-            ((col("ops") + col("rejected")) / lit(3600.0) * col("share")).sum().alias("peak_est"),
-            (col("ops") * col("share")).sum().alias("ops_est"),
-            col("rejected").sum().alias("rejected"),
-            col("wider").max().alias("wider"),
-        ])
-        .sort(["cur", "hour_start_ms"], SortMultipleOptions::default())
-        .collect()
+/// An archived (tenant, table, partition id, key range).
+type RangeKey = (String, String, String, u64, u64);
+/// A [`RangeKey`] as a row of a frame holds it.
+type RangeRef<'a> = (&'a str, &'a str, &'a str, u64, u64);
+
+/// The archived ranges of a pass, each with a small integer id, and what each id maps to today:
+/// every current partition of its table that it overlaps, with the share of the archived load the
+/// estimate gives it, and whether the archived range is strictly wider (a split ancestor).
+///
+/// The mapping depends on the range and today's layout only, so it is made once per range per
+/// pass, the first time a day holds it, and the days are grouped and joined on the id (one
+/// integer) instead of four string and integer columns.
+#[derive(Debug)]
+struct RangeIndex<'a> {
+    parts: &'a [&'a LayoutPartition],
+    /// The table (index into [`Tables::names`]) of each current partition.
+    table_of: &'a [usize],
+    by_table: HashMap<(String, String), (usize, usize)>,
+    ids: HashMap<RangeKey, u32>,
+    next: u32,
+    /// Per range id: its table and first key (the report's boundaries).
+    range_table: Vec<u32>,
+    range_start: Vec<u64>,
+    /// Worker names ↔ small ids, as files name them.
+    workers: HashMap<String, u32>,
+    worker_names: Vec<String>,
+    /// The worker ids of the last frame coded.
+    last_wids: Vec<u32>,
+    /// The mapping's rows: (range id, current partition, share, wider).
+    rid: Vec<u32>,
+    cur: Vec<u32>,
+    share: Vec<f64>,
+    wider: Vec<bool>,
 }
 
-/// For each archived range: every current partition of its table it overlaps, with the share
-/// of the archived load the estimate gives it, and whether the archived range is strictly wider
-/// (a split ancestor).
-fn map_ranges(
-    ranges: &DataFrame,
-    parts: &[&LayoutPartition],
-    by_table: &HashMap<(String, String), (usize, usize)>,
-) -> PolarsResult<DataFrame> {
-    let tenant = ranges.column("tenant")?.str()?;
-    let table = ranges.column("table")?.str()?;
-    let partition = ranges.column("partition")?.str()?;
-    let start = ranges.column("key_start")?.u64()?;
-    let end = ranges.column("key_end")?.u64()?;
-    let (mut t_out, mut tb_out, mut p_out, mut s_out, mut e_out) = (vec![], vec![], vec![], vec![], vec![]);
-    let (mut cur, mut share, mut wider) = (vec![], vec![], vec![]);
-    for i in 0..ranges.height() {
-        let (Some(tn), Some(tb), Some(pid), Some(s), Some(e)) =
-            (tenant.get(i), table.get(i), partition.get(i), start.get(i), end.get(i))
-        else {
-            continue;
+impl<'a> RangeIndex<'a> {
+    fn new(parts: &'a [&'a LayoutPartition], table_of: &'a [usize]) -> Self {
+        Self {
+            parts,
+            table_of,
+            by_table: table_index(parts),
+            ids: HashMap::new(),
+            next: 0,
+            range_table: Vec::new(),
+            range_start: Vec::new(),
+            workers: HashMap::new(),
+            worker_names: Vec::new(),
+            last_wids: Vec::new(),
+            rid: Vec::new(),
+            cur: Vec::new(),
+            share: Vec::new(),
+            wider: Vec::new(),
+        }
+    }
+
+    /// The range id of every row of `frame` ([`NO_RANGE`] for a row with a null key or of a
+    /// table without partitions today). A file's rows come grouped by partition, so a row with
+    /// the key of the row before it is not looked up again.
+    fn ids_of(&mut self, frame: &DataFrame) -> PolarsResult<Vec<u32>> {
+        self.code_workers(frame)?;
+        let tenant = frame.column("tenant")?.str()?;
+        let table = frame.column("table")?.str()?;
+        let partition = frame.column("partition")?.str()?;
+        let start = frame.column("key_start")?.u64()?;
+        let end = frame.column("key_end")?.u64()?;
+        let mut out = Vec::with_capacity(frame.height());
+        let mut last: Option<(RangeRef<'_>, u32)> = None;
+        let rows = tenant.iter().zip(table.iter()).zip(partition.iter()).zip(start.iter()).zip(end.iter());
+        for ((((tn, tb), pid), s), e) in rows {
+            let (Some(tn), Some(tb), Some(pid), Some(s), Some(e)) = (tn, tb, pid, s, e) else {
+                out.push(NO_RANGE);
+                continue;
+            };
+            let key = (tn, tb, pid, s, e);
+            let id = match last {
+                Some((k, id)) if k == key => id,
+                _ => self.id(key),
+            };
+            last = Some((key, id));
+            out.push(id);
+        }
+        Ok(out)
+    }
+
+    fn id(&mut self, (tn, tb, pid, s, e): RangeRef<'_>) -> u32 {
+        let key: RangeKey = (tn.to_owned(), tb.to_owned(), pid.to_owned(), s, e);
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let Some(&(lo, hi)) = self.by_table.get(&(key.0.clone(), key.1.clone())) else {
+            self.ids.insert(key, NO_RANGE);
+            return NO_RANGE;
         };
-        let Some(&(lo, hi)) = by_table.get(&(tn.to_owned(), tb.to_owned())) else { continue };
+        let id = self.next;
+        self.next += 1;
+        self.ids.insert(key, id);
+        self.range_table.push(self.table_of[lo] as u32);
+        self.range_start.push(s);
+        let parts = self.parts;
         // Partitions of the table are in key order: the first one that ends at or after `s`.
         let first = lo + parts[lo..hi].partition_point(|p| p.range.end.0 < s);
         let overlapping: Vec<usize> = (first..hi).take_while(|&j| parts[j].range.start.0 <= e).collect();
@@ -422,30 +404,118 @@ fn map_ranges(
             } else {
                 width(a, b) / width(s, e)
             };
-            t_out.push(tn.to_owned());
-            tb_out.push(tb.to_owned());
-            p_out.push(pid.to_owned());
-            s_out.push(s);
-            e_out.push(e);
-            cur.push(j as u32);
-            share.push(sh);
-            wider.push(inside && (s, e) != (p.range.start.0, p.range.end.0));
+            self.rid.push(id);
+            self.cur.push(j as u32);
+            self.share.push(sh);
+            self.wider.push(inside && (s, e) != (p.range.start.0, p.range.end.0));
         }
+        id
     }
-    let n = cur.len();
-    DataFrame::new(
-        n,
-        vec![
-            Column::new("tenant".into(), t_out),
-            Column::new("table".into(), tb_out),
-            Column::new("partition".into(), p_out),
-            Column::new("key_start".into(), s_out),
-            Column::new("key_end".into(), e_out),
-            Column::new("cur".into(), cur),
-            Column::new("share".into(), share),
-            Column::new("wider".into(), wider),
-        ],
-    )
+
+    /// Codes the `worker` column into `wid` (kept in [`Self::last_wids`]).
+    fn code_workers(&mut self, frame: &DataFrame) -> PolarsResult<()> {
+        let worker = frame.column("worker")?.str()?;
+        let mut out = Vec::with_capacity(frame.height());
+        let mut last: Option<(&str, u32)> = None;
+        for w in worker.iter() {
+            let w = w.unwrap_or_default();
+            let id = match last {
+                Some((name, id)) if name == w => id,
+                _ => match self.workers.get(w) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.worker_names.len() as u32;
+                        self.workers.insert(w.to_owned(), id);
+                        self.worker_names.push(w.to_owned());
+                        id
+                    }
+                },
+            };
+            last = Some((w, id));
+            out.push(id);
+        }
+        self.last_wids = out;
+        Ok(())
+    }
+
+    /// The mapping so far as a frame: `rid`, `cur`, `share`, `wider`.
+    fn frame(&self) -> PolarsResult<DataFrame> {
+        DataFrame::new(
+            self.rid.len(),
+            vec![
+                Column::new("rid".into(), self.rid.clone()),
+                Column::new("cur".into(), self.cur.clone()),
+                Column::new("share".into(), self.share.clone()),
+                Column::new("wider".into(), self.wider.clone()),
+            ],
+        )
+    }
+}
+
+/// One day's frames: `series` for the analyses, per current partition and hour (`cur`,
+/// `hour_start_ms`, `peak_upper`, `peak_est`, `ops_est`, `rejected` (upper), and `wider`: the
+/// hour has a row of a range strictly wider than the partition's, it was split since); for the
+/// report, `ranges` (a row per archived range id and hour), `spread` (ops per table id, worker
+/// id and hour) and `workers` (ops per worker id and hour). In no particular order.
+#[derive(Debug)]
+struct DayFrames {
+    series: DataFrame,
+    ranges: DataFrame,
+    spread: DataFrame,
+    workers: DataFrame,
+}
+
+fn day_series(frame: DataFrame, index: &mut RangeIndex<'_>, from_ms: i64, to_ms: i64) -> PolarsResult<DayFrames> {
+    let rid = index.ids_of(&frame)?;
+    let tid: Vec<u32> =
+        rid.iter().map(|&r| if r == NO_RANGE { NO_RANGE } else { index.range_table[r as usize] }).collect();
+    let mut columns = vec![
+        Column::new("rid".into(), rid),
+        Column::new("tid".into(), tid),
+        Column::new("wid".into(), std::mem::take(&mut index.last_wids)),
+    ];
+    for name in ["hour_start_ms", "read_ops", "write_ops", "rejected", "max_ops_per_sec"] {
+        columns.push(frame.column(name)?.clone());
+    }
+    let rows = DataFrame::new(frame.height(), columns)?;
+    drop(frame);
+    let in_day = col("hour_start_ms").gt_eq(lit(from_ms)).and(col("hour_start_ms").lt(lit(to_ms)));
+    let ops = || (col("read_ops") + col("write_ops")).sum().cast(DataType::Float64).alias("ops");
+    let workers = rows.clone().lazy().filter(in_day.clone()).group_by([col("wid"), col("hour_start_ms")]).agg([ops()]);
+    let known = rows.lazy().filter(col("rid").neq(lit(NO_RANGE)).and(in_day));
+    let spread = known.clone().group_by([col("tid"), col("wid"), col("hour_start_ms")]).agg([ops()]);
+    // One archived range's hour, summed over the workers that reported it (a partition moved in
+    // the hour has rows on both).
+    let ranges = known
+        .group_by([col("rid"), col("hour_start_ms")])
+        .agg([
+            ops(),
+            col("max_ops_per_sec").sum().alias("served_peak"),
+            col("rejected").sum().cast(DataType::Float64).alias("rejected"),
+        ])
+        // The served peak stops at the limit; an hour that rejected shows its demand in its
+        // mean (served + rejected over the hour), which a peak cannot be under.
+        .with_column(
+            when(col("served_peak").gt_eq((col("ops") + col("rejected")) / lit(3600.0)))
+                .then(col("served_peak"))
+                .otherwise((col("ops") + col("rejected")) / lit(3600.0))
+                .alias("peak"),
+        );
+    let (ranges, spread, workers) = (ranges.collect()?, spread.collect()?, workers.collect()?);
+    let series = ranges
+        .clone()
+        .lazy()
+        .join(index.frame()?.lazy(), [col("rid")], [col("rid")], JoinArgs::new(JoinType::Inner))
+        .group_by([col("cur"), col("hour_start_ms")])
+        .agg([
+            col("peak").sum().alias("peak_upper"),
+            ((col("ops") + col("rejected")) / lit(3600.0) * col("share")).sum().alias("peak_est"),
+            (col("ops") * col("share")).sum().alias("ops_est"),
+            col("rejected").sum().alias("rejected"),
+            col("wider").max().alias("wider"),
+        ])
+        .collect()?;
+    Ok(DayFrames { series, ranges, spread, workers })
 }
 
 /// Folds one day's series into the look-back's accumulators. A day is UTC, so an hour's slot
@@ -529,11 +599,14 @@ struct Folds {
     hours_seen: std::collections::BTreeSet<i64>,
 }
 
-/// The tables of the key-ordered partitions: `of[c]` indexes `names`.
+/// The tables of the key-ordered partitions: `of[c]` indexes `names`; `tenant_of[t]` indexes
+/// `tenants`.
 #[derive(Debug, Default)]
 struct Tables {
     names: Vec<(TenantId, TableId)>,
     of: Vec<usize>,
+    tenants: Vec<TenantId>,
+    tenant_of: Vec<u32>,
 }
 
 impl Tables {
@@ -543,6 +616,11 @@ impl Tables {
             let key = (p.tenant.clone(), p.table.clone());
             if t.names.last() != Some(&key) {
                 t.names.push(key);
+                // Partitions are sorted by tenant first: a tenant's tables are consecutive.
+                if t.tenants.last() != Some(&p.tenant) {
+                    t.tenants.push(p.tenant.clone());
+                }
+                t.tenant_of.push(t.tenants.len() as u32 - 1);
             }
             t.of.push(t.names.len() - 1);
         }
@@ -608,7 +686,7 @@ fn merges(
     let decline = |pair: String, why: String, findings: &mut Findings| {
         findings.declined_total += 1;
         if findings.declined.len() < MAX_DECLINED {
-            findings.declined.push((pair, why));
+            findings.declined.push(OfflineDeclined { pair, reason: why });
         }
     };
     for c in 0..parts.len().saturating_sub(1) {

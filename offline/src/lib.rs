@@ -10,12 +10,14 @@
 
 pub mod analysis;
 pub mod archive;
+pub mod report;
 
 pub use analysis::{
     Coverage, Findings, Layout, LayoutPartition, LayoutWorker, MergeCandidate, OfflineConfig, PeakForecast,
     TableProfile, analyze,
 };
 pub use archive::{Appended, Archive, ArchiveError, ArchiveRow, DAY_MS, DayRead, HOUR_MS};
+pub use report::{Flap, Imbalance, Report, WorkerDay};
 
 #[cfg(test)]
 mod tests;

@@ -133,7 +133,7 @@ fn a_corrupt_file_is_skipped_and_reported_then_moved_aside_when_rewritten() {
     assert_eq!(found.coverage.files_skipped.len(), 1, "{:?}", found.coverage);
     assert!(found.coverage.partial.iter().any(|p| p.contains("could not be read")), "{:?}", found.coverage.partial);
     assert!(found.merges.is_empty(), "nothing is proposed from a partial look-back");
-    assert!(found.declined.iter().any(|(_, why)| why.starts_with("partial look-back")), "{:?}", found.declined);
+    assert!(found.declined.iter().any(|d| d.reason.starts_with("partial look-back")), "{:?}", found.declined);
     // Allowed to use a partial look-back, the same pass merges (7 of 8 days still read).
     let partial = OfflineConfig { allow_partial_lookback: true, ..OfflineConfig::default() };
     let found = analyze(&archive, &two_neighbours(), &partial, now, &[]).expect("pass");
@@ -173,7 +173,7 @@ fn a_periodic_table_is_not_merged_in_its_trough() {
     let table = &found.tables[0];
     assert!(table.periodic && table.peak_hour_of_day == 12, "{table:?}");
     assert!(found.merges.is_empty(), "{found:?}");
-    let (_, why) = &found.declined[0];
+    let why = &found.declined[0].reason;
     assert!(why.contains("0.50 of the limit") && why.contains("peak hours"), "{why}");
 
     // With only the trough hours of the last day in reach (a look-back of 14 h ending at
@@ -205,7 +205,7 @@ fn nothing_split_in_the_last_24_hours_is_merged() {
     // The master knows nothing of the split (it restarted): the archive's lineage tells.
     let found = analyze(&archive, &two_neighbours(), &OfflineConfig::default(), now, &[]).expect("pass");
     assert!(found.merges.is_empty(), "{found:?}");
-    assert!(found.declined[0].1.starts_with("split less than 24 h ago"), "{:?}", found.declined);
+    assert!(found.declined[0].reason.starts_with("split less than 24 h ago"), "{:?}", found.declined);
     // The parent's history counts for both children (lineage by key range): a day later the
     // same pair is merged, judged on the parent's peaks as an upper bound (800 for each side).
     let later = now + DAY_MS;
@@ -250,9 +250,9 @@ fn merges_are_capped_per_pass_and_per_table_and_skip_hot_or_busy_pairs() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), touched.len(), "a partition is in one merge at most");
-    assert!(found.declined.iter().any(|(_, why)| why.contains("rejected")));
-    assert!(found.declined.iter().any(|(_, why)| why.starts_with("busy")));
-    assert!(found.declined.iter().any(|(_, why)| why.starts_with("cap: 3 merges per table")));
+    assert!(found.declined.iter().any(|d| d.reason.contains("rejected")));
+    assert!(found.declined.iter().any(|d| d.reason.starts_with("busy")));
+    assert!(found.declined.iter().any(|d| d.reason.starts_with("cap: 3 merges per table")));
     let per_pass = OfflineConfig { max_merges_per_pass: 1, ..OfflineConfig::default() };
     let found = analyze(&archive, &layout, &per_pass, T0 + 7 * DAY_MS, &[]).expect("pass");
     assert_eq!(found.merges.len(), 1);
@@ -294,4 +294,87 @@ fn a_daily_peak_over_the_limit_is_forecast_before_it_arrives() {
     once.append("w1", &rows).expect("written");
     let two = OfflineConfig { presplit_min_recurrences: 2, ..config };
     assert!(analyze(&once, &two_neighbours(), &two, now, &[]).expect("pass").peaks.is_empty());
+}
+
+/// `rollup` in table `table`.
+fn rollup_in(table: &str, partition: &str, r: KeyRange, hour_start_ms: i64, peak: f64) -> HourlyRollup {
+    HourlyRollup { table: table.parse().expect("valid"), ..rollup(partition, r, hour_start_ms, peak) }
+}
+
+#[test]
+fn a_key_split_and_merged_back_repeatedly_is_reported_as_flapping() {
+    let (_dir, archive) = tmp();
+    let (c, d) = (range(2000, 2999), range(3000, 3999));
+    let (ab, cd) = (range(0, 1999), range(2000, 3999));
+    // Day by day: a|b|c|d, then ab|c|d (merged at 1000), a|b|c|d (split at 1000 again), ab|cd
+    // (merged at 1000 again; 3000 merged once, after a single surge's split).
+    let days: [&[(&str, KeyRange)]; 4] = [
+        &[("a", A), ("b", B), ("c", c), ("d", d)],
+        &[("ab", ab), ("c", c), ("d", d)],
+        &[("a2", A), ("b2", B), ("c", c), ("d", d)],
+        &[("ab2", ab), ("cd", cd)],
+    ];
+    let mut rows = Vec::new();
+    for (day, parts) in days.iter().enumerate() {
+        for (id, r) in parts.iter() {
+            rows.extend((0..24).map(|h| rollup(id, *r, T0 + day as i64 * DAY_MS + h * HOUR_MS, 100.0)));
+        }
+    }
+    archive.append("w1", &rows).expect("written");
+    let layout =
+        Layout { partitions: vec![part("ab2", ab, "w1"), part("cd", cd, "w1")], workers: vec![worker("w1", 0.0)] };
+    let config = OfflineConfig { lookback_hours: 4 * 24, ..OfflineConfig::default() };
+    let report = analyze(&archive, &layout, &config, T0 + 4 * DAY_MS, &[]).expect("pass").report;
+    let [flap] = report.flapping.as_slice() else { panic!("{:?}", report.flapping) };
+    assert_eq!((flap.table.as_str(), flap.key), ("orders", Key(1000)));
+    assert_eq!((flap.splits, flap.merges), (1, 2), "merged, split again, merged again");
+    assert_eq!(flap.last_change_ms, T0 + 3 * DAY_MS, "gone from the first hour of day 4");
+    assert_eq!(report.flapping_total, 1, "3000 was split and merged once: a surge, not a flap");
+}
+
+#[test]
+fn the_report_names_chronically_unbalanced_tables_and_each_workers_day() {
+    let (_dir, archive) = tmp();
+    let (e, f) = (range(2000, 2999), range(3000, 3999));
+    // orders: a on w1 carries 1,000 + 100 h ops/s, b and c on w2 and w3 10 each: its busiest
+    // worker has over twice its mean per worker in every hour. users: 1,000 on each worker.
+    let tables = [
+        ("orders", "a", A, "w1", None),
+        ("orders", "b", B, "w2", Some(10.0)),
+        ("orders", "c", e, "w3", Some(10.0)),
+        ("users", "d", A, "w1", Some(1000.0)),
+        ("users", "e", B, "w2", Some(1000.0)),
+        ("users", "f", f, "w3", Some(1000.0)),
+    ];
+    for (table, id, r, w, load) in tables {
+        let rows: Vec<_> = (0..24)
+            .map(|h| rollup_in(table, id, r, T0 + h * HOUR_MS, load.unwrap_or(1000.0 + 100.0 * h as f64)))
+            .collect();
+        archive.append(w, &rows).expect("written");
+    }
+    let layout = Layout {
+        partitions: tables
+            .iter()
+            .map(|&(table, id, r, w, _)| LayoutPartition { table: table.parse().expect("valid"), ..part(id, r, w) })
+            .collect(),
+        workers: vec![worker("w1", 0.0), worker("w2", 0.0), worker("w3", 0.0)],
+    };
+    let config = OfflineConfig { lookback_hours: 24, ..OfflineConfig::default() };
+    let report = analyze(&archive, &layout, &config, T0 + DAY_MS, &[]).expect("pass").report;
+
+    let [t] = report.tables.as_slice() else { panic!("{:?}", report.tables) };
+    assert_eq!(t.table.as_ref().map(|t| t.as_str()), Some("orders"));
+    assert_eq!((t.hours_judged, t.hours_unbalanced), (24, 24));
+    // Hour 0: 1,000 against a mean of 340; hour 23: 3,300 against 1,106.7.
+    assert!((t.max_spread - 3300.0 / (3320.0 / 3.0)).abs() < 1e-9, "{t:?}");
+    assert!(t.mean_spread > 2.9 && t.mean_spread < t.max_spread, "{t:?}");
+    // The tenant's busiest worker (w1: orders and users) is over twice its mean only from 21:00.
+    assert!(report.tenants.is_empty(), "{:?}", report.tenants);
+
+    let w1 = report.worker_days.iter().find(|d| d.worker == "w1").expect("w1's day");
+    assert_eq!(w1.day, day_of(T0));
+    assert_eq!(w1.hours, 24);
+    // w1 carries 2,000 + 100 h: p50 is the 13th of 24 sorted hours, p90 the 22nd.
+    assert_eq!((w1.p50_ops_per_sec, w1.p90_ops_per_sec, w1.max_ops_per_sec), (3200.0, 4100.0, 4300.0));
+    assert_eq!(report.worker_days.len(), 3);
 }

@@ -12,6 +12,7 @@
 pub mod actions;
 pub mod error;
 pub mod master;
+pub mod offline;
 pub mod placement;
 pub mod proposals;
 pub mod records;
@@ -23,6 +24,7 @@ pub mod storage;
 pub use actions::*;
 pub use error::ErrorBody;
 pub use master::*;
+pub use offline::*;
 pub use placement::*;
 pub use proposals::*;
 pub use records::*;
