@@ -169,6 +169,16 @@ impl MasterClient {
         self.http.get("/api/v1/leadership").await
     }
 
+    /// The newest offline pass's findings and report.
+    pub async fn offline(&self) -> Result<OfflineFindings, ClientError> {
+        self.http.get("/api/v1/offline").await
+    }
+
+    /// Asks the leader for an offline pass now (needs an `operator` token).
+    pub async fn request_offline_pass(&self) -> Result<OfflinePassRequested, ClientError> {
+        self.http.post("/api/v1/offline/pass", &serde_json::json!({})).await
+    }
+
     /// Follows the master's event stream (`GET /api/v1/stream`).
     pub async fn stream(&self) -> Result<MasterEvents, ClientError> {
         Ok(MasterEvents {

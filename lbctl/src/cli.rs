@@ -137,6 +137,11 @@ pub enum Command {
     /// Registered agents, their last heartbeat and collection lag
     #[command(after_help = "Example:\n  lbctl agents")]
     Agents,
+    /// The newest offline pass: merges and pre-splits found, chronically unbalanced tables and tenants, flapping split keys, each worker's day
+    #[command(
+        after_help = "Example:\n  lbctl offline\n  lbctl --token $TOKEN offline --run\n  lbctl offline -o json | jq '.report.flapping'"
+    )]
+    Offline(OfflineArgs),
     /// Shell completions on stdout
     #[command(
         after_help = "Example:\n  lbctl completions bash > /etc/bash_completion.d/lbctl\n  lbctl completions zsh > \"${fpath[1]}/_lbctl\""
@@ -214,6 +219,16 @@ pub struct ActionsArgs {
 pub struct ExplainArgs {
     /// An action id, a proposal id, or a partition id
     pub id: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OfflineArgs {
+    /// Ask the leader for a pass now (operator token) and wait for it
+    #[arg(long)]
+    pub run: bool,
+    /// With --run, how long to wait for the pass
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub wait: Duration,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -36,6 +36,9 @@ pub enum CtlError {
     /// Writing the output failed (other than a closed pipe, which is not an error).
     #[error("cannot write the output: {0}")]
     Output(std::io::Error),
+    /// What a command waits for did not come in time.
+    #[error("{0}")]
+    Timeout(String),
 }
 
 impl CtlError {
@@ -50,7 +53,7 @@ impl CtlError {
     /// The process exit status.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CtlError::Request { .. } | CtlError::Output(_) => 1,
+            CtlError::Request { .. } | CtlError::Output(_) | CtlError::Timeout(_) => 1,
             CtlError::Usage(_) => 2,
         }
     }

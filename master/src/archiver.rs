@@ -10,6 +10,9 @@
 //! served, and the archive's merge keeps the more complete copy. A restart loses nothing: the
 //! archive on disk says where to resume.
 //!
+//! **On demand.** `POST /api/v1/offline/pass` wakes the loop for a round now; the next one
+//! still comes an interval after it.
+//!
 //! **Never in the online loop's way.** The fetch is async, the file work and the pass run under
 //! `spawn_blocking`, and the online loop only reads the slot. polars' threads are capped by
 //! `POLARS_MAX_THREADS` in the master's environment (the shipped unit sets 1).
@@ -39,6 +42,7 @@ pub async fn run(shared: Shared, ops: impl Fn() -> OpsClient + Send, slot: Findi
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
+            _ = slot.pass_requested() => info!("offline pass asked for"),
         }
         let cfg = shared.config.borrow().clone();
         delay = Duration::from_secs(cfg.offline.interval_secs);

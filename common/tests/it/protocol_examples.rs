@@ -61,6 +61,8 @@ const EXAMPLES: &[(&str, Check)] = &[
     ("master_pending.json", round_trip::<PendingResponse>),
     ("master_pass.json", round_trip::<PassSnapshot>),
     ("master_leadership.json", round_trip::<LeadershipStatus>),
+    ("master_offline.json", round_trip::<OfflineFindings>),
+    ("master_offline_pass.json", round_trip::<OfflinePassRequested>),
     ("master_policy.json", round_trip::<PolicyStatus>),
     ("master_manual_action_request.json", round_trip::<ManualActionRequest>),
     ("master_manual_action_reply.json", round_trip::<ManualActionReply>),

@@ -6,6 +6,7 @@
 
 mod core_parity;
 mod e2e;
+mod offline_api;
 mod offline_sim;
 mod planner_scenarios;
 mod pusher;

@@ -8,6 +8,7 @@ pub mod halt;
 pub mod heatmap;
 pub mod history;
 pub mod manual;
+pub mod offline;
 pub mod policy;
 pub mod proposals;
 pub mod status;
@@ -75,6 +76,10 @@ pub async fn run(command: &Command, settings: &Settings, output: Output, style: 
         Command::Policy => show(output, &api.master.policy().await.at_master()?, |p| policy::render(p, style, now)),
         Command::Watch(args) => watch::run(&api, args, output, style).await,
         Command::Agents => show(output, &agents::fetch(&api).await?, |a| agents::render(a, style, now)),
+        Command::Offline(args) => {
+            let found = offline::fetch(&api, args.run, args.wait).await?;
+            show(output, &found, |f| offline::render(f, style, now))
+        }
         Command::Split(_) | Command::Move(_) | Command::Merge(_) | Command::Group(_) | Command::Reshard(_) => {
             unreachable!("manual subcommands are handled above")
         }

@@ -24,8 +24,9 @@ use lb_common::http::{ApiError, ApiJson, Readiness, observability_router, with_s
 use lb_common::ids::{ActionId, PartitionId};
 use lb_common::protocol::{
     ActionRecord, ClusterHistory, ClusterHistoryQuery, ErrorBody, HeatmapQuery, HistoryQuery, LeadershipStatus,
-    ManualActionReply, ManualActionRequest, OverviewQuery, PartitionsQuery, PassSnapshot, Pending, PendingResponse,
-    PlacementRules, Policy, PolicyStatus, RecordsQuery, RecordsResponse, StoredRecord, TopQuery, Topology, WindowQuery,
+    ManualActionReply, ManualActionRequest, OfflineFindings, OfflinePassRequested, OverviewQuery, PartitionsQuery,
+    PassSnapshot, Pending, PendingResponse, PlacementRules, Policy, PolicyStatus, RecordsQuery, RecordsResponse,
+    StoredRecord, TopQuery, Topology, WindowQuery,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -85,7 +86,8 @@ async fn read_access(
 /// Names the leader in a standby's refusal of a write (also in the error message).
 pub const LEADER_HEADER: &str = "lb-leader";
 
-/// Writes that act — approving or rejecting a proposal, an action by hand — are refused by a
+/// Writes that act — approving or rejecting a proposal, an action by hand, an offline pass on
+/// demand (only the leader archives and runs passes) — are refused by a
 /// standby: 503 `not_leader` naming the leader's URL in the message and in the `lb-leader` header
 /// (not forwarded: the caller retries at the leader, and a standby never sends what it was not
 /// elected to send). Reads and the ops server's halt switch (`/api/v1/halt`, an SRE's brake that
@@ -97,7 +99,7 @@ async fn leader_only(
 ) -> axum::response::Response {
     let path = request.uri().path();
     let acts = request.method() == axum::http::Method::POST
-        && (path.starts_with("/api/v1/proposals/") || path == "/api/v1/actions");
+        && (path.starts_with("/api/v1/proposals/") || path == "/api/v1/actions" || path == "/api/v1/offline/pass");
     if acts {
         let status = shared.leadership.status();
         if !status.leader {
@@ -141,6 +143,8 @@ pub fn api_routes() -> OpenApiRouter<Shared> {
         .routes(routes!(placement_rules))
         .routes(routes!(pass_snapshot))
         .routes(routes!(leadership))
+        .routes(routes!(offline))
+        .routes(routes!(offline_pass))
         .routes(routes!(approve))
         .routes(routes!(reject))
         .routes(routes!(manual_action))
@@ -665,4 +669,48 @@ async fn pass_snapshot(State(shared): State<Shared>) -> ApiJson<PassSnapshot> {
 )]
 async fn leadership(State(shared): State<Shared>) -> ApiJson<LeadershipStatus> {
     ApiJson(shared.leadership.status())
+}
+
+/// The newest offline pass: what it read of the look-back, the merges and pre-splits it found,
+/// each table's daily profile, and its report (chronically unbalanced tables and tenants, keys
+/// split and merged back repeatedly, each worker's day at p50, p90 and max). Passes run on the
+/// leader, hourly (`offline.interval_secs`) or on demand; a standby and a master before its first
+/// pass answer `at_ms` 0 with empty lists.
+#[utoipa::path(
+    get, path = "/api/v1/offline", tag = "decisions",
+    responses((status = 200, body = OfflineFindings, description = "the newest offline pass's findings"))
+)]
+async fn offline(State(shared): State<Shared>) -> ApiJson<OfflineFindings> {
+    ApiJson(shared.offline.latest().map(|f| (*f).clone()).unwrap_or_default())
+}
+
+/// Runs an offline round now (fetch the rollups due, archive them, one pass) instead of at the
+/// next interval; answers at once, and `GET /api/v1/offline` shows the pass when it is done.
+/// Needs the `operator` role; the leader runs passes, so a standby refuses it.
+#[utoipa::path(
+    post, path = "/api/v1/offline/pass", tag = "decisions",
+    security(("bearer" = ["operator"])),
+    responses(
+        (status = 200, body = OfflinePassRequested,
+            description = "the archiver starts a round now (one more after the current, if one runs)"),
+        (status = 401, body = ErrorBody,
+            description = "`unauthorized`: no bearer token, or an unknown one (tokens are configured)"),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the token's role is not `operator`"),
+        (status = 503, body = ErrorBody,
+            description = "`not_leader`: this master is a standby; `offline_off`: this master runs no offline passes"),
+    )
+)]
+async fn offline_pass(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+) -> Result<ApiJson<OfflinePassRequested>, ApiError> {
+    let cfg = shared.config.borrow().clone();
+    let caller = identify(&cfg.auth, &headers)?;
+    require(&caller, &[Role::Operator], "run an offline pass")?;
+    if !shared.offline.is_fed() {
+        return Err(ApiError::unavailable("offline_off", "this master runs no offline passes"));
+    }
+    let previous_at_ms = shared.offline.latest().map_or(0, |f| f.at_ms);
+    shared.offline.request_pass();
+    Ok(ApiJson(OfflinePassRequested { requested_at_ms: now_ms(), previous_at_ms }))
 }

@@ -129,7 +129,7 @@ async fn the_served_openapi_document_is_the_generated_one_and_every_path_in_it_i
             }
         }
     }
-    assert!(operations >= 29, "only {operations} operations");
+    assert!(operations >= 31, "only {operations} operations");
 
     // Without the token a read is refused, as its documented 401.
     let refused = http.get(format!("{base}/api/v1/overview")).send().await.expect("answered");
@@ -161,6 +161,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("placement_rules.json", "/paths/~1api~1v1~1placement~1rules/get/responses/200"),
     ("master_pass.json", "/paths/~1api~1v1~1pass/get/responses/200"),
     ("master_leadership.json", "/paths/~1api~1v1~1leadership/get/responses/200"),
+    ("master_offline.json", "/paths/~1api~1v1~1offline/get/responses/200"),
+    ("master_offline_pass.json", "/paths/~1api~1v1~1offline~1pass/post/responses/200"),
     ("action_record.json", "/paths/~1api~1v1~1proposals~1{id}~1approve/post/responses/200"),
     ("master_manual_action_request.json", "/paths/~1api~1v1~1actions/post/requestBody"),
     ("master_manual_action_reply.json", "/paths/~1api~1v1~1actions/post/responses/200"),
