@@ -43,7 +43,22 @@ pub struct Tracked {
     pub state: ActionState,
     /// When it succeeded (or was found applied after a "maybe executed" failure).
     pub finished_at_ms: Option<i64>,
+    /// Not judged before this (a split ahead of a peak: in the peak hour), whatever the settle
+    /// time says.
+    #[serde(default)]
+    pub judge_at_ms: Option<i64>,
 }
+
+impl Tracked {
+    /// Whether it is finished and due for evaluation at `now_ms`.
+    fn due(&self, config: &EvaluationConfig, now_ms: i64) -> bool {
+        self.finished_at_ms.is_some_and(|f| config.due_at_ms(f).max(self.judge_at_ms.unwrap_or(i64::MIN)) <= now_ms)
+    }
+}
+
+/// A split ahead of a peak is judged this long into the peak's hour: its middle, where a peak
+/// hour's load is (the forecast is of the hour's mean demand).
+pub const PEAK_JUDGE_OFFSET_MS: i64 = 30 * 60_000;
 
 /// What happened to a tracked action at this refresh.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,8 +82,24 @@ pub struct Executor {
 
 impl Executor {
     /// Starts following a submitted action.
+    ///
+    /// An action ahead of a forecast peak (`trigger.peak_at_ms`) is judged in the peak's hour,
+    /// and against the forecast: its "before" is the demand the forecast put on its target, so
+    /// pieces that hold the peak are effective, and a peak that does not come (demand under
+    /// `vanished_demand_ratio` of the forecast) is inconclusive.
     pub fn track(&mut self, id: ActionId, proposal: &Proposal, input: &PlannerInput, now_ms: i64) {
         self.track_spec(id, &proposal.spec, Some(proposal.policy), input, now_ms);
+        let trigger = &proposal.trigger;
+        if let (Some(peak), Some(t)) = (trigger.peak_at_ms, self.tracked.last_mut()) {
+            t.judge_at_ms = Some(peak + PEAK_JUDGE_OFFSET_MS);
+            if let (Some(demand), Some(limit)) =
+                (trigger.partition_demand_ops_per_sec, trigger.partition_limit_ops_per_sec.filter(|&l| l > 0.0))
+            {
+                t.before.target_ratio = demand / limit;
+                t.before.target_demand_ops_per_sec = demand;
+                t.before.target_rejected_ratio = ((demand - limit) / demand).max(0.0);
+            }
+        }
     }
 
     /// [`Executor::track`] from the spec and policy alone.
@@ -91,6 +122,7 @@ impl Executor {
             submitted_at_ms: now_ms,
             state: ActionState::Queued,
             finished_at_ms: None,
+            judge_at_ms: None,
         });
     }
 
@@ -259,7 +291,7 @@ impl Executor {
 
     /// Whether any finished action is due for evaluation.
     pub fn evaluation_due(&self, config: &EvaluationConfig, now_ms: i64) -> bool {
-        self.tracked.iter().any(|t| t.finished_at_ms.is_some_and(|f| config.due_at_ms(f) <= now_ms))
+        self.tracked.iter().any(|t| t.due(config, now_ms))
     }
 
     /// Evaluates every due action against `after` (the load over the evaluation window ending
@@ -272,9 +304,8 @@ impl Executor {
         state: &mut PlannerState,
         now_ms: i64,
     ) -> Vec<Evaluation> {
-        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tracked)
-            .into_iter()
-            .partition(|t| t.finished_at_ms.is_some_and(|f| config.due_at_ms(f) <= now_ms));
+        let (due, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.tracked).into_iter().partition(|t| t.due(config, now_ms));
         self.tracked = rest;
         due.into_iter().map(|t| evaluate_one(t, after, config, planner, state, now_ms)).collect()
     }
@@ -533,6 +564,54 @@ mod tests {
         assert_eq!(rest, 22_000 + 4 * 30_000);
         assert_eq!(state.strikes.get(&Policy::WorkerOverload).map(|s| s.count), Some(1));
         assert!(ex.tracked.is_empty());
+    }
+
+    #[test]
+    fn a_split_ahead_of_a_peak_is_judged_in_the_peak_hour_against_the_forecast() {
+        let cfg = EvaluationConfig::default();
+        let (planner, mut state) = (PlannerConfig::default(), PlannerState::default());
+        let split = ActionSpec::Split { partition: "t.x.p1".parse().unwrap(), split_key: Key(50) };
+        let peak_at = 3_600_000;
+        let ahead = Proposal {
+            policy: Policy::PeakAhead,
+            trigger: Trigger {
+                partition_demand_ops_per_sec: Some(1_800.0),
+                partition_limit_ops_per_sec: Some(1_000.0),
+                peak_at_ms: Some(peak_at),
+                ..Trigger::default()
+            },
+            ..proposal(split.clone(), PolicyMode::Auto)
+        };
+        // Split half an hour ahead, while the partition is at 400 ops/s.
+        let (mut ex, mut idle) = (Executor::default(), Executor::default());
+        ex.track("pre".parse().unwrap(), &ahead, &view(400.0, 0.0, "a"), 1_800_000);
+        idle.track("pre".parse().unwrap(), &ahead, &view(400.0, 0.0, "a"), 1_800_000);
+        for e in [&mut ex, &mut idle] {
+            e.settle(&record("pre", split.clone(), ActionState::Succeeded, None), None, 1_801_000);
+        }
+        assert!(!ex.evaluation_due(&cfg, 1_801_000 + 60_000), "settled, but the peak has not come");
+        let judged_at = peak_at + PEAK_JUDGE_OFFSET_MS;
+        assert!(!ex.evaluation_due(&cfg, judged_at - 1) && ex.evaluation_due(&cfg, judged_at));
+        // At the peak: 1,700 ops/s over two pieces, the hotter at 900 (0.9 of its limit), against
+        // the forecast's 1.8 of the limit on one partition.
+        let mut peak = view(1_700.0, 0.0, "a");
+        let mut piece = peak.partitions[0].clone();
+        peak.partitions[0].range = KeyRange { start: Key(0), end: Key(49) };
+        peak.partitions[0].stats.ops_per_sec = 900.0;
+        piece.id = "t.x.p2".parse().unwrap();
+        piece.range = KeyRange { start: Key(50), end: Key(99) };
+        piece.stats.ops_per_sec = 800.0;
+        peak.partitions.push(piece);
+        let [e]: [Evaluation; 1] =
+            ex.evaluate_due(&peak, &cfg, &planner, &mut state, judged_at).try_into().expect("one evaluation");
+        assert_eq!((e.before.target_ratio, e.before.target_demand_ops_per_sec), (1.8, 1_800.0), "{e:?}");
+        assert_eq!(e.judgement.verdict, Verdict::Effective, "{e:?}");
+        assert!((e.judgement.score - 0.5).abs() < 1e-9, "1.8 to 0.9 of the limit: {e:?}");
+        // The peak did not come: 400 ops/s at the peak hour is under half the forecast.
+        let quiet = view(400.0, 0.0, "a");
+        let [e]: [Evaluation; 1] =
+            idle.evaluate_due(&quiet, &cfg, &planner, &mut state, judged_at).try_into().expect("one evaluation");
+        assert_eq!(e.judgement.verdict, Verdict::Inconclusive, "{e:?}");
     }
 
     #[test]

@@ -477,6 +477,7 @@ impl Analyzer for OfflineAnalyzer {
                         trigger: Trigger {
                             partition_demand_ops_per_sec: Some(predicted),
                             partition_limit_ops_per_sec: Some(limit),
+                            peak_at_ms: Some(f.peak_at_ms),
                             ..Trigger::default()
                         },
                         predicted: Prediction {

@@ -115,6 +115,11 @@ pub struct Trigger {
     pub max_over_mean: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cv: Option<f64>,
+    /// A split ahead of a forecast peak (policy `peak_ahead`): the start of the peak's hour. It
+    /// is judged in that hour against the forecast (`partition_demand_ops_per_sec` over
+    /// `partition_limit_ops_per_sec`), not right after it settles, when the peak has not come yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_at_ms: Option<i64>,
 }
 
 /// Predicted loads before and after, as ratios of capacity (partition: of its limit).
