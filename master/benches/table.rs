@@ -1,6 +1,7 @@
 //! MetricsTable benchmarks: ingest throughput, top-100 over 100k partitions, a 10k-partition ×
 //! 360-window heatmap, bytes per partition (printed), and the online loop's whole analysis pass
-//! over 100k partitions on 1k workers (the planner's input read from the table, then planning).
+//! over 100k partitions on 1k workers (the planner's input read from the table, then planning),
+//! alone and while an offline pass runs beside it.
 //!
 //! `CARGO_TARGET_DIR=/work/scratch/target-table cargo bench --bench table`
 
@@ -279,6 +280,44 @@ fn analysis_pass(c: &mut Criterion) {
             criterion::BatchSize::LargeInput,
         )
     });
+    // The same pass while an offline pass (the shipped one-week look-back over 100k partitions
+    // on 100 workers) runs again and again on another thread, as the archiver runs it beside
+    // the online loop: the online pass must not wait for it (run with POLARS_MAX_THREADS=1, as
+    // the shipped config advises, for polars to keep to one core).
+    let dir = tempfile::tempdir().unwrap();
+    let archive = lb_offline::Archive::new(dir.path().join("archive"));
+    let t0 = 1_793_577_600_000;
+    let (rows, layout) = lb_offline::synthetic::write(&archive, PASS_PARTITIONS as u64, 7, 100, t0).unwrap();
+    let offline = lb_offline::OfflineConfig::default();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let background = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut passes, started) = (0u32, Instant::now());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                lb_offline::analyze(&archive, &layout, &offline, t0 + 7 * lb_offline::DAY_MS, &[]).unwrap();
+                passes += 1;
+            }
+            (passes, started.elapsed())
+        })
+    };
+    g.bench_function("refresh_and_plan_100k_while_an_offline_pass_runs", |b| {
+        b.iter_batched(
+            || state.clone(),
+            |mut st| {
+                refresh_planner_input(&mut kept, Some(topo.version), &table, &topo, window, now);
+                black_box(plan(&kept, &config, &mut st, now + 3000))
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (passes, took) = background.join().unwrap();
+    eprintln!(
+        "offline passes beside it: {passes} over {rows} archived rows in {:.1} s ({:.1} s each)",
+        took.as_secs_f64(),
+        took.as_secs_f64() / f64::from(passes.max(1))
+    );
     g.finish();
 }
 

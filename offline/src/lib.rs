@@ -11,6 +11,8 @@
 pub mod analysis;
 pub mod archive;
 pub mod report;
+#[doc(hidden)]
+pub mod synthetic;
 
 pub use analysis::{
     Coverage, Findings, Layout, LayoutPartition, LayoutWorker, MergeCandidate, OfflineConfig, PeakForecast,
