@@ -267,6 +267,10 @@ impl Strategy for LbOffline {
         self.inner.finished(id, applied, at_ms);
     }
 
+    fn handover_bytes_max(&self) -> Option<usize> {
+        self.inner.handover_bytes_max()
+    }
+
     fn evaluations(&self) -> &[Evaluation] {
         self.inner.evaluations()
     }

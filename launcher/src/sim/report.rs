@@ -209,6 +209,8 @@ pub struct Run {
     pub times: PhaseTimes,
     /// Layout rebuilds of the planner input (0 for strategies that do not read it).
     pub input_rebuilds: u64,
+    /// The largest leader state handed over through etcd (`lb` strategies).
+    pub handover_bytes_max: Option<usize>,
     pub wall: Duration,
     /// What the safety check reads (see [`Sim::safety_record`]).
     pub actions: Vec<ActionRecord>,
@@ -225,6 +227,7 @@ impl Run {
             ticks: std::mem::take(&mut sim.ticks),
             times: sim.times,
             input_rebuilds: sim.input.rebuilds,
+            handover_bytes_max: sim.strategy.handover_bytes_max(),
             wall,
             actions: std::mem::take(&mut sim.actions),
             group_ratios: std::mem::take(&mut sim.group_ratios),
@@ -432,6 +435,9 @@ impl Comparison {
                 t.decide.as_secs_f64(),
                 t.record.as_secs_f64()
             );
+            if let Some(bytes) = run.handover_bytes_max {
+                let _ = writeln!(s, "  leader state handed over through etcd: at most {bytes} bytes of JSON");
+            }
         }
         s
     }

@@ -86,6 +86,11 @@ pub trait Strategy: Send + std::fmt::Debug {
     fn planner_state(&self) -> Option<&PlannerState> {
         None
     }
+    /// The largest state a leader hands a successor through etcd over the run, in bytes of
+    /// JSON as the live loop saves it (`lb` only; etcd refuses requests over 1.5 MiB).
+    fn handover_bytes_max(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The strategy named `name` (`lb`, `none` or `greedy`).
@@ -111,6 +116,7 @@ pub struct Lb {
     /// Ends of submitted actions since the last pass, handed to the core at the next one.
     updates: Vec<ActionUpdate>,
     pub evaluations: Vec<Evaluation>,
+    handover_bytes_max: usize,
 }
 
 impl Default for Lb {
@@ -122,7 +128,7 @@ impl Default for Lb {
 impl Lb {
     pub fn with_config(config: OnlineConfig) -> Self {
         let core = OnlineCore::new(&config, 0);
-        Self { config, core, updates: Vec::new(), evaluations: Vec::new() }
+        Self { config, core, updates: Vec::new(), evaluations: Vec::new(), handover_bytes_max: 0 }
     }
 
     /// The core with these analyzers (the `lb+offline` strategy's, [`super::offline`]).
@@ -131,7 +137,7 @@ impl Lb {
         analyzers: Vec<Box<dyn lb_master::online::analyzer::Analyzer>>,
     ) -> Self {
         let core = OnlineCore::with_analyzers(analyzers, 0);
-        Self { config, core, updates: Vec::new(), evaluations: Vec::new() }
+        Self { config, core, updates: Vec::new(), evaluations: Vec::new(), handover_bytes_max: 0 }
     }
 }
 
@@ -226,6 +232,8 @@ impl Strategy for Lb {
             id: None,
         }));
         self.evaluations.extend(out.evaluations);
+        let handover = serde_json::to_vec(&self.core.handover()).map_or(0, |b| b.len());
+        self.handover_bytes_max = self.handover_bytes_max.max(handover);
         Decision { actions, plan: Some(out.plan) }
     }
 
@@ -244,6 +252,10 @@ impl Strategy for Lb {
 
     fn finished(&mut self, id: &ActionId, applied: bool, at_ms: i64) {
         self.updates.push(ActionUpdate::Finished { id: id.clone(), applied, at_ms });
+    }
+
+    fn handover_bytes_max(&self) -> Option<usize> {
+        Some(self.handover_bytes_max)
     }
 
     fn evaluations(&self) -> &[Evaluation] {
