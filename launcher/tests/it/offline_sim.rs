@@ -90,6 +90,15 @@ fn a_surges_pieces_are_merged_back_by_the_offline_analyzer_and_no_merge_rejects(
         .filter(|e| e.policy == Some(Policy::Merge) && e.judgement.verdict == Verdict::Harmful)
         .count();
     assert_eq!(harmful, 0);
+    // Safety at scale (#25): no action, merges included, put a worker or a group over its
+    // capacity where no balancer was not, second by second over the six hours.
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let unsafe_actions = lb_launcher::sim::safety::against_no_balancer(&sim);
+    assert!(
+        unsafe_actions.is_empty(),
+        "actions overloaded the place they put load:\n{}",
+        unsafe_actions.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    );
 }
 
 #[test]
