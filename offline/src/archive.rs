@@ -221,7 +221,7 @@ impl Archive {
             match read_file(&path, columns) {
                 Ok(df) => {
                     out.files_read += 1;
-                    frames.push(df);
+                    frames.push((path, df));
                 }
                 Err(error) => {
                     warn!(path = %path.display(), %error, "archive file skipped");
@@ -230,10 +230,20 @@ impl Archive {
             }
         }
         let mut iter = frames.into_iter();
-        if let Some(mut first) = iter.next() {
-            for df in iter {
-                if let Err(error) = first.vstack_mut_owned(df) {
-                    warn!(day = %day, %error, "archive file of another shape skipped");
+        if let Some((_, mut first)) = iter.next() {
+            for (path, df) in iter {
+                // A file of another shape (columns renamed or retyped by hand, another
+                // version's) is skipped and counted like an unreadable one: the pass is partial.
+                // Appended to a copy (columns are shared, not copied): a failed append leaves
+                // the columns it reached longer than the rest.
+                let mut next = first.clone();
+                match next.vstack_mut_owned(df) {
+                    Ok(_) => first = next,
+                    Err(error) => {
+                        warn!(path = %path.display(), %error, "archive file of another shape skipped");
+                        out.files_read -= 1;
+                        out.skipped.push((path, format!("another shape than the day's first file: {error}")));
+                    }
                 }
             }
             out.frame = Some(first);

@@ -378,3 +378,23 @@ fn the_report_names_chronically_unbalanced_tables_and_each_workers_day() {
     assert_eq!((w1.p50_ops_per_sec, w1.p90_ops_per_sec, w1.max_ops_per_sec), (3200.0, 4100.0, 4300.0));
     assert_eq!(report.worker_days.len(), 3);
 }
+
+#[test]
+fn a_file_of_another_shape_is_skipped_counted_and_makes_the_pass_partial() {
+    use polars::prelude::{DataType, ParquetWriter};
+    let (_dir, archive) = tmp();
+    fill(&archive, 7 * 24, |_| 100.0);
+    // A third worker's file of the first day with `key_start` retyped (a hand edit, another
+    // version's writer): it reads, but cannot stand beside the day's other files.
+    let rows: Vec<_> = (0..24).map(|h| rollup("c", range(2000, 2999), T0 + h * HOUR_MS, 100.0)).collect();
+    let mut df = crate::archive::frame_of("w3", rows.iter()).expect("frame");
+    let retyped = df.column("key_start").expect("column").cast(&DataType::Int64).expect("cast");
+    df.with_column(retyped).expect("replaced");
+    let file = std::fs::File::create(archive.day_dir(T0).join("w3.parquet")).expect("file");
+    ParquetWriter::new(file).finish(&mut df).expect("written");
+    let found = analyze(&archive, &two_neighbours(), &OfflineConfig::default(), T0 + 7 * DAY_MS, &[]).expect("pass");
+    let [skipped] = found.coverage.files_skipped.as_slice() else { panic!("{:?}", found.coverage) };
+    assert!(skipped.contains("w3.parquet") && skipped.contains("another shape"), "{skipped}");
+    assert!(found.coverage.partial.iter().any(|p| p == "1 archive files could not be read"), "{:?}", found.coverage);
+    assert!(found.merges.is_empty(), "nothing merged on a partial look-back: {:?}", found.merges);
+}
