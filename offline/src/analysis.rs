@@ -196,6 +196,7 @@ pub fn analyze(
     let parts: Vec<&LayoutPartition> = order.iter().map(|&i| &layout.partitions[i]).collect();
     let tables = Tables::of(&parts);
     let mut index = RangeIndex::new(&parts, &tables.of);
+    let neighbours: Vec<bool> = parts.windows(2).map(|w| same_table(w[0], w[1])).collect();
     let mut report = ReportFolds::default();
     let mut folds = Folds {
         acc: vec![Acc::default(); parts.len()],
@@ -216,19 +217,21 @@ pub fn analyze(
         if let Some(frame) = read.frame {
             let day_from = profile_from.max(day_start_ms(day));
             let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
-            let day_frames = day_series(frame, &mut index, day_from, day_to)?;
-            let window = Window { from_ms, tables: &tables };
-            fold_day(&day_frames.series, &parts, window, config, &mut folds)?;
+            let day_frames = day_frames(frame, &mut index, day_from, day_to)?;
+            let window = Window { from_ms, day_ms: day_start_ms(day), tables: &tables, neighbours: &neighbours };
+            let series = DaySeries::of(&day_frames.ranges, &index, parts.len());
+            fold_day(&series, &parts, window, config, &mut folds);
             let context = DayContext {
                 day,
-                from_ms,
+                day_ms: day_start_ms(day),
+                lookback_hours: window.lookback_hours(),
                 tenant_of_table: &tables.tenant_of,
                 range_table: &index.range_table,
                 range_start: &index.range_start,
                 workers: &index.worker_names,
                 imbalance_ratio: config.report_imbalance_ratio,
             };
-            report.fold_day(context, &day_frames.ranges, &day_frames.spread, &day_frames.workers)?;
+            report.fold_day(context, &day_frames.ranges.hours, &day_frames.spread, &day_frames.workers)?;
         }
         day = day.succ_opt().unwrap_or(NaiveDate::MAX);
     }
@@ -261,7 +264,19 @@ const PROFILE_HOURS: u32 = 7 * 24;
 #[derive(Debug, Clone, Copy)]
 struct Window<'a> {
     from_ms: i64,
+    /// Midnight (UTC) of the day folded: an hour of the day is an hour of it.
+    day_ms: i64,
     tables: &'a Tables,
+    /// `neighbours[c]`: partitions `c` and `c + 1` are neighbours in one table.
+    neighbours: &'a [bool],
+}
+
+impl Window<'_> {
+    /// The mask of the day's hours inside the look-back (earlier ones only feed the tables'
+    /// profiles).
+    fn lookback_hours(&self) -> u32 {
+        (0..24).filter(|&h| self.day_ms + h * HOUR_MS >= self.from_ms).fold(0, |m, h| m | 1 << h)
+    }
 }
 
 const READ_COLUMNS: [&str; 11] = [
@@ -289,6 +304,108 @@ fn table_index(parts: &[&LayoutPartition]) -> HashMap<(String, String), (usize, 
 
 /// The range id of a row whose table has no partition today (its history counts for nothing).
 const NO_RANGE: u32 = u32::MAX;
+/// The group key of a row that a group leaves out: every real key is far below it, and it is a
+/// literal polars takes without its 128-bit integers (`u64::MAX` is not).
+const NO_KEY: u64 = i64::MAX as u64;
+
+/// A day's rows coded into one integer key per group-by of the report (polars groups on one
+/// integer far faster than on several columns): `spread` = table id << 32 | worker id << 5 |
+/// hour of the day, `worker` = worker id × 24 + hour of the day. The files are by UTC day, so a
+/// day's hour of the day names its hour.
+#[derive(Debug, Default)]
+struct Keys {
+    spread: Vec<u64>,
+    worker: Vec<u64>,
+}
+
+impl Keys {
+    fn push(&mut self, spread: u64, worker: u64) {
+        self.spread.push(spread);
+        self.worker.push(worker);
+    }
+}
+
+/// A day's load per archived range and hour of the day, dense by range id: summed over the
+/// workers that reported the range in the hour (a partition moved in the hour has rows on
+/// both), `hours` the mask of hours it has rows in.
+#[derive(Debug, Default)]
+struct DayRanges {
+    ops: Vec<[f64; 24]>,
+    served_peak: Vec<[f64; 24]>,
+    rejected: Vec<[f64; 24]>,
+    hours: Vec<u32>,
+}
+
+impl DayRanges {
+    fn add(&mut self, id: usize, hod: usize, ops: f64, served_peak: f64, rejected: f64) {
+        if id >= self.hours.len() {
+            let n = id + 1;
+            self.ops.resize(n, [0.0; 24]);
+            self.served_peak.resize(n, [0.0; 24]);
+            self.rejected.resize(n, [0.0; 24]);
+            self.hours.resize(n, 0);
+        }
+        self.ops[id][hod] += ops;
+        self.served_peak[id][hod] += served_peak;
+        self.rejected[id][hod] += rejected;
+        self.hours[id] |= 1 << hod;
+    }
+}
+
+/// A day per current partition and hour of the day (dense by partition index): `hours` the mask
+/// of hours with history, `upper` the hour's peak (every archived range over the partition
+/// counted whole), `est` its mean demand shared as the split that made it shared it, `ops` its
+/// served ops shared so, `rejected` (upper), `wider` the mask of hours with a row of a range
+/// strictly wider than the partition's (it was split since).
+#[derive(Debug)]
+struct DaySeries {
+    hours: Vec<u32>,
+    upper: Vec<[f64; 24]>,
+    est: Vec<[f64; 24]>,
+    ops: Vec<[f64; 24]>,
+    rejected: Vec<[f64; 24]>,
+    wider: Vec<u32>,
+}
+
+impl DaySeries {
+    /// Lineage: each archived range's hours scattered over the current partitions it overlaps
+    /// ([`RangeIndex`]'s mapping).
+    fn of(ranges: &DayRanges, index: &RangeIndex<'_>, partitions: usize) -> Self {
+        let mut out = DaySeries {
+            hours: vec![0; partitions],
+            upper: vec![[0.0; 24]; partitions],
+            est: vec![[0.0; 24]; partitions],
+            ops: vec![[0.0; 24]; partitions],
+            rejected: vec![[0.0; 24]; partitions],
+            wider: vec![0; partitions],
+        };
+        for (id, &hours) in ranges.hours.iter().enumerate().filter(|(_, h)| **h != 0) {
+            for m in index.mapping(id) {
+                let (c, share, wider) = (index.cur[m] as usize, index.share[m], index.wider[m]);
+                out.hours[c] |= hours;
+                if wider {
+                    out.wider[c] |= hours;
+                }
+                for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+                    let (ops, rejected) = (ranges.ops[id][hod], ranges.rejected[id][hod]);
+                    let mean_demand = (ops + rejected) / 3600.0;
+                    // The served peak stops at the limit; an hour that rejected shows its demand
+                    // in its mean (served + rejected over the hour), which a peak cannot be under.
+                    out.upper[c][hod] += ranges.served_peak[id][hod].max(mean_demand);
+                    out.est[c][hod] += mean_demand * share;
+                    out.ops[c][hod] += ops * share;
+                    out.rejected[c][hod] += rejected;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The hour of the day (UTC) of an epoch-ms hour.
+fn hour_of_day(hour_ms: i64) -> u64 {
+    hour_ms.div_euclid(HOUR_MS).rem_euclid(24) as u64
+}
 
 /// An archived (tenant, table, partition id, key range).
 type RangeKey = (String, String, String, u64, u64);
@@ -316,10 +433,9 @@ struct RangeIndex<'a> {
     /// Worker names ↔ small ids, as files name them.
     workers: HashMap<String, u32>,
     worker_names: Vec<String>,
-    /// The worker ids of the last frame coded.
-    last_wids: Vec<u32>,
-    /// The mapping's rows: (range id, current partition, share, wider).
-    rid: Vec<u32>,
+    /// The mapping's rows (current partition, share, wider), a range id's consecutive from
+    /// `map_from[id]` to the next id's start.
+    map_from: Vec<usize>,
     cur: Vec<u32>,
     share: Vec<f64>,
     wider: Vec<bool>,
@@ -337,30 +453,44 @@ impl<'a> RangeIndex<'a> {
             range_start: Vec::new(),
             workers: HashMap::new(),
             worker_names: Vec::new(),
-            last_wids: Vec::new(),
-            rid: Vec::new(),
+            map_from: Vec::new(),
             cur: Vec::new(),
             share: Vec::new(),
             wider: Vec::new(),
         }
     }
 
-    /// The range id of every row of `frame` ([`NO_RANGE`] for a row with a null key or of a
-    /// table without partitions today). A file's rows come grouped by partition, so a row with
-    /// the key of the row before it is not looked up again.
-    fn ids_of(&mut self, frame: &DataFrame) -> PolarsResult<Vec<u32>> {
-        self.code_workers(frame)?;
+    /// Codes every row of `frame` inside `[from_ms, to_ms)`: its range id (found or made;
+    /// [`NO_RANGE`] for a null key or a table without partitions today), whose load it adds to
+    /// the day's [`DayRanges`], and the report's group [`Keys`] ([`NO_KEY`] outside the window,
+    /// and for the spread of a row of no range). A file's rows come grouped by partition, so a
+    /// row with the key of the row before it is not looked up again.
+    fn code_day(&mut self, frame: &DataFrame, from_ms: i64, to_ms: i64) -> PolarsResult<(Keys, DayRanges)> {
+        let wids = self.code_workers(frame)?;
         let tenant = frame.column("tenant")?.str()?;
         let table = frame.column("table")?.str()?;
         let partition = frame.column("partition")?.str()?;
         let start = frame.column("key_start")?.u64()?;
         let end = frame.column("key_end")?.u64()?;
-        let mut out = Vec::with_capacity(frame.height());
+        let hour = frame.column("hour_start_ms")?.i64()?;
+        let (reads, writes) = (frame.column("read_ops")?.u64()?, frame.column("write_ops")?.u64()?);
+        let (rejected, served) = (frame.column("rejected")?.u64()?, frame.column("max_ops_per_sec")?.f64()?);
+        let n = frame.height();
+        let mut keys = Keys { spread: Vec::with_capacity(n), worker: Vec::with_capacity(n) };
+        let mut day = DayRanges::default();
         let mut last: Option<(RangeRef<'_>, u32)> = None;
         let rows = tenant.iter().zip(table.iter()).zip(partition.iter()).zip(start.iter()).zip(end.iter());
-        for ((((tn, tb), pid), s), e) in rows {
+        let loads = reads.iter().zip(writes.iter()).zip(rejected.iter()).zip(served.iter());
+        for (((((((tn, tb), pid), s), e), h), &w), (((r, wr), rej), sp)) in rows.zip(hour.iter()).zip(&wids).zip(loads)
+        {
+            let Some(h) = h.filter(|&h| from_ms <= h && h < to_ms) else {
+                keys.push(NO_KEY, NO_KEY);
+                continue;
+            };
+            let hod = hour_of_day(h);
+            let worker = u64::from(w) * 24 + hod;
             let (Some(tn), Some(tb), Some(pid), Some(s), Some(e)) = (tn, tb, pid, s, e) else {
-                out.push(NO_RANGE);
+                keys.push(NO_KEY, worker);
                 continue;
             };
             let key = (tn, tb, pid, s, e);
@@ -369,9 +499,16 @@ impl<'a> RangeIndex<'a> {
                 _ => self.id(key),
             };
             last = Some((key, id));
-            out.push(id);
+            if id == NO_RANGE {
+                keys.push(NO_KEY, worker);
+                continue;
+            }
+            let ops = (r.unwrap_or(0) + wr.unwrap_or(0)) as f64;
+            day.add(id as usize, hod as usize, ops, sp.unwrap_or(0.0), rej.unwrap_or(0) as f64);
+            let tid = u64::from(self.range_table[id as usize]);
+            keys.push(tid << 32 | u64::from(w) << 5 | hod, worker);
         }
-        Ok(out)
+        Ok((keys, day))
     }
 
     fn id(&mut self, (tn, tb, pid, s, e): RangeRef<'_>) -> u32 {
@@ -388,6 +525,7 @@ impl<'a> RangeIndex<'a> {
         self.ids.insert(key, id);
         self.range_table.push(self.table_of[lo] as u32);
         self.range_start.push(s);
+        self.map_from.push(self.cur.len());
         let parts = self.parts;
         // Partitions of the table are in key order: the first one that ends at or after `s`.
         let first = lo + parts[lo..hi].partition_point(|p| p.range.end.0 < s);
@@ -404,7 +542,6 @@ impl<'a> RangeIndex<'a> {
             } else {
                 width(a, b) / width(s, e)
             };
-            self.rid.push(id);
             self.cur.push(j as u32);
             self.share.push(sh);
             self.wider.push(inside && (s, e) != (p.range.start.0, p.range.end.0));
@@ -412,8 +549,8 @@ impl<'a> RangeIndex<'a> {
         id
     }
 
-    /// Codes the `worker` column into `wid` (kept in [`Self::last_wids`]).
-    fn code_workers(&mut self, frame: &DataFrame) -> PolarsResult<()> {
+    /// The worker id of every row (the `worker` column coded).
+    fn code_workers(&mut self, frame: &DataFrame) -> PolarsResult<Vec<u32>> {
         let worker = frame.column("worker")?.str()?;
         let mut out = Vec::with_capacity(frame.height());
         let mut last: Option<(&str, u32)> = None;
@@ -434,159 +571,103 @@ impl<'a> RangeIndex<'a> {
             last = Some((w, id));
             out.push(id);
         }
-        self.last_wids = out;
-        Ok(())
+        Ok(out)
     }
 
-    /// The mapping so far as a frame: `rid`, `cur`, `share`, `wider`.
-    fn frame(&self) -> PolarsResult<DataFrame> {
-        DataFrame::new(
-            self.rid.len(),
-            vec![
-                Column::new("rid".into(), self.rid.clone()),
-                Column::new("cur".into(), self.cur.clone()),
-                Column::new("share".into(), self.share.clone()),
-                Column::new("wider".into(), self.wider.clone()),
-            ],
-        )
+    /// The mapping rows of range `id`.
+    fn mapping(&self, id: usize) -> std::ops::Range<usize> {
+        self.map_from[id]..self.map_from.get(id + 1).copied().unwrap_or(self.cur.len())
     }
 }
 
-/// One day's frames: `series` for the analyses, per current partition and hour (`cur`,
-/// `hour_start_ms`, `peak_upper`, `peak_est`, `ops_est`, `rejected` (upper), and `wider`: the
-/// hour has a row of a range strictly wider than the partition's, it was split since); for the
-/// report, `ranges` (a row per archived range id and hour), `spread` (ops per table id, worker
-/// id and hour) and `workers` (ops per worker id and hour). In no particular order.
+/// One day: its load per archived range and hour ([`DayRanges`], for the analyses), and for the
+/// report the ops per table, worker and hour (`spread`: `sk`, `ops`) and per worker and hour
+/// (`workers`: `wk`, `ops`), grouped by polars (row order arbitrary).
 #[derive(Debug)]
 struct DayFrames {
-    series: DataFrame,
-    ranges: DataFrame,
+    ranges: DayRanges,
     spread: DataFrame,
     workers: DataFrame,
 }
 
-fn day_series(frame: DataFrame, index: &mut RangeIndex<'_>, from_ms: i64, to_ms: i64) -> PolarsResult<DayFrames> {
-    let rid = index.ids_of(&frame)?;
-    let tid: Vec<u32> =
-        rid.iter().map(|&r| if r == NO_RANGE { NO_RANGE } else { index.range_table[r as usize] }).collect();
-    let mut columns = vec![
-        Column::new("rid".into(), rid),
-        Column::new("tid".into(), tid),
-        Column::new("wid".into(), std::mem::take(&mut index.last_wids)),
-    ];
-    for name in ["hour_start_ms", "read_ops", "write_ops", "rejected", "max_ops_per_sec"] {
+fn day_frames(frame: DataFrame, index: &mut RangeIndex<'_>, from_ms: i64, to_ms: i64) -> PolarsResult<DayFrames> {
+    let (keys, ranges) = index.code_day(&frame, from_ms, to_ms)?;
+    let mut columns = vec![Column::new("sk".into(), keys.spread), Column::new("wk".into(), keys.worker)];
+    for name in ["read_ops", "write_ops"] {
         columns.push(frame.column(name)?.clone());
     }
     let rows = DataFrame::new(frame.height(), columns)?;
     drop(frame);
-    let in_day = col("hour_start_ms").gt_eq(lit(from_ms)).and(col("hour_start_ms").lt(lit(to_ms)));
     let ops = || (col("read_ops") + col("write_ops")).sum().cast(DataType::Float64).alias("ops");
-    let workers = rows.clone().lazy().filter(in_day.clone()).group_by([col("wid"), col("hour_start_ms")]).agg([ops()]);
-    let known = rows.lazy().filter(col("rid").neq(lit(NO_RANGE)).and(in_day));
-    let spread = known.clone().group_by([col("tid"), col("wid"), col("hour_start_ms")]).agg([ops()]);
-    // One archived range's hour, summed over the workers that reported it (a partition moved in
-    // the hour has rows on both).
-    let ranges = known
-        .group_by([col("rid"), col("hour_start_ms")])
-        .agg([
-            ops(),
-            col("max_ops_per_sec").sum().alias("served_peak"),
-            col("rejected").sum().cast(DataType::Float64).alias("rejected"),
-        ])
-        // The served peak stops at the limit; an hour that rejected shows its demand in its
-        // mean (served + rejected over the hour), which a peak cannot be under.
-        .with_column(
-            when(col("served_peak").gt_eq((col("ops") + col("rejected")) / lit(3600.0)))
-                .then(col("served_peak"))
-                .otherwise((col("ops") + col("rejected")) / lit(3600.0))
-                .alias("peak"),
-        );
-    let (ranges, spread, workers) = (ranges.collect()?, spread.collect()?, workers.collect()?);
-    let series = ranges
-        .clone()
-        .lazy()
-        .join(index.frame()?.lazy(), [col("rid")], [col("rid")], JoinArgs::new(JoinType::Inner))
-        .group_by([col("cur"), col("hour_start_ms")])
-        .agg([
-            col("peak").sum().alias("peak_upper"),
-            ((col("ops") + col("rejected")) / lit(3600.0) * col("share")).sum().alias("peak_est"),
-            (col("ops") * col("share")).sum().alias("ops_est"),
-            col("rejected").sum().alias("rejected"),
-            col("wider").max().alias("wider"),
-        ])
-        .collect()?;
-    Ok(DayFrames { series, ranges, spread, workers })
+    let by = |key: &str| rows.clone().lazy().filter(col(key).neq(lit(NO_KEY))).group_by([col(key)]).agg([ops()]);
+    Ok(DayFrames { ranges, spread: by("sk").collect()?, workers: by("wk").collect()? })
 }
 
 /// Folds one day's series into the look-back's accumulators. A day is UTC, so an hour's slot
 /// in the day is its hour of the day; the day's values sit in dense `[_; 24]` rows per
 /// partition (a 100k-partition day is 2.4 M slots: no hashing per row).
 fn fold_day(
-    series: &DataFrame,
+    day: &DaySeries,
     parts: &[&LayoutPartition],
     window: Window<'_>,
     config: &OfflineConfig,
     folds: &mut Folds,
-) -> PolarsResult<()> {
+) {
     let Folds { acc, pairs, table_hod, hours_seen } = folds;
-    let cur = series.column("cur")?.u32()?;
-    let hour = series.column("hour_start_ms")?.i64()?;
-    let upper = series.column("peak_upper")?.f64()?;
-    let est = series.column("peak_est")?.f64()?;
-    let ops = series.column("ops_est")?.f64()?;
-    let rejected = series.column("rejected")?.f64()?;
-    let wider = series.column("wider")?.bool()?;
-    let mut day_upper = vec![[f64::NAN; 24]; parts.len()];
-    let mut day_est = vec![[f64::NAN; 24]; parts.len()];
     let tables = window.tables;
-    let mut table_slot_seen = vec![[false; 24]; tables.names.len()];
-    for i in 0..series.height() {
-        let (Some(c), Some(h)) = (cur.get(i), hour.get(i)) else { continue };
-        let c = c as usize;
-        let hod = (h.div_euclid(HOUR_MS).rem_euclid(24)) as usize;
+    let look = window.lookback_hours();
+    let mut table_hours = vec![0u32; tables.names.len()];
+    let mut day_hours = 0u32;
+    for (c, &hours) in day.hours.iter().enumerate().filter(|(_, h)| **h != 0) {
         let t = tables.of[c];
-        table_hod[t][hod].0 += ops.get(i).unwrap_or(0.0) / 3600.0;
-        if !table_slot_seen[t][hod] {
-            table_slot_seen[t][hod] = true;
-            table_hod[t][hod].1 += 1;
+        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+            table_hod[t][hod].0 += day.ops[c][hod] / 3600.0;
         }
-        if h < window.from_ms {
-            continue;
-        }
-        hours_seen.insert(h);
+        table_hours[t] |= hours;
+        let inside = hours & look;
+        day_hours |= inside;
         let a = &mut acc[c];
-        a.hours += 1;
-        a.hod_days[hod] += 1;
-        a.rejected += rejected.get(i).unwrap_or(0.0);
-        if wider.get(i) == Some(true) {
+        a.hours += inside.count_ones();
+        for hod in (0..24).filter(|h| inside & (1 << h) != 0) {
+            a.hod_days[hod] += 1;
+            a.rejected += day.rejected[c][hod];
+        }
+        let wider = day.wider[c] & look;
+        if wider != 0 {
+            let h = window.day_ms + i64::from(31 - wider.leading_zeros()) * HOUR_MS;
             a.last_parent_hour = Some(a.last_parent_hour.map_or(h, |f| f.max(h)));
         }
-        day_upper[c][hod] = upper.get(i).unwrap_or(0.0);
-        day_est[c][hod] = est.get(i).unwrap_or(0.0);
+    }
+    for (t, &hours) in table_hours.iter().enumerate() {
+        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+            table_hod[t][hod].1 += 1;
+        }
+    }
+    for hod in (0..24).filter(|h| day_hours & (1 << h) != 0) {
+        hours_seen.insert(window.day_ms + i64::from(hod) * HOUR_MS);
     }
     // Neighbours: the sum of the two upper peaks, hour by hour.
-    for c in 0..parts.len().saturating_sub(1) {
-        if !same_table(parts[c], parts[c + 1]) {
+    for (c, pa) in pairs.iter_mut().enumerate().take(parts.len().saturating_sub(1)) {
+        if !window.neighbours[c] {
             continue;
         }
-        let pa = &mut pairs[c];
-        for (&l, &r) in day_upper[c].iter().zip(&day_upper[c + 1]) {
-            if !l.is_nan() && !r.is_nan() {
-                pa.combined_max = pa.combined_max.max(l + r);
-                pa.hours += 1;
-            }
+        let both = day.hours[c] & day.hours[c + 1] & look;
+        for hod in (0..24).filter(|h| both & (1 << h) != 0) {
+            pa.combined_max = pa.combined_max.max(day.upper[c][hod] + day.upper[c + 1][hod]);
+            pa.hours += 1;
         }
     }
-    for (c, slots) in day_est.iter().enumerate() {
-        let Some(limit) = parts[c].limit_ops_per_sec else { continue };
-        for (hod, &peak) in slots.iter().enumerate() {
-            if !peak.is_nan() && peak > config.presplit_ratio * limit {
+    for (c, p) in parts.iter().enumerate() {
+        let Some(limit) = p.limit_ops_per_sec else { continue };
+        let hours = day.hours[c] & look;
+        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+            let peak = day.est[c][hod];
+            if peak > config.presplit_ratio * limit {
                 acc[c].over_days[hod] += 1;
                 acc[c].over_sum[hod] += peak;
             }
         }
     }
-    Ok(())
 }
 
 /// The look-back's accumulators: per partition, per neighbour pair (indexed by the left one),

@@ -91,7 +91,11 @@ pub(crate) struct ReportFolds {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DayContext<'a> {
     pub day: NaiveDate,
-    pub from_ms: i64,
+    /// Midnight (UTC) of `day`: the frames' keys name hours of the day.
+    pub day_ms: i64,
+    /// The mask of the day's hours inside the look-back (earlier ones only feed the tables'
+    /// daily profiles).
+    pub lookback_hours: u32,
     pub tenant_of_table: &'a [u32],
     pub range_table: &'a [u32],
     pub range_start: &'a [u64],
@@ -99,44 +103,43 @@ pub(crate) struct DayContext<'a> {
     pub imbalance_ratio: f64,
 }
 
-fn hod(hour_ms: i64) -> usize {
-    hour_ms.div_euclid(HOUR_MS).rem_euclid(24) as usize
+impl DayContext<'_> {
+    /// Whether hour `hod` of the day is inside the look-back (earlier hours only feed the
+    /// tables' daily profiles).
+    fn in_lookback(&self, hod: u64) -> bool {
+        self.lookback_hours & (1 << hod) != 0
+    }
 }
 
 impl ReportFolds {
-    /// Folds one day: `ranges` has a row per (`rid`, `hour_start_ms`) of the day, `spread` per
-    /// (`tid`, `wid`, `hour_start_ms`) with its `ops`, `workers` per (`wid`, `hour_start_ms`).
+    /// Folds one day: `range_hours` the mask of hours each archived range id has rows in,
+    /// `spread` the `ops` per `sk` (table id << 32 | worker id << 5 | hour of the day), `workers`
+    /// the `ops` per `wk` (worker id × 24 + hour of the day).
     pub(crate) fn fold_day(
         &mut self,
         ctx: DayContext<'_>,
-        ranges: &DataFrame,
+        range_hours: &[u32],
         spread: &DataFrame,
         workers: &DataFrame,
     ) -> PolarsResult<()> {
-        self.fold_boundaries(ctx, ranges)?;
+        self.fold_boundaries(ctx, range_hours);
         self.fold_spread(ctx, spread)?;
         self.fold_workers(ctx, workers)
     }
 
-    fn fold_boundaries(&mut self, ctx: DayContext<'_>, ranges: &DataFrame) -> PolarsResult<()> {
-        let rid = ranges.column("rid")?.u32()?;
-        let hour = ranges.column("hour_start_ms")?.i64()?;
+    fn fold_boundaries(&mut self, ctx: DayContext<'_>, range_hours: &[u32]) {
+        // The day's hours (in the look-back) per boundary and per table.
         let mut present: HashMap<(u32, u64), u32> = HashMap::new();
         let mut table_hours: HashMap<u32, u32> = HashMap::new();
-        for (r, h) in rid.iter().zip(hour.iter()) {
-            let (Some(r), Some(h)) = (r, h) else { continue };
-            if h < ctx.from_ms {
-                continue;
-            }
-            let t = ctx.range_table[r as usize];
-            let bit = 1u32 << hod(h);
-            *present.entry((t, ctx.range_start[r as usize])).or_default() |= bit;
-            *table_hours.entry(t).or_default() |= bit;
+        let seen = range_hours.iter().map(|h| h & ctx.lookback_hours).enumerate().filter(|(_, h)| *h != 0);
+        for (rid, hours) in seen {
+            let t = ctx.range_table[rid];
+            *present.entry((t, ctx.range_start[rid])).or_default() |= hours;
+            *table_hours.entry(t).or_default() |= hours;
         }
         for key in present.keys() {
             self.boundaries.entry(*key).or_default();
         }
-        let day_ms = crate::archive::day_start_ms(ctx.day);
         for (&(t, k), b) in &mut self.boundaries {
             let Some(&hours) = table_hours.get(&t) else { continue };
             let mask = present.get(&(t, k)).copied().unwrap_or(0);
@@ -148,31 +151,29 @@ impl ReportFolds {
                     _ => {}
                 }
                 if b.present.is_some_and(|was| was != now) {
-                    b.last_change_ms = day_ms + i64::from(h) * HOUR_MS;
+                    b.last_change_ms = ctx.day_ms + i64::from(h) * HOUR_MS;
                 }
                 b.present = Some(now);
             }
         }
-        Ok(())
     }
 
     fn fold_spread(&mut self, ctx: DayContext<'_>, spread: &DataFrame) -> PolarsResult<()> {
-        let tid = spread.column("tid")?.u32()?;
-        let wid = spread.column("wid")?.u32()?;
-        let hour = spread.column("hour_start_ms")?.i64()?;
+        let keys = spread.column("sk")?.u64()?;
         let ops = spread.column("ops")?.f64()?;
         // (table, hour of day) → load per worker; the same per tenant.
-        let mut by_table: HashMap<(u32, usize), HashMap<u32, f64>> = HashMap::new();
-        let mut by_tenant: HashMap<(u32, usize), HashMap<u32, f64>> = HashMap::new();
-        for (((t, w), h), o) in tid.iter().zip(wid.iter()).zip(hour.iter()).zip(ops.iter()) {
-            let (Some(t), Some(w), Some(h), Some(o)) = (t, w, h, o) else { continue };
-            if h < ctx.from_ms {
+        let mut by_table: HashMap<(u32, u64), HashMap<u32, f64>> = HashMap::new();
+        let mut by_tenant: HashMap<(u32, u64), HashMap<u32, f64>> = HashMap::new();
+        for (k, o) in keys.iter().zip(ops.iter()) {
+            let (Some(k), Some(o)) = (k, o) else { continue };
+            let (t, w, hod) = ((k >> 32) as u32, ((k >> 5) & ((1 << 27) - 1)) as u32, k & 31);
+            if !ctx.in_lookback(hod) {
                 continue;
             }
             let per_sec = o / 3600.0;
-            *by_table.entry((t, hod(h))).or_default().entry(w).or_default() += per_sec;
+            *by_table.entry((t, hod)).or_default().entry(w).or_default() += per_sec;
             let tenant = ctx.tenant_of_table[t as usize];
-            *by_tenant.entry((tenant, hod(h))).or_default().entry(w).or_default() += per_sec;
+            *by_tenant.entry((tenant, hod)).or_default().entry(w).or_default() += per_sec;
         }
         for ((t, _), loads) in by_table {
             self.tables.entry(t).or_default().add(&loads.into_values().collect::<Vec<_>>(), ctx.imbalance_ratio);
@@ -184,14 +185,13 @@ impl ReportFolds {
     }
 
     fn fold_workers(&mut self, ctx: DayContext<'_>, workers: &DataFrame) -> PolarsResult<()> {
-        let wid = workers.column("wid")?.u32()?;
-        let hour = workers.column("hour_start_ms")?.i64()?;
+        let keys = workers.column("wk")?.u64()?;
         let ops = workers.column("ops")?.f64()?;
         let mut hours: HashMap<u32, Vec<f64>> = HashMap::new();
-        for ((w, h), o) in wid.iter().zip(hour.iter()).zip(ops.iter()) {
-            let (Some(w), Some(h), Some(o)) = (w, h, o) else { continue };
-            if h >= ctx.from_ms {
-                hours.entry(w).or_default().push(o / 3600.0);
+        for (k, o) in keys.iter().zip(ops.iter()) {
+            let (Some(k), Some(o)) = (k, o) else { continue };
+            if ctx.in_lookback(k % 24) {
+                hours.entry((k / 24) as u32).or_default().push(o / 3600.0);
             }
         }
         let mut day: Vec<WorkerDay> = hours
