@@ -4,7 +4,7 @@
 //! memory holds one day of rows, not the whole look-back). Each archived range gets a small
 //! integer id the first time a day holds it, with its mapping to today's partitions (below) made
 //! then and kept for the pass; a day's rows add their load to their range's hour slot as they
-//! are coded, and the slots flow through the mapping into per-partition slots ([`DaySeries`]).
+//! are coded, and the slots flow through the mapping into per-partition slots.
 //! A 100k-partition day has ~2.4 M (range, hour) keys, nearly each its own group: dense slots
 //! by id, not a hash group-by, are what keep a two-week pass in seconds.
 //!
