@@ -386,6 +386,9 @@ impl Analyzer for OfflineAnalyzer {
             ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
         if section.merge_mode != PolicyMode::Off && self.merges_from_ms != Some(found.at_ms) {
             self.merges_from_ms = Some(found.at_ms);
+            // The merged partition stays on the left's owner: the right's load lands there.
+            let mut destinations = (!found.merges.is_empty())
+                .then(|| crate::planner::DestinationCheck::new(ctx.input, &config.planner, now));
             for m in &found.merges {
                 let (Some(&l), Some(&r)) = (index.get(&m.left), index.get(&m.right)) else { continue };
                 let (lp, rp) = (&ctx.input.partitions[l], &ctx.input.partitions[r]);
@@ -399,10 +402,21 @@ impl Analyzer for OfflineAnalyzer {
                 {
                     continue;
                 }
+                let spec = ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() };
+                if let Some(Err(why)) = destinations.as_mut().map(|d| d.admit(&spec)) {
+                    tracing::info!(left = %m.left, right = %m.right, %why, "offline merge declined");
+                    metrics::counter!(
+                        "lb_master_declines_total",
+                        "policy" => Policy::Merge.as_str(),
+                        "reason" => crate::planner::DeclineReason::DestinationOverloaded.as_str()
+                    )
+                    .increment(1);
+                    continue;
+                }
                 busy.insert(lp.id.clone());
                 busy.insert(rp.id.clone());
                 proposals.push(Proposal {
-                    spec: ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() },
+                    spec,
                     policy: Policy::Merge,
                     mode: section.merge_mode,
                     origin: Origin::Offline,

@@ -347,7 +347,18 @@ impl OnlineCore {
         };
         if let Some(after) = judged_on {
             let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
-            for e in due {
+            // A move back is load put somewhere too: checked like the planner's own moves.
+            let mut destinations = due
+                .iter()
+                .any(|e| e.revert.is_some())
+                .then(|| crate::planner::DestinationCheck::new(obs.input, &config.planner, now_ms));
+            for mut e in due {
+                if let (Some(spec), Some(check)) = (e.revert.as_ref(), destinations.as_mut())
+                    && let Err(why) = check.admit(spec)
+                {
+                    e.judgement.why = format!("{}; not moved back: {why}", e.judgement.why);
+                    e.revert = None;
+                }
                 out.commands.push(Command::Record(Box::new(Record::Evaluation(e.clone()))));
                 if e.judgement.verdict == Verdict::Harmful
                     && let (Some(spec), Some(policy)) = (e.revert.clone(), e.policy)

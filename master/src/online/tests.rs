@@ -267,6 +267,48 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
     assert!(core.planner_state().in_cooldown(&"p0".parse().expect("id"), due).is_some(), "p0 rests");
 }
 
+/// Safety at scale (#25): the move back of a harmful move is load put somewhere too. When the
+/// source has filled up since, the revert is not sent, and the evaluation says why.
+#[test]
+fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
+    let mut config = config();
+    config.evaluation.revert_harmful_moves = true;
+    let mut core = OnlineCore::new(&config, 0);
+    let owners = |p0: usize| [vec![p0], vec![1; 9], vec![0; 10]].concat();
+    // p0 (10k) left w-0 at 0.50 for w-1, which then carried 1.00: the hotspot moved (harmful).
+    let loads = |rest: f64| [vec![10_000.0; 10], vec![rest; 10]].concat();
+    let before = cluster(&loads(4_000.0), &owners(0), 3);
+    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
+    let id: ActionId = "manual-1".parse().expect("id");
+    core.track(id.clone(), &spec, Some(Policy::Imbalance), &before, 1_000);
+    // Meanwhile w-0's own partitions grew to 0.95 of it: p0 back would put it at 1.05.
+    let after = cluster(&loads(9_500.0), &owners(1), 3);
+    let update = ActionUpdate::Finished { id, applied: true, at_ms: 2_000 };
+    let due = 2_000 + (config.evaluation.settle_secs + config.evaluation.window_secs) as i64 * 1000;
+    let mut observe = |input: &mut PlannerInput, evaluation: Option<&PlannerInput>, updates, at| {
+        let observation = Observation {
+            window_end_ms: due,
+            window_ms: WINDOW_MS,
+            input,
+            evaluation: evaluation.map_or(EvaluationView::None, EvaluationView::Window),
+            datasets: &[],
+            dataset_usage: &[],
+            updates,
+            approvals: Vec::new(),
+            manual: Vec::new(),
+        };
+        core.step(observation, &config, at)
+    };
+    observe(&mut after.clone(), None, vec![update], 2_000);
+    let out = observe(&mut after.clone(), Some(&after), Vec::new(), due);
+    let [e] = out.evaluations.as_slice() else { panic!("{:?}", out.evaluations) };
+    assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
+    assert_eq!(e.revert, None, "{e:?}");
+    assert!(e.judgement.why.contains("not moved back: destination overloaded: the move lands on w-0"), "{e:?}");
+    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0) };
+    assert!(out.submissions().all(|r| r.spec != back), "no move back");
+}
+
 /// One pass with the SREs' manual requests.
 fn manual_pass(core: &mut OnlineCore, input: &mut PlannerInput, manual: Vec<ManualRequest>, now_ms: i64) -> PassOutput {
     step(core, input, &config(), Vec::new(), manual, now_ms)

@@ -44,6 +44,7 @@
 
 pub mod config;
 mod dedicate;
+mod destination;
 pub mod input;
 mod manual;
 mod model;
@@ -65,6 +66,7 @@ pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
+pub use destination::DestinationCheck;
 pub use manual::{ManualRefusal, manual_proposal};
 pub use model::partitions_of;
 
