@@ -34,7 +34,7 @@ pub use lb_offline::{Archive, ArchiveError, Coverage, MergeCandidate, PeakForeca
 
 use crate::online::OnlineConfig;
 use crate::online::analyzer::{AnalysisContext, Analyzer, Findings as AnalyzerFindings};
-use crate::planner::{PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger};
+use crate::planner::{OutsideCheck, PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger};
 
 /// `[offline]`: the offline analyzer's cadence, archive and policies. `configs/master.toml`
 /// says why each default is what it is.
@@ -384,11 +384,21 @@ impl Analyzer for OfflineAnalyzer {
         let mut proposals = Vec::new();
         let index: HashMap<&PartitionId, usize> =
             ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+        // The planner's in-flight caps and its destination rule, on its model: the merged
+        // partition stays on the left's owner, so the right's load lands there.
+        let mut check = None;
+        let mut admit = |spec: &ActionSpec, policy: Policy| {
+            let check = check.get_or_insert_with(|| OutsideCheck::new(ctx.input, &config.planner, now));
+            let admitted = check.admit(spec);
+            if let Err((reason, why)) = &admitted {
+                tracing::info!(spec = ?spec, policy = policy.as_str(), %why, "offline proposal declined");
+                metrics::counter!("lb_master_declines_total", "policy" => policy.as_str(), "reason" => reason.as_str())
+                    .increment(1);
+            }
+            admitted.is_ok()
+        };
         if section.merge_mode != PolicyMode::Off && self.merges_from_ms != Some(found.at_ms) {
             self.merges_from_ms = Some(found.at_ms);
-            // The merged partition stays on the left's owner: the right's load lands there.
-            let mut destinations = (!found.merges.is_empty())
-                .then(|| crate::planner::DestinationCheck::new(ctx.input, &config.planner, now));
             for m in &found.merges {
                 let (Some(&l), Some(&r)) = (index.get(&m.left), index.get(&m.right)) else { continue };
                 let (lp, rp) = (&ctx.input.partitions[l], &ctx.input.partitions[r]);
@@ -403,14 +413,7 @@ impl Analyzer for OfflineAnalyzer {
                     continue;
                 }
                 let spec = ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() };
-                if let Some(Err(why)) = destinations.as_mut().map(|d| d.admit(&spec)) {
-                    tracing::info!(left = %m.left, right = %m.right, %why, "offline merge declined");
-                    metrics::counter!(
-                        "lb_master_declines_total",
-                        "policy" => Policy::Merge.as_str(),
-                        "reason" => crate::planner::DeclineReason::DestinationOverloaded.as_str()
-                    )
-                    .increment(1);
+                if !admit(&spec, Policy::Merge) {
                     continue;
                 }
                 busy.insert(lp.id.clone());
@@ -471,10 +474,14 @@ impl Analyzer for OfflineAnalyzer {
                     else {
                         continue;
                     };
+                    let spec = ActionSpec::Split { partition: p.id.clone(), split_key: key };
+                    if !admit(&spec, Policy::PeakAhead) {
+                        continue;
+                    }
                     busy.insert(p.id.clone());
                     self.presplits.1 += 1;
                     proposals.push(Proposal {
-                        spec: ActionSpec::Split { partition: p.id.clone(), split_key: key },
+                        spec,
                         policy: Policy::PeakAhead,
                         mode: section.peak_ahead_mode,
                         origin: Origin::Offline,

@@ -347,14 +347,14 @@ impl OnlineCore {
         };
         if let Some(after) = judged_on {
             let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
-            // A move back is load put somewhere too: checked like the planner's own moves.
+            // A move back is an action and load put somewhere: checked like the planner's own.
             let mut destinations = due
                 .iter()
                 .any(|e| e.revert.is_some())
-                .then(|| crate::planner::DestinationCheck::new(obs.input, &config.planner, now_ms));
+                .then(|| crate::planner::OutsideCheck::new(obs.input, &config.planner, now_ms));
             for mut e in due {
                 if let (Some(spec), Some(check)) = (e.revert.as_ref(), destinations.as_mut())
-                    && let Err(why) = check.admit(spec)
+                    && let Err((_, why)) = check.admit(spec)
                 {
                     e.judgement.why = format!("{}; not moved back: {why}", e.judgement.why);
                     e.revert = None;

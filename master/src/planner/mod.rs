@@ -44,10 +44,10 @@
 
 pub mod config;
 mod dedicate;
-mod destination;
 pub mod input;
 mod manual;
 mod model;
+mod outside;
 mod partition;
 pub mod proposal;
 mod rebalance;
@@ -66,9 +66,9 @@ pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
-pub use destination::DestinationCheck;
 pub use manual::{ManualRefusal, manual_proposal};
 pub use model::partitions_of;
+pub use outside::OutsideCheck;
 
 /// Whether `spec` dedicates its partition's own worker to it in the layout of `input` (a group
 /// naming a group no worker is in, where the storage forms such groups).

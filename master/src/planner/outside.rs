@@ -1,0 +1,207 @@
+//! Actions decided outside the planner's pass — the offline analyzer's merges and pre-splits,
+//! the move back of a harmful move — checked as the planner checks its own, on the same model
+//! (in-flight actions counted where they land):
+//! - **the in-flight caps**: one more action on the cluster (`max_inflight_cluster`) and on each
+//!   worker it touches (`max_inflight_per_worker`) must fit;
+//! - **where it puts load**: an offline merge keeps the merged partition on the left's owner,
+//!   so the right's load lands there; a move back lands on the source. A place may take load
+//!   that leaves it at or under the high watermark, or, as the lesser evil, under capacity and
+//!   cooler than the source stays (the planner's own rule for its moves).
+//!
+//! Manual actions are an operator's explicit choice and are not refused here.
+
+use std::collections::HashMap;
+
+use lb_common::ids::{PartitionId, WorkerId};
+use lb_common::protocol::ActionSpec;
+
+use super::input::PlannerInput;
+use super::model::{Model, partitions_of};
+use super::{DeclineReason, PlannerConfig};
+
+/// Checks actions one after another against the pass's view; each admitted one counts (in the
+/// caps, and where it lands) for the next.
+#[derive(Debug)]
+pub struct OutsideCheck<'a> {
+    input: &'a PlannerInput,
+    model: Model,
+    high: f64,
+    max_inflight_cluster: u32,
+    max_inflight_per_worker: u32,
+    partitions: HashMap<&'a PartitionId, usize>,
+    workers: HashMap<&'a WorkerId, usize>,
+}
+
+impl<'a> OutsideCheck<'a> {
+    pub fn new(input: &'a PlannerInput, config: &PlannerConfig, now_ms: i64) -> Self {
+        let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
+        Self {
+            input,
+            model: Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms),
+            high: config.worker_overload.high_watermark_ratio,
+            max_inflight_cluster: config.caps.max_inflight_cluster,
+            max_inflight_per_worker: config.caps.max_inflight_per_worker,
+            partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
+            workers: input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect(),
+        }
+    }
+
+    /// `Ok` (and the action counted), or why not, with the reason a decline is counted under.
+    /// Kinds that put no load on another worker only answer to the caps; targets this view does
+    /// not know pass (the submission's own validation refuses those).
+    pub fn admit(&mut self, spec: &ActionSpec) -> Result<(), (DeclineReason, String)> {
+        let (moved, to, what) = match spec {
+            ActionSpec::Merge { left, right } => match (self.partitions.get(left), self.partitions.get(right)) {
+                (Some(&l), Some(&r)) => (r, self.model.owner[l] as usize, "the merged partition stays on"),
+                _ => return Ok(()),
+            },
+            ActionSpec::Move { partition, to_worker } => {
+                match (self.partitions.get(partition), self.workers.get(to_worker)) {
+                    (Some(&p), Some(&w)) => (p, w, "the move lands on"),
+                    _ => return Ok(()),
+                }
+            }
+            other => {
+                let Some(&p) = partitions_of(other).first().and_then(|id| self.partitions.get(id)) else {
+                    return Ok(());
+                };
+                let owner = self.model.owner[p] as usize;
+                self.caps_allow(&[owner])?;
+                self.model.mark_action(p);
+                self.model.worker_actions[owner] += 1;
+                return Ok(());
+            }
+        };
+        let from = self.model.owner[moved] as usize;
+        self.caps_allow(&[from, to])?;
+        if from == to {
+            self.model.mark_action(moved);
+            self.model.worker_actions[from] += 1;
+            return Ok(());
+        }
+        let (source_before, after) = (self.model.worker_ratio(from), self.model.ratio_with(to, moved, 1.0));
+        if after <= self.high || (after <= 1.0 && after < source_before) {
+            self.model.apply_move(moved, to);
+            return Ok(());
+        }
+        Err((
+            DeclineReason::DestinationOverloaded,
+            format!(
+                "destination overloaded: {what} {}, which would carry {after:.2} of its capacity with {} ({:.0} ops/s) on it, over the high watermark {:.2} (the source is at {source_before:.2})",
+                self.input.workers[to].id, self.input.partitions[moved].id, self.model.demand_ops[moved], self.high,
+            ),
+        ))
+    }
+
+    fn caps_allow(&self, workers: &[usize]) -> Result<(), (DeclineReason, String)> {
+        if self.model.cluster_actions >= self.max_inflight_cluster {
+            return Err((
+                DeclineReason::Cap,
+                format!("cap: max_inflight_cluster ({}) reached", self.max_inflight_cluster),
+            ));
+        }
+        match workers.iter().find(|&&w| self.model.worker_actions[w] >= self.max_inflight_per_worker) {
+            Some(&w) => Err((
+                DeclineReason::Cap,
+                format!(
+                    "cap: worker {} already has {} actions in flight (max_inflight_per_worker)",
+                    self.input.workers[w].id, self.model.worker_actions[w]
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::ids::{Key, KeyRange};
+    use lb_common::protocol::{ActionKind, Capacity, Health};
+
+    use super::*;
+    use crate::planner::{PartitionView, PartitionWindow, WorkerView, WorkerWindow};
+
+    /// Two workers of 1,000 ops/s: a (left, 300) on w0 with `w0_other` more, b (right, 200) on w1.
+    fn input(w0_other: f64) -> PlannerInput {
+        let worker = |i: usize, ops: f64| WorkerView {
+            id: format!("w{i}").parse().expect("id"),
+            capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e12 },
+            cpu_cores: 0.0,
+            group: None,
+            health: Health::Healthy,
+            load: WorkerWindow { ops_per_sec: ops, ..Default::default() },
+        };
+        let part = |id: &str, range: KeyRange, owner: usize, ops: f64| PartitionView {
+            id: id.parse().expect("id"),
+            tenant: "t".parse().expect("id"),
+            table: "x".parse().expect("id"),
+            range,
+            owner: format!("w{owner}").parse().expect("id"),
+            group: None,
+            stored_bytes: 0,
+            limit: Some(Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e12 }),
+            supported_actions: ActionKind::ALL.to_vec(),
+            stats: PartitionWindow { ops_per_sec: ops, ..Default::default() },
+        };
+        PlannerInput {
+            workers: vec![worker(0, 300.0 + w0_other), worker(1, 200.0)],
+            partitions: vec![
+                part("a", KeyRange { start: Key(0), end: Key(99) }, 0, 300.0),
+                part("b", KeyRange { start: Key(100), end: Key(199) }, 1, 200.0),
+            ],
+            in_flight: Vec::new(),
+            new_group_dedicates_owner: false,
+            multi_way_split: false,
+        }
+    }
+
+    fn merge() -> ActionSpec {
+        ActionSpec::Merge { left: "a".parse().expect("id"), right: "b".parse().expect("id") }
+    }
+
+    #[test]
+    fn a_merge_is_declined_when_the_left_owner_cannot_take_the_right_and_counted_when_it_can() {
+        // Room in the caps: this is about load (the caps' own test is below).
+        let mut config = PlannerConfig::default();
+        config.caps.max_inflight_per_worker = 10;
+        // w0 at 0.70: with b's 200 it would be at 0.90, over the 0.85 watermark, and hotter
+        // than w1 (0.20) stays without the merge.
+        let full = input(400.0);
+        let why = OutsideCheck::new(&full, &config, 0).admit(&merge()).expect_err("declined").1;
+        assert!(why.starts_with("destination overloaded: the merged partition stays on w0"), "{why}");
+        assert!(why.contains("0.90 of its capacity"), "{why}");
+        // w0 at 0.30: 0.50 after; admitted, and the next move onto w0 sees b's load there.
+        let roomy = input(0.0);
+        let mut check = OutsideCheck::new(&roomy, &config, 0);
+        check.admit(&merge()).expect("admitted");
+        let back = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w1".parse().expect("id") };
+        check.admit(&back).expect("w1 is empty after the merge");
+        let onto_w0 = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        assert!(check.admit(&onto_w0).is_ok(), "b is back on w1: moving it to w0 again fits (0.50)");
+    }
+
+    #[test]
+    fn the_in_flight_caps_hold_for_actions_decided_outside_the_pass() {
+        let config = PlannerConfig::default();
+        let roomy = input(0.0);
+        let mut check = OutsideCheck::new(&roomy, &config, 0);
+        let split = |p: &str| ActionSpec::Split { partition: p.parse().expect("id"), split_key: Key(50) };
+        // max_inflight_per_worker: a's worker takes that many, then no more.
+        for _ in 0..config.caps.max_inflight_per_worker {
+            check.admit(&split("a")).expect("fits");
+        }
+        let (reason, why) = check.admit(&split("a")).expect_err("w0 is full");
+        assert_eq!(reason, DeclineReason::Cap);
+        assert!(why.starts_with("cap: worker w0 already has"), "{why}");
+        check.admit(&split("b")).expect("w1 still has room");
+    }
+
+    #[test]
+    fn a_move_back_onto_an_overloaded_worker_is_declined() {
+        let config = PlannerConfig::default();
+        let full = input(650.0);
+        let back = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        let why = OutsideCheck::new(&full, &config, 0).admit(&back).expect_err("declined").1;
+        assert!(why.starts_with("destination overloaded: the move lands on w0"), "{why}");
+    }
+}
