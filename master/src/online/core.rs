@@ -297,6 +297,30 @@ impl OnlineCore {
         true
     }
 
+    /// An action a predecessor saw succeed that its handover may not show (a leader that died
+    /// between submitting and saving its state): its partitions rest a cooldown from when it
+    /// finished, as the predecessor's own would, so nothing acts on them again at once. Only
+    /// lb's own actions (`lb-…`), and only while that cooldown lasts; true when it added rest.
+    pub fn rest_after_predecessor(&mut self, record: &ActionRecord, config: &OnlineConfig, now_ms: i64) -> bool {
+        let Some(finished) = record.finished_at_ms else { return false };
+        let until = finished + (config.planner.caps.cooldown_secs * 1000) as i64;
+        if !record.request.id.as_str().starts_with("lb-")
+            || record.state != lb_common::protocol::ActionState::Succeeded
+            || until <= now_ms
+        {
+            return false;
+        }
+        let mut rested = false;
+        for p in crate::planner::partitions_of(&record.request.spec) {
+            let entry = self.planner.cooldown_until_ms.entry(p.clone()).or_insert(i64::MIN);
+            if *entry < until {
+                *entry = until;
+                rested = true;
+            }
+        }
+        rested
+    }
+
     /// Whether the next pass evaluates something (then the loop builds
     /// [`Observation::evaluation`]).
     pub fn evaluation_due(&self, config: &OnlineConfig, now_ms: i64) -> bool {

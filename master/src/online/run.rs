@@ -203,6 +203,20 @@ impl Online {
         } else {
             info!(epoch, "took over with no previous leader's state");
         }
+        // A predecessor that died between submitting and saving left no trace of an action that
+        // has finished since (not in flight, so not adopted): rest its partitions all the same.
+        let config = OnlineConfig::of(&self.shared.config.borrow());
+        let now = chrono::Utc::now().timestamp_millis();
+        match client.actions(Some(ActionState::Succeeded)).await {
+            Ok(records) => {
+                for record in &records {
+                    if self.core.rest_after_predecessor(record, &config, now) {
+                        info!(action = %record.request.id, "resting the partitions of the previous leader's finished action");
+                    }
+                }
+            }
+            Err(error) => warn!(epoch, %error, "cannot read the previous leader's finished actions; waiting"),
+        }
         metrics::counter!("lb_master_takeovers_total", "state" => state).increment(1);
         self.term = Some(epoch);
         self.adopting = true;

@@ -309,6 +309,48 @@ fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
     assert!(out.submissions().all(|r| r.spec != back), "no move back");
 }
 
+/// HA (#23): a leader that died between submitting an action and saving its state leaves a
+/// successor no trace of it once it has finished (not in flight, not in the handover): the
+/// successor rests its partitions from the ops server's record, for a cooldown from when it
+/// finished, and so plans nothing on them at once.
+#[test]
+fn a_successor_rests_the_partitions_of_its_predecessors_finished_action() {
+    let config = config();
+    let mut core = OnlineCore::new(&config, 0);
+    let split = ActionSpec::Split { partition: "p0".parse().expect("id"), split_key: Key(1 << 62) };
+    let mut record = ActionRecord {
+        request: ActionRequest {
+            id: "lb-1000-1".parse().expect("id"),
+            spec: split,
+            origin: Origin::Online,
+            policy: Some("partition_overload".to_owned()),
+            reason: "hot".into(),
+            actor_path: vec!["t".into()],
+            leader_epoch: Some(7),
+        },
+        state: ActionState::Succeeded,
+        submitted_by: "master".into(),
+        created_at_ms: 9_000,
+        started_at_ms: Some(9_100),
+        finished_at_ms: Some(10_000),
+        operation_id: None,
+        failure: None,
+    };
+    let cooldown_ms = (config.planner.caps.cooldown_secs * 1000) as i64;
+    assert!(core.rest_after_predecessor(&record, &config, 12_000));
+    let p0 = "p0".parse().expect("id");
+    assert_eq!(core.planner_state().in_cooldown(&p0, 12_000), Some(10_000 + cooldown_ms));
+    assert!(!core.rest_after_predecessor(&record, &config, 12_000), "once");
+    // Not once its cooldown is over, not another system's action, not one that failed.
+    let mut fresh = OnlineCore::new(&config, 0);
+    assert!(!fresh.rest_after_predecessor(&record, &config, 10_000 + cooldown_ms));
+    record.state = ActionState::Failed;
+    assert!(!fresh.rest_after_predecessor(&record, &config, 12_000));
+    record.state = ActionState::Succeeded;
+    record.request.id = "manual-1".parse().expect("id");
+    assert!(!fresh.rest_after_predecessor(&record, &config, 12_000));
+}
+
 /// One pass with the SREs' manual requests.
 fn manual_pass(core: &mut OnlineCore, input: &mut PlannerInput, manual: Vec<ManualRequest>, now_ms: i64) -> PassOutput {
     step(core, input, &config(), Vec::new(), manual, now_ms)
