@@ -19,7 +19,7 @@
 //! The bookkeeping here is synchronous and pure; the online loop ([`crate::analysis`]) does the
 //! HTTP calls and hands the results in, so the rules are unit-tested without a network.
 
-use lb_common::ids::ActionId;
+use lb_common::ids::{ActionId, WorkerId};
 pub use lb_common::protocol::Pending;
 use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Topology};
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,9 @@ pub struct Tracked {
     /// time says.
     #[serde(default)]
     pub judge_at_ms: Option<i64>,
+    /// Where the planner predicted the storage would put a group isolation.
+    #[serde(default)]
+    pub predicted_dest: Option<WorkerId>,
 }
 
 impl Tracked {
@@ -89,6 +92,9 @@ impl Executor {
     /// `vanished_demand_ratio` of the forecast) is inconclusive.
     pub fn track(&mut self, id: ActionId, proposal: &Proposal, input: &PlannerInput, now_ms: i64) {
         self.track_spec(id, &proposal.spec, Some(proposal.policy), input, now_ms);
+        if let (ActionSpec::Group { .. }, Some(t)) = (&proposal.spec, self.tracked.last_mut()) {
+            t.predicted_dest = proposal.predicted.dest_worker.clone();
+        }
         let trigger = &proposal.trigger;
         if let (Some(peak), Some(t)) = (trigger.peak_at_ms, self.tracked.last_mut()) {
             t.judge_at_ms = Some(peak + PEAK_JUDGE_OFFSET_MS);
@@ -123,6 +129,7 @@ impl Executor {
             state: ActionState::Queued,
             finished_at_ms: None,
             judge_at_ms: None,
+            predicted_dest: None,
         });
     }
 
@@ -320,8 +327,27 @@ fn evaluate_one(
     now_ms: i64,
 ) -> Evaluation {
     let after_snapshot = evaluation::snapshot(&t.subject, after);
-    let judgement =
+    let mut judgement =
         evaluation::judge(t.policy, t.spec.kind(), t.subject.dedication, &t.before, &after_snapshot, config);
+    // Where the storage, not lb, placed it: a wrong prediction is charged where it overloaded.
+    let placed = t.subject.partitions.first().and_then(|id| after.partitions.iter().find(|p| &p.id == id));
+    if let (Some(predicted), Some(placed)) = (&t.predicted_dest, placed)
+        && !t.subject.dedication
+        && &placed.owner != predicted
+        && judgement.verdict != Verdict::Inconclusive
+    {
+        let (actual, high) = (&placed.owner, planner.worker_overload.high_watermark_ratio);
+        let ratio = after_snapshot.dest_ratio.unwrap_or(0.0);
+        if ratio > high {
+            judgement.verdict = Verdict::Harmful;
+            judgement.why = format!(
+                "the storage placed it on {actual}, not on {predicted} as lb predicted, and {actual} is at {ratio:.2} of its capacity (over the high watermark {high:.2})"
+            );
+        } else {
+            judgement.why =
+                format!("{}; the storage placed it on {actual}, not on {predicted} as lb predicted", judgement.why);
+        }
+    }
     let mut revert = None;
     if judgement.verdict == Verdict::Harmful {
         let rest_ms = (planner.caps.cooldown_secs * 1000 * u64::from(planner.feedback.harmful_cooldown_factor)) as i64;
@@ -612,6 +638,37 @@ mod tests {
         let [e]: [Evaluation; 1] =
             idle.evaluate_due(&quiet, &cfg, &planner, &mut state, judged_at).try_into().expect("one evaluation");
         assert_eq!(e.judgement.verdict, Verdict::Inconclusive, "{e:?}");
+    }
+
+    #[test]
+    fn an_isolation_the_storage_placed_elsewhere_is_charged_where_it_overloaded() {
+        let cfg = EvaluationConfig::default();
+        let planner = PlannerConfig::default();
+        let group = ActionSpec::Group {
+            target: GroupTarget::Partition { partition: "t.x.p1".parse().unwrap() },
+            group: "iso".parse().unwrap(),
+        };
+        let isolation = |predicted: &str| Proposal {
+            policy: Policy::PartitionOverload,
+            predicted: Prediction { dest_worker: Some(predicted.parse().unwrap()), ..Prediction::default() },
+            ..proposal(group.clone(), PolicyMode::Auto)
+        };
+        // a at 0.95 isolates p1; lb predicted c, the storage put it on b, now at 0.90: by the
+        // source alone (0.95 -> 0.55) effective, but b is over the 0.85 high watermark.
+        let after = view(550.0, 900.0, "b");
+        let judged = |predicted: &str| {
+            let (mut ex, mut state) = (Executor::default(), PlannerState::default());
+            ex.track("g1".parse().unwrap(), &isolation(predicted), &view(950.0, 100.0, "a"), 1_000);
+            ex.settle(&record("g1", group.clone(), ActionState::Succeeded, None), None, 2_000);
+            let [e]: [Evaluation; 1] =
+                ex.evaluate_due(&after, &cfg, &planner, &mut state, 22_000).try_into().expect("one evaluation");
+            e
+        };
+        let wrong = judged("c");
+        assert_eq!(wrong.judgement.verdict, Verdict::Harmful, "{wrong:?}");
+        assert!(wrong.judgement.why.starts_with("the storage placed it on b, not on c as lb predicted"), "{wrong:?}");
+        let right = judged("b");
+        assert_eq!(right.judgement.verdict, Verdict::Effective, "{right:?}");
     }
 
     #[test]

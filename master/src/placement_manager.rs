@@ -887,6 +887,7 @@ fn explain(d: &DatasetInfo, x: &Decision, rejected_per_sec: f64, config: &Placem
             cluster_max_after_ratio: hottest_after,
             cluster_mean_ratio: mean_before,
             cost_ratio: 0.0,
+            dest_worker: None,
         },
         rejected_alternatives: alternatives,
     }

@@ -123,7 +123,7 @@ pub struct Trigger {
 }
 
 /// Predicted loads before and after, as ratios of capacity (partition: of its limit).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Prediction {
     pub target_before_ratio: f64,
@@ -139,6 +139,11 @@ pub struct Prediction {
     pub cluster_mean_ratio: f64,
     /// What the data movement was charged (capacity points), 0 for a split.
     pub cost_ratio: f64,
+    /// Where the load lands as the planner predicts it: a move's destination, or the worker the
+    /// storage's own placement will pick for a group isolation (the evaluation checks that it
+    /// did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest_worker: Option<crate::ids::WorkerId>,
 }
 
 /// A candidate the planner considered and did not take.

@@ -218,6 +218,7 @@ impl Pass<'_> {
             cluster_max_after_ratio: d.pool_max_after,
             cluster_mean_ratio: mean,
             cost_ratio: d.cost,
+            dest_worker: None,
         };
         let origin = lb_common::protocol::Origin::Online;
         let proposal = Proposal { spec, policy, mode, origin, reason, trigger, predicted, rejected_alternatives: alts };

@@ -171,6 +171,7 @@ impl Pass<'_> {
             cluster_max_after_ratio: max_after,
             cluster_mean_ratio: mean,
             cost_ratio: e.cost,
+            dest_worker: Some(self.input.workers[e.dest].id.clone()),
         }
     }
 
