@@ -293,6 +293,8 @@ fn analysis_pass(c: &mut Criterion) {
     let background = {
         let stop = stop.clone();
         std::thread::spawn(move || {
+            // As the archiver runs a pass: at the lowest OS priority.
+            lb_offline::lower_this_threads_priority();
             let (mut passes, started) = (0u32, Instant::now());
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 lb_offline::analyze(&archive, &layout, &offline, t0 + 7 * lb_offline::DAY_MS, &[]).unwrap();

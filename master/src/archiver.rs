@@ -13,8 +13,9 @@
 //! **On demand.** `POST /api/v1/offline/pass` wakes the loop for a round now; the next one
 //! still comes an interval after it.
 //!
-//! **Never in the online loop's way.** The fetch is async, the file work and the pass run under
-//! `spawn_blocking`, and the online loop only reads the slot. polars' threads are capped by
+//! **Never in the online loop's way.** The fetch is async, the file work runs under
+//! `spawn_blocking`, the pass on a thread of its own at the lowest OS priority
+//! ([`lb_offline::at_low_priority`]), and the online loop only reads the slot. polars' threads are capped by
 //! `POLARS_MAX_THREADS` in the master's environment (the shipped unit sets 1).
 
 use std::collections::BTreeMap;
@@ -77,7 +78,12 @@ pub async fn run(shared: Shared, ops: impl Fn() -> OpsClient + Send, slot: Findi
             metrics::counter!("lb_master_offline_passes_total", "outcome" => "no_layout").increment(1);
             continue;
         };
-        let result = tokio::task::spawn_blocking(move || pass(&archive, &layout, &section, now_ms, &silent)).await;
+        // On a thread of its own at the lowest OS priority: the online loop keeps its core.
+        let result = tokio::task::spawn_blocking(move || {
+            lb_offline::at_low_priority(move || pass(&archive, &layout, &section, now_ms, &silent))
+        })
+        .await
+        .map(|joined| joined.unwrap_or_else(|error| Err(error.to_string())));
         let elapsed = started.elapsed().as_secs_f64();
         metrics::gauge!("lb_master_offline_pass_seconds").set(elapsed);
         match result {
