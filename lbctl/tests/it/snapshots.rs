@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use lbctl::cmd::{actions, agents, explain, halt, heatmap, history, manual, policy, proposals, status, top, watch};
+use lbctl::cmd::{
+    actions, agents, explain, halt, heatmap, history, manual, offline, policy, proposals, status, top, watch,
+};
 use lbctl::style::Style;
 
 use crate::fixtures::{self, NOW_MS};
@@ -137,4 +139,16 @@ fn watch_lines() {
     ];
     let text: String = events.iter().map(|e| watch::line(e, &PLAIN)).collect();
     check("watch_lines", &text);
+}
+
+/// The docs' example of `GET /api/v1/offline`, as of two minutes ago; and before any pass.
+#[test]
+fn offline() {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/master_offline.json"))
+            .expect("the example");
+    let mut found: lb_common::protocol::OfflineFindings = serde_json::from_str(&text).expect("an offline pass");
+    found.at_ms = NOW_MS - 120_000;
+    check("offline", &offline::render(&found, &PLAIN, NOW_MS));
+    check("offline_none", &offline::render(&Default::default(), &PLAIN, NOW_MS));
 }

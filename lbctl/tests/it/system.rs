@@ -282,10 +282,14 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     assert!(sys.lbctl(&["explain", cold.id.as_str()]).await.ok().contains("latest pass (pass "));
 
     // The split that relieved the hot range, explained: reason, numbers, alternatives, verdict.
+    // The split itself: the scatter move of its new side has the same policy, and whichever of
+    // the two was evaluated last is listed first.
     let effective = eventually(Duration::from_secs(60), "a split evaluated effective", || async {
         let evaluations = sys.master.records::<Evaluation>(&ALL).await.expect("evaluations");
         evaluations.into_iter().map(|r| r.body).find(|e| {
-            e.judgement.verdict == Verdict::Effective && e.policy.is_some_and(|p| p.as_str() == "partition_overload")
+            e.judgement.verdict == Verdict::Effective
+                && e.policy.is_some_and(|p| p.as_str() == "partition_overload")
+                && e.spec.kind() == lb_common::protocol::ActionKind::Split
         })
     })
     .await;
