@@ -212,8 +212,12 @@ pub fn analyze(
     let profile_from = to_ms - i64::from(config.lookback_hours.max(PROFILE_HOURS)) * HOUR_MS;
     let mut day = day_of(profile_from);
     let last_day = day_of(to_ms - 1);
+    let mut files_by_day: Vec<(NaiveDate, Vec<String>)> = Vec::new();
     while day <= last_day {
         let read = archive.read_day(day, Some(&READ_COLUMNS));
+        if day >= day_of(from_ms) {
+            files_by_day.push((day, read.workers.clone()));
+        }
         coverage.files_read += read.files_read;
         coverage.files_skipped.extend(read.skipped.iter().map(|(p, e)| format!("{}: {e}", p.display())));
         if let Some(frame) = read.frame {
@@ -238,6 +242,7 @@ pub fn analyze(
         day = day.succ_opt().unwrap_or(NaiveDate::MAX);
     }
     let Folds { acc, pairs, table_hod, hours_seen } = folds;
+    coverage.files_skipped.extend(missing_files(archive, &files_by_day));
     coverage.hours_with_data = hours_seen.len() as u32;
     if coverage.hours_with_data < coverage.hours_expected {
         coverage.partial.push(format!(
@@ -256,6 +261,29 @@ pub fn analyze(
     findings.peaks = peaks(&parts, &acc, config, now_ms);
     findings.coverage = coverage;
     Ok(findings)
+}
+
+/// The look-back's day files that are missing: a worker's file absent on a day between days on
+/// which it has one, on a day that has other workers' files (a day with no file at all shows as
+/// hours without data). A worker that joins or leaves within the look-back has no gap.
+fn missing_files(archive: &Archive, files_by_day: &[(NaiveDate, Vec<String>)]) -> Vec<String> {
+    let mut days_of: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, (_, workers)) in files_by_day.iter().enumerate() {
+        for w in workers {
+            days_of.entry(w.as_str()).or_default().push(i);
+        }
+    }
+    let mut out = Vec::new();
+    for (worker, days) in days_of {
+        let (Some(&first), Some(&last)) = (days.first(), days.last()) else { continue };
+        for (i, (day, workers)) in files_by_day.iter().enumerate().take(last).skip(first) {
+            if !workers.is_empty() && !days.contains(&i) {
+                let path = archive.day_dir(day_start_ms(*day)).join(format!("{worker}.parquet"));
+                out.push(format!("{}: missing (the worker has files on days before and after it)", path.display()));
+            }
+        }
+    }
+    out
 }
 
 /// The shortest span a table's daily profile is read over: a week.

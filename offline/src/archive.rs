@@ -95,6 +95,8 @@ pub struct DayRead {
     pub files_read: usize,
     /// Files that could not be read, with why.
     pub skipped: Vec<(PathBuf, String)>,
+    /// The workers with a file of the day, read or not.
+    pub workers: Vec<String>,
 }
 
 /// The archive in a directory; see the module doc.
@@ -216,6 +218,7 @@ impl Archive {
             .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
             .collect();
         files.sort();
+        out.workers = files.iter().filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_owned)).collect();
         let mut frames = Vec::with_capacity(files.len());
         for path in files {
             match read_file(&path, columns) {

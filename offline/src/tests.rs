@@ -398,3 +398,19 @@ fn a_file_of_another_shape_is_skipped_counted_and_makes_the_pass_partial() {
     assert!(found.coverage.partial.iter().any(|p| p == "1 archive files could not be read"), "{:?}", found.coverage);
     assert!(found.merges.is_empty(), "nothing merged on a partial look-back: {:?}", found.merges);
 }
+
+#[test]
+fn a_workers_missing_day_file_is_reported_and_makes_the_pass_partial() {
+    let (_dir, archive) = tmp();
+    fill(&archive, 7 * 24, |_| 100.0);
+    // w2's file of the fourth day is gone (a disk swap, a hand clean-up); a worker that joined on
+    // the last day has no gap before it.
+    std::fs::remove_file(archive.day_dir(T0 + 3 * DAY_MS).join("w2.parquet")).expect("removed");
+    let late: Vec<_> = (0..24).map(|h| rollup("c", range(2000, 2999), T0 + 6 * DAY_MS + h * HOUR_MS, 100.0)).collect();
+    archive.append("w3", &late).expect("written");
+    let found = analyze(&archive, &two_neighbours(), &OfflineConfig::default(), T0 + 7 * DAY_MS, &[]).expect("pass");
+    let [missing] = found.coverage.files_skipped.as_slice() else { panic!("{:?}", found.coverage) };
+    assert!(missing.contains("date=2026-11-05") && missing.contains("w2.parquet: missing"), "{missing}");
+    assert!(found.coverage.partial.iter().any(|p| p == "1 archive files could not be read"), "{:?}", found.coverage);
+    assert!(found.merges.is_empty(), "nothing merged on a partial look-back: {:?}", found.merges);
+}
