@@ -24,6 +24,10 @@
 //!   else (a hotter destination with the load gone is still not this action's doing);
 //! - **no effect**: none of these.
 //!
+//! Where the storage, not lb, places a partition (a group isolation), a placement other than the
+//! one the planner predicted is named in the why and charged as harmful where it overloaded
+//! ([`charge_placement`]).
+//!
 //! **What is watched.** A [`Subject`] is fixed at submission: the target partitions, and — so a
 //! split's pieces are found without lineage — the key range they covered in their table; the
 //! source worker and the destination (a move's `to_worker`; a group's owner afterwards).
@@ -328,6 +332,35 @@ pub fn judge(
         )
     };
     Judgement { score, verdict, metric: metric.to_owned(), why }
+}
+
+/// Where the storage, not lb, placed the subject (a group isolation): when it is not where the
+/// planner `predicted`, the misprediction is named in the why, and charged as harmful where it
+/// overloaded — the worker the storage chose ended over `high_watermark` of its capacity. A
+/// dedication (the partition stays, its neighbours leave) and a verdict that is already
+/// inconclusive are left alone.
+pub fn charge_placement(
+    judgement: &mut Judgement,
+    subject: &Subject,
+    predicted: &WorkerId,
+    placed: Option<&PartitionView>,
+    after: &Snapshot,
+    high_watermark: f64,
+) {
+    let Some(actual) = placed.map(|p| &p.owner) else { return };
+    if subject.dedication || actual == predicted || judgement.verdict == Verdict::Inconclusive {
+        return;
+    }
+    let ratio = after.dest_ratio.unwrap_or(0.0);
+    if ratio > high_watermark {
+        judgement.verdict = Verdict::Harmful;
+        judgement.why = format!(
+            "the storage placed it on {actual}, not on {predicted} as lb predicted, and {actual} is at {ratio:.2} of its capacity (over the high watermark {high_watermark:.2})"
+        );
+    } else {
+        judgement.why =
+            format!("{}; the storage placed it on {actual}, not on {predicted} as lb predicted", judgement.why);
+    }
 }
 
 /// The undo of a harmful move: back to where it came from, if that worker is still healthy.

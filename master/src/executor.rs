@@ -329,24 +329,10 @@ fn evaluate_one(
     let after_snapshot = evaluation::snapshot(&t.subject, after);
     let mut judgement =
         evaluation::judge(t.policy, t.spec.kind(), t.subject.dedication, &t.before, &after_snapshot, config);
-    // Where the storage, not lb, placed it: a wrong prediction is charged where it overloaded.
-    let placed = t.subject.partitions.first().and_then(|id| after.partitions.iter().find(|p| &p.id == id));
-    if let (Some(predicted), Some(placed)) = (&t.predicted_dest, placed)
-        && !t.subject.dedication
-        && &placed.owner != predicted
-        && judgement.verdict != Verdict::Inconclusive
-    {
-        let (actual, high) = (&placed.owner, planner.worker_overload.high_watermark_ratio);
-        let ratio = after_snapshot.dest_ratio.unwrap_or(0.0);
-        if ratio > high {
-            judgement.verdict = Verdict::Harmful;
-            judgement.why = format!(
-                "the storage placed it on {actual}, not on {predicted} as lb predicted, and {actual} is at {ratio:.2} of its capacity (over the high watermark {high:.2})"
-            );
-        } else {
-            judgement.why =
-                format!("{}; the storage placed it on {actual}, not on {predicted} as lb predicted", judgement.why);
-        }
+    if let Some(predicted) = &t.predicted_dest {
+        let placed = t.subject.partitions.first().and_then(|id| after.partitions.iter().find(|p| &p.id == id));
+        let high = planner.worker_overload.high_watermark_ratio;
+        evaluation::charge_placement(&mut judgement, &t.subject, predicted, placed, &after_snapshot, high);
     }
     let mut revert = None;
     if judgement.verdict == Verdict::Harmful {

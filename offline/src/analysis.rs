@@ -214,9 +214,9 @@ pub fn analyze(
     let last_day = day_of(to_ms - 1);
     let mut files_by_day: Vec<(NaiveDate, Vec<String>)> = Vec::new();
     while day <= last_day {
-        let read = archive.read_day(day, Some(&READ_COLUMNS));
+        let mut read = archive.read_day(day, Some(&READ_COLUMNS));
         if day >= day_of(from_ms) {
-            files_by_day.push((day, read.workers.clone()));
+            files_by_day.push((day, std::mem::take(&mut read.workers)));
         }
         coverage.files_read += read.files_read;
         coverage.files_skipped.extend(read.skipped.iter().map(|(p, e)| format!("{}: {e}", p.display())));
@@ -416,7 +416,7 @@ impl DaySeries {
                 if wider {
                     out.wider[c] |= hours;
                 }
-                for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+                for hod in hours_in(hours) {
                     let (ops, rejected) = (ranges.ops[id][hod], ranges.rejected[id][hod]);
                     let mean_demand = (ops + rejected) / 3600.0;
                     // The served peak stops at the limit; an hour that rejected shows its demand
@@ -430,6 +430,11 @@ impl DaySeries {
         }
         out
     }
+}
+
+/// The hours of the day set in a 24-bit mask, earliest first.
+pub(crate) fn hours_in(mask: u32) -> impl Iterator<Item = usize> {
+    (0..24).filter(move |h| mask & (1 << h) != 0)
 }
 
 /// The hour of the day (UTC) of an epoch-ms hour.
@@ -447,8 +452,8 @@ type RangeRef<'a> = (&'a str, &'a str, &'a str, u64, u64);
 /// estimate gives it, and whether the archived range is strictly wider (a split ancestor).
 ///
 /// The mapping depends on the range and today's layout only, so it is made once per range per
-/// pass, the first time a day holds it, and the days are grouped and joined on the id (one
-/// integer) instead of four string and integer columns.
+/// pass, the first time a day holds it; each day's load per range id flows through it
+/// ([`DaySeries::of`]).
 #[derive(Debug)]
 struct RangeIndex<'a> {
     parts: &'a [&'a LayoutPartition],
@@ -650,7 +655,7 @@ fn fold_day(
     let mut day_hours = 0u32;
     for (c, &hours) in day.hours.iter().enumerate().filter(|(_, h)| **h != 0) {
         let t = tables.of[c];
-        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+        for hod in hours_in(hours) {
             table_hod[t][hod].0 += day.ops[c][hod] / 3600.0;
         }
         table_hours[t] |= hours;
@@ -658,7 +663,7 @@ fn fold_day(
         day_hours |= inside;
         let a = &mut acc[c];
         a.hours += inside.count_ones();
-        for hod in (0..24).filter(|h| inside & (1 << h) != 0) {
+        for hod in hours_in(inside) {
             a.hod_days[hod] += 1;
             a.rejected += day.rejected[c][hod];
         }
@@ -669,12 +674,12 @@ fn fold_day(
         }
     }
     for (t, &hours) in table_hours.iter().enumerate() {
-        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+        for hod in hours_in(hours) {
             table_hod[t][hod].1 += 1;
         }
     }
-    for hod in (0..24).filter(|h| day_hours & (1 << h) != 0) {
-        hours_seen.insert(window.day_ms + i64::from(hod) * HOUR_MS);
+    for hod in hours_in(day_hours) {
+        hours_seen.insert(window.day_ms + hod as i64 * HOUR_MS);
     }
     // Neighbours: the sum of the two upper peaks, hour by hour.
     for (c, pa) in pairs.iter_mut().enumerate().take(parts.len().saturating_sub(1)) {
@@ -682,7 +687,7 @@ fn fold_day(
             continue;
         }
         let both = day.hours[c] & day.hours[c + 1] & look;
-        for hod in (0..24).filter(|h| both & (1 << h) != 0) {
+        for hod in hours_in(both) {
             pa.combined_max = pa.combined_max.max(day.upper[c][hod] + day.upper[c + 1][hod]);
             pa.hours += 1;
         }
@@ -690,7 +695,7 @@ fn fold_day(
     for (c, p) in parts.iter().enumerate() {
         let Some(limit) = p.limit_ops_per_sec else { continue };
         let hours = day.hours[c] & look;
-        for hod in (0..24).filter(|h| hours & (1 << h) != 0) {
+        for hod in hours_in(hours) {
             let peak = day.est[c][hod];
             if peak > config.presplit_ratio * limit {
                 acc[c].over_days[hod] += 1;

@@ -143,7 +143,7 @@ impl ReportFolds {
         for (&(t, k), b) in &mut self.boundaries {
             let Some(&hours) = table_hours.get(&t) else { continue };
             let mask = present.get(&(t, k)).copied().unwrap_or(0);
-            for h in (0..24).filter(|h| hours & (1 << h) != 0) {
+            for h in crate::analysis::hours_in(hours) {
                 let now = mask & (1 << h) != 0;
                 match b.present {
                     Some(false) if now => b.splits += 1,
@@ -151,7 +151,7 @@ impl ReportFolds {
                     _ => {}
                 }
                 if b.present.is_some_and(|was| was != now) {
-                    b.last_change_ms = ctx.day_ms + i64::from(h) * HOUR_MS;
+                    b.last_change_ms = ctx.day_ms + h as i64 * HOUR_MS;
                 }
                 b.present = Some(now);
             }

@@ -372,12 +372,12 @@ impl OnlineCore {
         if let Some(after) = judged_on {
             let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
             // A move back is an action and load put somewhere: checked like the planner's own.
-            let mut destinations = due
+            let mut check = due
                 .iter()
                 .any(|e| e.revert.is_some())
                 .then(|| crate::planner::OutsideCheck::new(obs.input, &config.planner, now_ms));
             for mut e in due {
-                if let (Some(spec), Some(check)) = (e.revert.as_ref(), destinations.as_mut())
+                if let (Some(spec), Some(check)) = (e.revert.as_ref(), check.as_mut())
                     && let Err((_, why)) = check.admit(spec)
                 {
                     e.judgement.why = format!("{}; not moved back: {why}", e.judgement.why);
