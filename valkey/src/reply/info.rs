@@ -21,6 +21,10 @@
 //! # CPU
 //! used_cpu_sys:0.119829          seconds of system CPU since start (float)
 //! used_cpu_user:0.060911         seconds of user CPU since start (float)
+//! used_cpu_sys_main_thread:0.120414     the main thread's share of the two above (Valkey;
+//! used_cpu_user_main_thread:0.060193    Redis ≥ 7.0 has them too)
+//! used_active_time_main_thread:0.040666 seconds the main thread spent handling events, not
+//!                                       waiting in epoll (Valkey ≥ 8.1): its busy time
 //! # Keyspace
 //! db0:keys=15,expires=0,avg_ttl=0,keys_with_volatile_items=0
 //! ```
@@ -47,6 +51,12 @@ pub struct Info {
     pub uptime_secs: u64,
     pub used_cpu_user_secs: f64,
     pub used_cpu_sys_secs: f64,
+    /// `used_cpu_user_main_thread + used_cpu_sys_main_thread`: CPU seconds of the thread that
+    /// executes every command. `None` on servers without the fields.
+    pub main_thread_cpu_secs: Option<f64>,
+    /// `used_active_time_main_thread` (Valkey ≥ 8.1): seconds the main thread spent handling
+    /// events rather than waiting for them, i.e. its busy time. `None` on older servers.
+    pub main_thread_active_secs: Option<f64>,
     pub total_commands_processed: u64,
     pub used_memory_bytes: u64,
     /// `maxmemory`: 0 means no limit.
@@ -71,7 +81,30 @@ pub struct KeyspaceDb {
     pub avg_ttl_ms: u64,
 }
 
+/// Which counter [`Info::main_thread_busy_secs`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusySource {
+    /// `used_active_time_main_thread`.
+    ActiveTime,
+    /// `used_cpu_user_main_thread + used_cpu_sys_main_thread`.
+    MainThreadCpu,
+    /// `used_cpu_user + used_cpu_sys`: the whole process (background and I/O threads included).
+    ProcessCpu,
+}
+
 impl Info {
+    /// The main thread's busy seconds since start, from the best counter the server has: its
+    /// active time, else its CPU time, else the whole process's CPU time. A Valkey primary
+    /// executes every command on that one thread, so this over time is the node's load on a
+    /// capacity of one core. Compare two readings only when their sources match.
+    pub fn main_thread_busy_secs(&self) -> (f64, BusySource) {
+        match (self.main_thread_active_secs, self.main_thread_cpu_secs) {
+            (Some(active), _) => (active, BusySource::ActiveTime),
+            (None, Some(cpu)) => (cpu, BusySource::MainThreadCpu),
+            (None, None) => (self.used_cpu_user_secs + self.used_cpu_sys_secs, BusySource::ProcessCpu),
+        }
+    }
+
     /// Keys over all databases.
     pub fn total_keys(&self) -> u64 {
         self.keyspace.iter().map(|db| db.keys).sum()
@@ -121,17 +154,31 @@ fn parse_info_text(text: &str) -> Result<Info, ParseError> {
         uptime_secs: u64_field("uptime_in_seconds")?,
         used_cpu_user_secs: secs_field("used_cpu_user")?,
         used_cpu_sys_secs: secs_field("used_cpu_sys")?,
+        main_thread_cpu_secs: match (
+            optional(&fields, "used_cpu_user_main_thread", secs_field)?,
+            optional(&fields, "used_cpu_sys_main_thread", secs_field)?,
+        ) {
+            (Some(user), Some(sys)) => Some(user + sys),
+            _ => None,
+        },
+        main_thread_active_secs: optional(&fields, "used_active_time_main_thread", secs_field)?,
         total_commands_processed: u64_field("total_commands_processed")?,
         used_memory_bytes: u64_field("used_memory")?,
         maxmemory_bytes: u64_field("maxmemory")?,
         total_net_input_bytes: u64_field("total_net_input_bytes")?,
         total_net_output_bytes: u64_field("total_net_output_bytes")?,
-        total_net_cluster_slot_import_bytes: fields
-            .contains_key("total_net_cluster_slot_import_bytes")
-            .then(|| u64_field("total_net_cluster_slot_import_bytes"))
-            .transpose()?,
+        total_net_cluster_slot_import_bytes: optional(&fields, "total_net_cluster_slot_import_bytes", u64_field)?,
         keyspace,
     })
+}
+
+/// `field` parsed by `parse` when the reply has it, `None` when it does not.
+fn optional<T>(
+    fields: &BTreeMap<&str, &str>,
+    field: &str,
+    parse: impl Fn(&str) -> Result<T, ParseError>,
+) -> Result<Option<T>, ParseError> {
+    fields.contains_key(field).then(|| parse(field)).transpose()
 }
 
 fn parse_keyspace_line(key: &str, value: &str) -> Result<KeyspaceDb, ParseError> {
@@ -175,6 +222,9 @@ mod tests {
         assert_eq!(info.uptime_secs, 142);
         assert_eq!(info.used_cpu_user_secs, 0.060911);
         assert_eq!(info.used_cpu_sys_secs, 0.119829);
+        assert_eq!(info.main_thread_cpu_secs, Some(0.060193 + 0.120414));
+        assert_eq!(info.main_thread_active_secs, Some(0.040666));
+        assert_eq!(info.main_thread_busy_secs(), (0.040666, BusySource::ActiveTime));
         assert_eq!(info.total_commands_processed, 56);
         assert_eq!(info.used_memory_bytes, 2_989_136);
         assert_eq!(info.maxmemory_bytes, 0);
@@ -196,6 +246,13 @@ mod tests {
         assert_eq!(info.total_net_cluster_slot_import_bytes, None);
         assert!(info.keyspace.is_empty());
         assert_eq!((info.used_cpu_user_secs, info.maxmemory_bytes), (1.25, 100));
+        assert_eq!(info.main_thread_busy_secs(), (1.75, BusySource::ProcessCpu), "no main-thread fields: the process");
+        let with_cpu = text.replace(
+            "used_cpu_user:1.25\r\n",
+            "used_cpu_user:1.25\r\nused_cpu_sys_main_thread:0.25\r\nused_cpu_user_main_thread:1\r\n",
+        );
+        let info = parse_info(&Value::BulkString(with_cpu.into_bytes())).expect("valid");
+        assert_eq!(info.main_thread_busy_secs(), (1.25, BusySource::MainThreadCpu));
     }
 
     #[test]

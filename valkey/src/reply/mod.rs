@@ -15,7 +15,7 @@ mod migration;
 mod slot_stats;
 
 pub use cluster::{ClusterInfo, ClusterNode, NodeFlags, NodeRole, parse_cluster_info, parse_cluster_nodes, parse_myid};
-pub use info::{Info, KeyspaceDb, parse_info};
+pub use info::{BusySource, Info, KeyspaceDb, parse_info};
 pub use migration::{MigrationOperation, MigrationState, SlotMigration, parse_migrate_slots, parse_slot_migrations};
 pub use slot_stats::{SlotStats, parse_slot_stats};
 

@@ -11,7 +11,7 @@
 //!
 //! | field | from |
 //! |---|---|
-//! | `cpu_time_us` | `cpu-usec` delta: main-thread time spent on the slot's commands |
+//! | `cpu_time_us` | the slot's share of the main thread's busy time: the node's busy time over the interval ([`Info::main_thread_busy_secs`]) split over the slots in proportion to their `cpu-usec` delta (see "CPU" below) |
 //! | `write_bytes` | `network-bytes-in` delta (request bytes the slot's commands carried) |
 //! | `read_bytes` | `network-bytes-out` delta (reply bytes), so read + write bytes = network in + out |
 //! | `read_ops` | an **estimate**: the node's `total_commands_processed` delta, less the [`AGENT_COMMANDS_PER_POLL`] the agent itself sent, split over the slots in proportion to their `cpu-usec` delta (by `network-bytes-in` delta when no slot used measurable CPU), largest remainder first, so the slots' ops sum to the node's |
@@ -40,11 +40,35 @@
 //! or the raw count when that is lower ([`Interval::import_discounted_ops`] says how many
 //! were dropped).
 //!
+//! # CPU: the node's load
+//!
+//! A Valkey primary executes every command on one main thread, so its capacity is one core of
+//! that thread and its load is the thread's busy time: `used_active_time_main_thread` (the
+//! time it spent handling events rather than waiting in `epoll`, Valkey ≥ 8.1), else
+//! `used_cpu_user_main_thread + used_cpu_sys_main_thread`, else the process's
+//! `used_cpu_user + used_cpu_sys` ([`Info::main_thread_busy_secs`]). I/O threads
+//! (`io-threads` > 1) read and write sockets on other cores; their time is in none of the
+//! main-thread counters and is not load lb can move (it follows connections, not slots), so
+//! lb neither counts it nor plans on it: what the main thread does not hand off is what a
+//! slot move relieves.
+//!
+//! A slot's `cpu-usec` counts only its commands' execution; reading the request, parsing and
+//! writing the reply run on the main thread too and are, for small commands, most of its busy
+//! time (a `GET` executes in ~1 µs of a ~10 µs round). They belong to the slot whose clients
+//! cause them and leave with it, so the node's busy time is split over the slots by their
+//! `cpu-usec` share: the slots' `cpu_time_us` sum to the node's busy time, and the master
+//! plans on one dimension that adds up (per-slot CPU against one core).
+//!
+//! During an import the main thread also writes the incoming keys, which no owned slot's
+//! `cpu-usec` shows: the split then uses the busy-per-slot-µs ratio of recent clean
+//! intervals ([`SlotRates`] keeps an average) and leaves the rest unattributed, so a
+//! migration never reads as client load on the receiver's own slots (the export side runs in
+//! a forked child and costs the source's main thread little).
+//!
 //! # Node (host) stats
 //!
-//! `cpu_cores` is 1 and `cpu_ratio` is the `used_cpu_user + used_cpu_sys` delta over the interval
-//! (clamped to 1): Valkey executes commands on one main thread, so one core is the node's
-//! capacity (I/O threads can push the process above one core; that reads as 1).
+//! `cpu_cores` is 1 and `cpu_ratio` is the main thread's busy time over the interval (clamped to
+//! 1), as above.
 //! `memory_used_bytes` is `used_memory`, `memory_total_bytes` is `maxmemory`, or the machine's
 //! memory when `maxmemory` is 0. Network rates come from `total_net_input_bytes` /
 //! `total_net_output_bytes`; disk rates are 0. The node's ops per second
@@ -161,8 +185,13 @@ struct Previous {
     slots: BTreeMap<Slot, SlotStats>,
 }
 
-/// Weight of the newest clean interval in the commands-per-CPU-µs average.
+/// Weight of the newest clean interval in the commands-per-CPU-µs and busy-per-CPU-µs averages.
 const OPS_PER_CPU_SMOOTHING: f64 = 0.3;
+/// The most main-thread busy time one µs of a slot's `cpu-usec` may carry: a `GET` of a few
+/// bytes costs ~1 µs to execute in a ~10 µs round, so 50 leaves room for the cheapest commands
+/// while a node whose slots barely ran (its busy time is cron and the agent's own polls) does
+/// not pin that time on the one slot that saw a command.
+const MAX_BUSY_PER_SLOT_CPU: f64 = 50.0;
 
 /// The counter state between readings.
 #[derive(Debug, Clone, Default)]
@@ -170,6 +199,8 @@ pub struct SlotRates {
     previous: Option<Previous>,
     /// Client commands per µs of slot CPU over recent intervals without slot imports.
     ops_per_cpu_usec: Option<f64>,
+    /// Main-thread busy µs per µs of slot CPU over the same intervals.
+    busy_per_cpu_usec: Option<f64>,
 }
 
 impl SlotRates {
@@ -181,6 +212,7 @@ impl SlotRates {
     pub fn clear(&mut self) {
         self.previous = None;
         self.ops_per_cpu_usec = None;
+        self.busy_per_cpu_usec = None;
     }
 
     /// Turns `now` into the interval since the previous reading and keeps `now` as the baseline.
@@ -242,6 +274,18 @@ impl SlotRates {
             }
             raw_ops
         };
+        let busy_us = busy_delta_secs(&previous.info, &now.info) * 1e6;
+        let busy_per_slot_us = if slot_cpu == 0 {
+            0.0
+        } else if importing {
+            // The import's writes are not the owned slots' load (see the module doc).
+            self.busy_per_cpu_usec.map_or(1.0, |k| k.min(busy_us / slot_cpu as f64))
+        } else {
+            let k = (busy_us / slot_cpu as f64).clamp(1.0, MAX_BUSY_PER_SLOT_CPU);
+            self.busy_per_cpu_usec =
+                Some(self.busy_per_cpu_usec.map_or(k, |old| old + OPS_PER_CPU_SMOOTHING * (k - old)));
+            k
+        };
         let ops = split_ops(node_ops, &deltas);
         let total_keys = now.info.total_keys();
         let mut idle_slots = 0;
@@ -269,7 +313,7 @@ impl SlotRates {
                 rejected: 0,
                 latency_p50_us: 0.0,
                 latency_p99_us: 0.0,
-                cpu_time_us: delta.cpu_usec,
+                cpu_time_us: (delta.cpu_usec as f64 * busy_per_slot_us).round() as u64,
                 stored_bytes: approximate_stored_bytes(stats.key_count, now.info.used_memory_bytes, total_keys),
                 sketch: None,
             })
@@ -323,6 +367,8 @@ fn node_counter_went_down(before: &Info, now: &Info) -> Option<&'static str> {
         Some("total_net_output_bytes")
     } else if now.used_cpu_user_secs + now.used_cpu_sys_secs < before.used_cpu_user_secs + before.used_cpu_sys_secs {
         Some("used_cpu_user + used_cpu_sys")
+    } else if busy_delta_secs(before, now) < 0.0 {
+        Some("used_active_time_main_thread")
     } else {
         None
     }
@@ -368,10 +414,20 @@ fn approximate_stored_bytes(key_count: u64, used_memory_bytes: u64, total_keys: 
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
+/// The main thread's busy seconds between two readings ([`Info::main_thread_busy_secs`]),
+/// from the same counter on both sides (the process's CPU if they disagree).
+fn busy_delta_secs(before: &Info, now: &Info) -> f64 {
+    let ((b, before_source), (n, now_source)) = (before.main_thread_busy_secs(), now.main_thread_busy_secs());
+    if before_source == now_source {
+        n - b
+    } else {
+        (now.used_cpu_user_secs + now.used_cpu_sys_secs) - (before.used_cpu_user_secs + before.used_cpu_sys_secs)
+    }
+}
+
 fn node_host_stats(before: &Info, now: &Info, elapsed: Duration, machine_memory_bytes: Option<u64>) -> HostStats {
     let secs = elapsed.as_secs_f64().max(1e-3);
-    let cpu_secs =
-        (now.used_cpu_user_secs + now.used_cpu_sys_secs) - (before.used_cpu_user_secs + before.used_cpu_sys_secs);
+    let cpu_secs = busy_delta_secs(before, now);
     let per_sec = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
     let total = if now.maxmemory_bytes > 0 { now.maxmemory_bytes } else { machine_memory_bytes.unwrap_or(0) };
     HostStats {
@@ -404,6 +460,8 @@ mod tests {
             uptime_secs: 10,
             used_cpu_user_secs: cpu_secs,
             used_cpu_sys_secs: 0.0,
+            main_thread_cpu_secs: Some(cpu_secs * 1.1),
+            main_thread_active_secs: Some(cpu_secs),
             total_commands_processed: commands,
             used_memory_bytes: 1_000_000,
             maxmemory_bytes: 0,
@@ -441,21 +499,22 @@ mod tests {
         let mut rates = SlotRates::new();
         let first = reading(t0, info("a", 100, 1.0, 40), Some(vec![slot(1, 10, 100, 1000), slot(2, 30, 50, 500)]));
         assert_eq!(rates.step(first, &naming()), Step::Baseline);
-        // 1,002 commands in 2 s: 1,000 from clients, 2 from the agent; slot 1 used 3× slot 2's CPU.
+        // 1,002 commands in 2 s: 1,000 from clients, 2 from the agent; slot 1 used 3× slot 2's
+        // CPU, and the main thread was busy 4× the slots' CPU (2,000 µs of active time).
         let now = reading(
             t0 + Duration::from_secs(2),
-            info("a", 1_102, 1.5, 40),
+            info("a", 1_102, 1.002, 40),
             Some(vec![slot(1, 10, 400, 4000), slot(2, 30, 150, 1500)]),
         );
         let i = interval(rates.step(now, &naming()));
         assert_eq!((i.interval_ms, i.node_ops), (2000, 1000));
         let [p1, p2] = &i.partitions[..] else { panic!("two partitions: {:?}", i.partitions) };
-        assert_eq!((p1.partition_id.as_str(), p1.cpu_time_us, p1.read_ops), ("slot-00001", 300, 750));
-        assert_eq!((p2.cpu_time_us, p2.read_ops, p2.write_ops), (100, 250, 0));
+        assert_eq!((p1.partition_id.as_str(), p1.cpu_time_us, p1.read_ops), ("slot-00001", 1500, 750));
+        assert_eq!((p2.cpu_time_us, p2.read_ops, p2.write_ops), (500, 250, 0), "the busy time split by cpu-usec");
         assert_eq!((p1.write_bytes, p1.read_bytes), (3000, 4000 / 3 - 1000 / 3));
         assert_eq!((p1.stored_bytes, p2.stored_bytes), (250_000, 750_000), "key share of used_memory");
         assert_eq!(p1.tenant.as_str(), "valkey");
-        assert!((i.host.cpu_ratio - 0.25).abs() < 1e-9, "{}", i.host.cpu_ratio);
+        assert!((i.host.cpu_ratio - 0.001).abs() < 1e-9, "active time over the interval: {}", i.host.cpu_ratio);
         assert_eq!((i.host.cpu_cores, i.host.memory_total_bytes), (1, 8_000_000));
         assert_eq!(i.host.net_rx_bytes_per_sec, 1002.0 * 30.0 / 2.0);
     }
@@ -472,17 +531,34 @@ mod tests {
         let slots = |cpu: u64| Some(vec![slot(1, 10, cpu, cpu * 10), slot(2, 10, cpu, cpu * 10)]);
         assert_eq!(rates.step(reading(at(0), info("a", 0, 1.0, 20), slots(0)), &naming()), Step::Baseline);
         // Clean: 1,000 client commands for 2,000 µs of slot CPU (0.5 per µs).
-        let clean = interval(rates.step(reading(at(1), info("a", 1_002, 1.1, 20), slots(1_000)), &naming()));
+        let clean = interval(rates.step(reading(at(1), info("a", 1_002, 1.08, 20), slots(1_000)), &naming()));
         assert_eq!((clean.node_ops, clean.import_discounted_ops), (1_000, 0));
         // The same client load while 5,000 keys arrive: 6,002 commands, the slots' CPU unchanged.
-        let during = reading(at(2), with_import(info("a", 7_004, 1.3, 20), 640_000), slots(2_000));
+        let during = reading(at(2), with_import(info("a", 7_004, 1.24, 20), 640_000), slots(2_000));
         let during = interval(rates.step(during, &naming()));
         assert_eq!((during.node_ops, during.import_discounted_ops), (1_000, 5_000));
         assert_eq!(during.partitions.iter().map(|p| p.read_ops).sum::<u64>(), 1_000);
+        // Busy 0.08 s before (40 busy µs per slot µs), 0.16 s while importing: the slots keep
+        // the clean ratio, the import's writes stay unattributed.
+        assert_eq!(clean.partitions.iter().map(|p| p.cpu_time_us).sum::<u64>(), 80_000);
+        assert_eq!(during.partitions.iter().map(|p| p.cpu_time_us).sum::<u64>(), 80_000);
+        assert!((during.host.cpu_ratio - 0.16).abs() < 1e-9, "the node itself was busy: {}", during.host.cpu_ratio);
         // Quiet again: the raw count is the load, and a real surge is never discounted.
-        let after = reading(at(3), with_import(info("a", 10_006, 1.5, 20), 640_000), slots(3_000));
+        let after = reading(at(3), with_import(info("a", 10_006, 1.4, 20), 640_000), slots(3_000));
         let after = interval(rates.step(after, &naming()));
         assert_eq!((after.node_ops, after.import_discounted_ops), (3_000, 0));
+    }
+
+    #[test]
+    fn busy_time_without_slot_work_is_not_pinned_on_one_slot() {
+        let t0 = tokio::time::Instant::now();
+        let mut rates = SlotRates::new();
+        let slots = |cpu: u64| Some(vec![slot(1, 10, cpu, 0), slot(2, 10, 0, 0)]);
+        rates.step(reading(t0, info("a", 0, 1.0, 20), slots(0)), &naming());
+        // 10 ms of busy time (cron, the agent's polls) and 1 µs of slot CPU: at most 50 µs on it.
+        let i = interval(rates.step(reading(t0 + Duration::from_secs(1), info("a", 3, 1.01, 20), slots(1)), &naming()));
+        assert_eq!(i.partitions.iter().map(|p| p.cpu_time_us).collect::<Vec<_>>(), [50]);
+        assert!((i.host.cpu_ratio - 0.01).abs() < 1e-9, "{}", i.host.cpu_ratio);
     }
 
     #[test]
@@ -504,9 +580,9 @@ mod tests {
         let restarted = reading(t0 + Duration::from_secs(1), info("b", 5, 0.01, 0), Some(vec![slot(1, 0, 10, 100)]));
         let step = rates.step(restarted, &naming());
         assert!(matches!(step, Step::Reset { reason: ResetReason::Restarted { .. } }), "{step:?}");
-        let after = reading(t0 + Duration::from_secs(2), info("b", 107, 0.02, 0), Some(vec![slot(1, 0, 30, 300)]));
+        let after = reading(t0 + Duration::from_secs(2), info("b", 107, 0.01004, 0), Some(vec![slot(1, 0, 30, 300)]));
         let i = interval(rates.step(after, &naming()));
-        assert_eq!((i.node_ops, i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (100, 20, 100));
+        assert_eq!((i.node_ops, i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (100, 40, 100));
 
         let resetstat = reading(t0 + Duration::from_secs(3), info("b", 3, 0.03, 0), Some(vec![slot(1, 0, 0, 0)]));
         let step = rates.step(resetstat, &naming());
@@ -523,17 +599,18 @@ mod tests {
         // slot 4 arrived with large counters from its life elsewhere.
         let now = vec![slot(1, 1, 20, 200), slot(2, 1, 700, 7000), slot(4, 1, 1_000_000, 1 << 20)];
         let i =
-            interval(rates.step(reading(t0 + Duration::from_secs(1), info("a", 202, 1.1, 3), Some(now)), &naming()));
+            interval(rates.step(reading(t0 + Duration::from_secs(1), info("a", 202, 1.0004, 3), Some(now)), &naming()));
         assert_eq!(i.reset_slots, vec![Slot::new(1).expect("slot")]);
         assert_eq!((i.new_slots, i.departed_slots), (1, 1));
         let ids: Vec<&str> = i.partitions.iter().map(|p| p.partition_id.as_str()).collect();
         assert_eq!(ids, ["slot-00002"], "only the slot with a sane delta is reported");
-        assert_eq!((i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (200, 100));
+        assert_eq!((i.partitions[0].cpu_time_us, i.partitions[0].read_ops), (400, 100), "busy 2× its cpu-usec");
         let later = vec![slot(1, 1, 50, 500), slot(2, 1, 700, 7000), slot(4, 1, 1_000_300, (1 << 20) + 10)];
-        let i =
-            interval(rates.step(reading(t0 + Duration::from_secs(2), info("a", 302, 1.2, 3), Some(later)), &naming()));
+        let i = interval(
+            rates.step(reading(t0 + Duration::from_secs(2), info("a", 302, 1.00139, 3), Some(later)), &naming()),
+        );
         let cpu: Vec<(&str, u64)> = i.partitions.iter().map(|p| (p.partition_id.as_str(), p.cpu_time_us)).collect();
-        assert_eq!(cpu, [("slot-00001", 30), ("slot-00004", 300)], "idle slot 2 is left out");
+        assert_eq!(cpu, [("slot-00001", 90), ("slot-00004", 900)], "idle slot 2 is left out");
         assert_eq!(i.idle_slots, 1);
     }
 
