@@ -13,10 +13,13 @@
 //! Start order follows who needs whose address: cluster, ops server (seeds), agents (register
 //! with it), master (collects through it), load. Stop order is the reverse.
 //!
-//! Node capacity is what the planner divides load by: a Valkey node cannot state its own, so
-//! the launcher sets `node_ops_per_sec` from the workload it drives (see
-//! [`ValkeyUpOptions::launcher`]): the hot node well over the high watermark, the others and
-//! the balanced cluster well under it.
+//! Load is main-thread CPU: each node's capacity is its one main thread, its load that
+//! thread's busy time (the agents read it from `INFO`), so nothing is configured. The
+//! launcher's workload ([`ValkeyUpOptions::launcher`]) makes one node's hot slots run an
+//! expensive command, so that node is the busiest in CPU while every node serves about the same
+//! command rate. [`ValkeyUpOptions::ops_capacity`] is the older setup the end-to-end tests
+//! keep: a hand-set node capacity in ops/s (an override the ops server still takes), with the
+//! hot node over it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,8 +55,9 @@ pub struct ValkeyUpOptions {
     pub host: String,
     /// Agent poll and master collection cadence.
     pub interval: Duration,
-    /// What one node serves, for the planner (`[storage.valkey] node_ops_per_sec`).
-    pub node_ops_per_sec: f64,
+    /// A hand-set cap on what one node serves (`[storage.valkey] node_ops_per_sec`), beside its
+    /// main thread's core; `None`: CPU alone.
+    pub node_ops_per_sec: Option<f64>,
     /// The workload; `None` starts lb and the cluster without load.
     pub load: Option<LoadSpec>,
     /// Worker overload and imbalance in `auto` (true) or `off` (false: lb only watches, the
@@ -62,12 +66,35 @@ pub struct ValkeyUpOptions {
 }
 
 impl ValkeyUpOptions {
-    /// The launcher's defaults for `nodes` nodes: 1 s interval, 3 hot slots on node 0 from
+    /// The launcher's defaults for `nodes` nodes, with no capacity figure: 1 s interval, one
+    /// hot slot per node, all on node 0, from 10 s; 8 clients at 8,000 ops/s in all, half of them
+    /// on the hot slots, whose reads are expensive (a script of 200 reads, ~150 µs of main
+    /// thread against ~8 µs for a `GET`). Node 0's main thread is then busy ~0.3 of a second per
+    /// second and the others' ~0.01 while each serves about the same command rate; one hot slot
+    /// per node evens them out.
+    pub fn launcher(nodes: usize, data_dir: PathBuf) -> Self {
+        let hot = hot_slots_on(nodes, 0, nodes);
+        let mut load = LoadSpec::hot_slots(hot, Duration::from_secs(10));
+        load.rate_ops_per_sec = Some(8_000.0);
+        load.hot_share = 0.5;
+        load.hot_read_cost = 200;
+        Self {
+            nodes,
+            data_dir,
+            host: "127.0.0.1".to_owned(),
+            interval: Duration::from_secs(1),
+            node_ops_per_sec: None,
+            load: Some(load),
+            balance: true,
+        }
+    }
+
+    /// The end-to-end tests' setup, with a hand-set node capacity: 3 hot slots on node 0 from
     /// 10 s, 8 clients at 6,000 ops/s in all (70 % hot, 1,400 ops/s per hot slot), and a node
     /// capacity of 4,500 ops/s: the hot node then runs at ~1.07 of capacity (worker overload
     /// engages at 0.85); one hot slot per node puts every node near 2,000 (0.44 with 3 nodes),
     /// and even two hot slots on one node stay under the high watermark (3,400, 0.76).
-    pub fn launcher(nodes: usize, data_dir: PathBuf) -> Self {
+    pub fn ops_capacity(nodes: usize, data_dir: PathBuf) -> Self {
         let hot = hot_slots_on(nodes, 0, 3);
         let mut load = LoadSpec::hot_slots(hot, Duration::from_secs(10));
         load.rate_ops_per_sec = Some(6_000.0);
@@ -76,7 +103,7 @@ impl ValkeyUpOptions {
             data_dir,
             host: "127.0.0.1".to_owned(),
             interval: Duration::from_secs(1),
-            node_ops_per_sec: 4_500.0,
+            node_ops_per_sec: Some(4_500.0),
             load: Some(load),
             balance: true,
         }
@@ -126,7 +153,7 @@ pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrid
         options.nodes
     );
     anyhow::ensure!(
-        options.node_ops_per_sec.is_finite() && options.node_ops_per_sec > 0.0,
+        options.node_ops_per_sec.is_none_or(|ops| ops.is_finite() && ops > 0.0),
         "node_ops_per_sec must be positive"
     );
     std::fs::create_dir_all(&options.data_dir)
@@ -143,15 +170,14 @@ pub async fn up_valkey(options: &ValkeyUpOptions, overrides: &crate::up::Overrid
         &format!(
             "[http]\nlisten = \"{host}:0\"\n[audit]\npath = \"{audit}\"\n\
              [storage]\nkind = \"valkey\"\n\
-             [storage.valkey]\nseeds = [{seeds}]\nworker_ids = \"port\"\nnode_ops_per_sec = {ops}\n\
-             node_bytes_per_sec = 100000000\npoll_interval_ms = 50\n\
+             [storage.valkey]\nseeds = [{seeds}]\nworker_ids = \"port\"\n{ops}poll_interval_ms = 50\n\
              [registry]\nheartbeat_interval_ms = {hb}\ndown_after_ms = {down}\n\
              [collect]\nagent_deadline_ms = 3000\nmax_agent_deadline_ms = 8000\nlimit_per_agent = 20000\n\
              [limits]\nrequests_per_sec = 100000\n",
             host = options.host,
             audit = data("ops-server-audit.sqlite"),
             seeds = seeds.join(", "),
-            ops = options.node_ops_per_sec,
+            ops = options.node_ops_per_sec.map_or(String::new(), |ops| format!("node_ops_per_sec = {ops}\n")),
             hb = interval_ms.max(100),
             down = (interval_ms * 10).max(1000),
         ),
@@ -261,7 +287,7 @@ fn stopped(what: &str, clean: bool) -> bool {
 }
 
 /// `lb up --backend valkey`: starts everything with [`ValkeyUpOptions::launcher`],
-/// prints where things are, reports node load from `INFO` every 5 s, and stops on Ctrl-C (or
+/// prints where things are, reports node CPU and ops from `INFO` every 5 s, and stops on Ctrl-C (or
 /// SIGTERM).
 pub async fn launch(nodes: usize, data_dir: PathBuf, interval: Duration) -> anyhow::Result<()> {
     let mut options = ValkeyUpOptions::launcher(nodes, data_dir);
@@ -285,12 +311,16 @@ pub async fn launch(nodes: usize, data_dir: PathBuf, interval: Duration) -> anyh
             tokio::select! {
                 s = &mut signal => break s,
                 () = tokio::time::sleep(LAUNCHER_REPORT_EVERY) => {
-                    let rates: Vec<f64> = counters.sample().await.iter().map(|r| r.as_ref().map_or(0.0, |r| r.ops_per_sec)).collect();
-                    let shown: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+                    let rates = counters.sample().await;
+                    let ops: Vec<f64> = rates.iter().map(|r| r.as_ref().map_or(0.0, |r| r.ops_per_sec)).collect();
+                    let cpu: Vec<f64> = rates.iter().map(|r| r.as_ref().map_or(0.0, |r| r.cpu_cores)).collect();
+                    let shown = |v: &[f64], f: fn(f64) -> String| v.iter().map(|x| f(*x)).collect::<Vec<_>>().join(", ");
                     println!(
-                        "node ops/s (INFO) [{}], max/mean {:.2}",
-                        shown.join(", "),
-                        crate::valkey_load::max_over_mean(&rates)
+                        "node main-thread cpu (INFO) [{}], max/mean {:.2}; ops/s [{}], max/mean {:.2}",
+                        shown(&cpu, |x| format!("{x:.2}")),
+                        crate::valkey_load::max_over_mean(&cpu),
+                        shown(&ops, |x| format!("{x:.0}")),
+                        crate::valkey_load::max_over_mean(&ops)
                     );
                 }
             }

@@ -136,10 +136,21 @@ impl Topology {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerInfo {
     pub id: WorkerId,
+    /// What the worker serves before it rejects; a dimension of 0 is not planned on (unknown).
     pub capacity: Capacity,
+    /// Cores of execution the worker has, when CPU is a capacity dimension: its load is then
+    /// its agent's host CPU (`cpu_ratio × cpu_cores`) and each partition's `cpu_time_us`, and
+    /// the tightest of ops, bytes and CPU decides. A Valkey primary has 1 (its main thread);
+    /// 0 (the default, and what older ops servers send) leaves CPU out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_cores: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupId>,
     pub health: Health,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// What a worker (or a single partition) can serve before it rejects requests.
@@ -239,7 +250,7 @@ mod tests {
     fn topology() -> Topology {
         let worker = |id: &str, health| WorkerInfo {
             id: id.parse().expect("id"),
-            capacity: Capacity { ops_per_sec: 1.0, bytes_per_sec: 1.0 },
+            capacity: Capacity { ops_per_sec: 1.0, bytes_per_sec: 1.0 }, cpu_cores: 0.0,
             group: None,
             health,
         };

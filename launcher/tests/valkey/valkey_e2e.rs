@@ -56,7 +56,7 @@ static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const
 async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {
     let (_alone, _dir, options) = prepare().await;
     let hot = options.load.as_ref().expect("the launcher drives load").hot_slots.clone();
-    let capacity = options.node_ops_per_sec;
+    let capacity = options.node_ops_per_sec.expect("the tests set a node capacity");
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
     let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
@@ -115,13 +115,13 @@ const EVALUATION_BUDGET: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_survives() {
     let (_alone, _dir, mut options) = prepare().await;
-    options.node_ops_per_sec = TOO_HOT_NODE_OPS_PER_SEC;
+    options.node_ops_per_sec = Some(TOO_HOT_NODE_OPS_PER_SEC);
     let load = options.load.as_mut().expect("the launcher drives load");
     load.hot_slots = hot_slots_on(3, 0, 1);
     load.hot_share = TOO_HOT_SHARE;
     let hot = load.hot_slots[0];
     let hot_id = format!("slot-{:05}", hot.get());
-    let capacity = options.node_ops_per_sec;
+    let capacity = options.node_ops_per_sec.expect("the tests set a node capacity");
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
     let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
@@ -220,7 +220,7 @@ async fn prepare() -> (tokio::sync::MutexGuard<'static, ()>, tempfile::TempDir, 
         lb_common::telemetry::init_tracing(&lb_common::config::shared::LogConfig::default());
     }
     let dir = tempfile::tempdir().expect("dir");
-    let mut options = ValkeyUpOptions::launcher(3, dir.path().join("data"));
+    let mut options = ValkeyUpOptions::ops_capacity(3, dir.path().join("data"));
     options.load.as_mut().expect("the launcher drives load").onset = Duration::from_secs(3);
     (turn, dir, options)
 }

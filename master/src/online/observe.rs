@@ -117,9 +117,9 @@ pub fn refresh_planner_input(
             WorkerView {
                 id: w.id.clone(),
                 capacity: w.capacity,
-                // Host cores are not in the topology; CPU stays out of the load dimensions until
-                // agents report them (the ops and bytes dimensions carry the decision).
-                cpu_cores: 0.0,
+                // CPU is a dimension where the storage says how many cores execute its work (a
+                // Valkey primary: its main thread); elsewhere ops and bytes carry the decision.
+                cpu_cores: w.cpu_cores,
                 group: w.group.clone(),
                 health,
                 load: load.map_or_else(WorkerWindow::default, |l| WorkerWindow {

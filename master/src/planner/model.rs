@@ -233,15 +233,7 @@ impl Model {
 
     /// Load over capacity in the tightest dimension.
     pub fn ratio_of(&self, w: usize, l: Load) -> f64 {
-        let c = &self.cap[w];
-        let mut r = if c.ops > 0.0 { l.ops / c.ops } else { 0.0 };
-        if c.bytes > 0.0 {
-            r = r.max(l.bytes / c.bytes);
-        }
-        if c.cpu > 0.0 {
-            r = r.max(l.cpu / c.cpu);
-        }
-        r
+        ratio(l, self.cap[w])
     }
 
     /// Worker `w`'s ratio while its outgoing moves still stream: their load is still there and
@@ -288,14 +280,10 @@ impl Model {
                 c.add(self.cap[w], 1.0);
             }
         }
-        let mut r = if c.ops > 0.0 { l.ops / c.ops } else { f64::INFINITY };
-        if c.bytes > 0.0 {
-            r = r.max(l.bytes / c.bytes);
+        if c.ops <= 0.0 && c.bytes <= 0.0 && c.cpu <= 0.0 {
+            return f64::INFINITY;
         }
-        if c.cpu > 0.0 {
-            r = r.max(l.cpu / c.cpu);
-        }
-        r
+        ratio(l, c)
     }
 
     /// The share of worker `w`'s capacity left while the streams from it run (1 without any).
@@ -449,6 +437,18 @@ impl Model {
         let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
         (max, mean, cv)
     }
+}
+
+/// `l` over `c` in the tightest dimension; a dimension of capacity 0 is not one (unknown).
+fn ratio(l: Load, c: Load) -> f64 {
+    let mut r = if c.ops > 0.0 { l.ops / c.ops } else { 0.0 };
+    if c.bytes > 0.0 {
+        r = r.max(l.bytes / c.bytes);
+    }
+    if c.cpu > 0.0 {
+        r = r.max(l.cpu / c.cpu);
+    }
+    r
 }
 
 /// Where a storage system places a partition grouped into `group`, as the testbed does: the

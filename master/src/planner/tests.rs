@@ -344,6 +344,72 @@ fn valkey_hot_slots_are_moved_off_their_node_never_split_or_merged() {
     );
 }
 
+/// A 4-node Valkey cluster as the adapter describes it with no capacity configured: one core
+/// of main thread per node (`cpu_cores` 1, ops and bytes capacity 0), 10 slots per node at
+/// 100 ops/s and 0.003 cores each; `hot` slots of node 0 run an expensive command: the same
+/// 100 ops/s, 0.12 cores each. Ops cannot see the hotspot; CPU can.
+fn valkey_cpu_cluster(hot: &[usize]) -> PlannerInput {
+    let owners: Vec<usize> = (0..40).map(|s| s / 10).collect();
+    let mut input = cluster(&[100.0; 40], &owners, 4, &[]);
+    for (i, p) in input.partitions.iter_mut().enumerate() {
+        p.limit = None;
+        p.supported_actions = vec![ActionKind::Move, ActionKind::Group];
+        p.stats.sketch = None;
+        p.stored_bytes = 1 << 20;
+        p.stats.cpu_cores = if hot.contains(&i) { 0.12 } else { 0.003 };
+    }
+    for w in &mut input.workers {
+        w.capacity = Capacity { ops_per_sec: 0.0, bytes_per_sec: 0.0 };
+        w.cpu_cores = 1.0;
+    }
+    settle_cpu(&mut input);
+    input
+}
+
+/// Each worker's load from its partitions: ops, and CPU as the agent's host ratio of one core.
+fn settle_cpu(input: &mut PlannerInput) {
+    for w in &mut input.workers {
+        let mine = input.partitions.iter().filter(|p| p.owner == w.id);
+        let (ops, cpu) = mine.fold((0.0, 0.0), |(o, c), p| (o + p.stats.ops_per_sec, c + p.stats.cpu_cores));
+        w.load.ops_per_sec = ops;
+        w.load.cpu_ratio = cpu / w.cpu_cores;
+    }
+}
+
+#[test]
+fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
+    // Four hot slots on w-0: it runs at 0.50 of its core, the others at 0.03 (mean 0.15, over
+    // the idle floor of 0.05); every node serves the same 1,000 ops/s.
+    let mut input = valkey_cpu_cluster(&[1, 3, 5, 7]);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; 4]);
+    assert!((max - 0.498).abs() < 1e-9 && max / mean > 3.0, "CPU is the dimension: {max} / {mean}");
+    let mut moved = Vec::new();
+    for second in 1..=60 {
+        let out = plan(&input, &config, &mut state, second * 1_000);
+        for p in &out.proposals {
+            let ActionSpec::Move { partition, to_worker } = &p.spec else { panic!("moves only: {:?}", p.spec) };
+            moved.push(partition.as_str().to_owned());
+            input.partitions.iter_mut().find(|x| &x.id == partition).expect("slot").owner = to_worker.clone();
+        }
+        settle_cpu(&mut input);
+    }
+    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; 4]);
+    assert!(max / mean <= 1.15, "max/mean {:.2} after moving {moved:?}", max / mean);
+    assert_eq!(moved.len(), 3, "one hot slot to each other node, nothing else: {moved:?}");
+    assert!(moved.iter().all(|m| ["p1", "p3", "p5", "p7"].contains(&m.as_str())), "{moved:?}");
+
+    // The same cluster with a hand-set ops capacity as well: the tightest dimension decides,
+    // and at 1,000 of 60,000 ops/s that is still CPU.
+    let mut capped = valkey_cpu_cluster(&[1, 3, 5, 7]);
+    for w in &mut capped.workers {
+        w.capacity.ops_per_sec = 60_000.0;
+    }
+    let (max, _, _) = model::Model::build(&capped, 0.2, 0).pool_stats(&vec![None; 4]);
+    assert!((max - 0.498).abs() < 1e-9, "{max}");
+}
+
 #[test]
 fn valkey_a_slot_bigger_than_a_node_is_not_moved_around() {
     // Slot 3 alone at 5,000 ops/s: 1.11 of any node. Moving it only moves the overload (and the

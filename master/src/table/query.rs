@@ -412,6 +412,9 @@ impl MetricsTable {
             let cap = match metric {
                 Metric::Ops => w.capacity.map(|c| c.ops_per_sec),
                 Metric::Bytes => w.capacity.map(|c| c.bytes_per_sec),
+                // Cores used against cores of execution; the host's ratio is its own.
+                Metric::Cpu => Some(w.cpu_cores),
+                Metric::HostCpu => (w.cpu_cores > 0.0).then_some(1.0),
                 _ => None,
             };
             let capacity_ratio = cap.filter(|c| *c > 0.0).map(|c| value / c);

@@ -99,6 +99,8 @@ pub(crate) struct WorkerEntry {
     /// End of the newest sample ingested from this worker (its report time).
     pub last_sample_ms: Option<i64>,
     pub capacity: Option<Capacity>,
+    /// Cores of execution when CPU is a capacity dimension (the topology's `cpu_cores`), else 0.
+    pub cpu_cores: f64,
     pub health: Option<Health>,
     pub group: Option<GroupId>,
     pub in_topology: bool,
@@ -201,6 +203,7 @@ impl MetricsTable {
             last_cursor: None,
             last_sample_ms: None,
             capacity: None,
+            cpu_cores: 0.0,
             health: None,
             group: None,
             in_topology: false,
@@ -293,6 +296,7 @@ impl MetricsTable {
             if let Some(i) = self.worker_idx_or_insert(&w.id) {
                 let e = &mut self.workers[i as usize];
                 e.capacity = Some(w.capacity);
+                e.cpu_cores = w.cpu_cores;
                 e.health = Some(w.health);
                 e.group = w.group.clone();
             }

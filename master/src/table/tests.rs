@@ -387,7 +387,7 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
     };
     let worker = |id: &str| WorkerInfo {
         id: wid(id),
-        capacity: Capacity { ops_per_sec: 100.0, bytes_per_sec: 1e9 },
+        capacity: Capacity { ops_per_sec: 100.0, bytes_per_sec: 1e9 }, cpu_cores: 0.0,
         group: None,
         health: Health::Healthy,
     };
@@ -442,7 +442,7 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
         version: 1,
         workers: ["w1", "w2"]
             .iter()
-            .map(|w| WorkerInfo { id: wid(w), capacity: cap, group: None, health: Health::Healthy })
+            .map(|w| WorkerInfo { id: wid(w), capacity: cap, cpu_cores: 0.0, group: None, health: Health::Healthy })
             .collect(),
         partitions: parts
             .iter()

@@ -29,7 +29,8 @@ async fn cluster(dir: &Path) -> LocalCluster {
 
 fn adapter_config(cluster: &LocalCluster) -> ValkeyStorageConfig {
     let seeds = cluster.addrs().iter().map(ToString::to_string).collect();
-    let mut config = ValkeyStorageConfig::new(seeds, 100_000.0, 1e9);
+    let mut config = ValkeyStorageConfig::new(seeds);
+    config.node_ops_per_sec = Some(100_000.0);
     config.poll_interval_ms = 20;
     config
 }
@@ -132,6 +133,7 @@ async fn topology_move_idempotency_and_refusals() {
     expected.sort();
     assert_eq!(workers, expected);
     assert!(topology.workers.iter().all(|w| w.health == Health::Healthy && w.capacity.ops_per_sec == 100_000.0));
+    assert!(topology.workers.iter().all(|w| w.cpu_cores == 1.0), "one main thread per primary");
     assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT));
     for (index, range) in SlotRange::even_split(3).into_iter().enumerate() {
         for s in [range.start(), range.end()] {
@@ -196,7 +198,7 @@ async fn topology_move_idempotency_and_refusals() {
 fn the_default_cluster_name_matches_the_agent() {
     // Slot naming itself is one module (`lb_valkey::naming`) both use.
     assert_eq!(
-        lb_ops_server::config::ValkeyStorageConfig::new(Vec::new(), 1.0, 1.0).cluster,
+        lb_ops_server::config::ValkeyStorageConfig::new(Vec::new()).cluster,
         lb_agent::config::DEFAULT_VALKEY_CLUSTER_NAME
     );
 }
@@ -321,7 +323,7 @@ async fn silent_migrator() -> (NodeAddr, Arc<AtomicUsize>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_without_a_reply_may_have_run_and_is_followed_to_its_end() {
     let (addr, migrations) = silent_migrator().await;
-    let mut config = ValkeyStorageConfig::new(vec![addr.to_string()], 1.0, 1.0);
+    let mut config = ValkeyStorageConfig::new(vec![addr.to_string()]);
     (config.command_timeout_ms, config.connect_timeout_ms, config.poll_interval_ms) = (300, 300, 20);
     let storage = ValkeyStorage::new(config).expect("adapter");
     let topology = storage.topology().await.expect("topology of the fake");
@@ -345,7 +347,7 @@ async fn a_migration_without_a_reply_may_have_run_and_is_followed_to_its_end() {
 async fn unreachable_seeds_are_not_executed() {
     // A port nothing listens on: bind, note the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let mut config = ValkeyStorageConfig::new(vec![format!("127.0.0.1:{port}")], 1.0, 1.0);
+    let mut config = ValkeyStorageConfig::new(vec![format!("127.0.0.1:{port}")]);
     config.connect_timeout_ms = 500;
     let storage = ValkeyStorage::new(config).expect("adapter");
     let err = storage.topology().await.expect_err("nothing answers");

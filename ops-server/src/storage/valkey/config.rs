@@ -11,8 +11,8 @@
 //! # username = "lb"                               # ACL user; absent = the default user
 //! # password = "..."                              # never logged or echoed
 //! worker_ids = "port"                             # valkey-<port>; or "address": valkey-<ip>-<port>
-//! node_ops_per_sec = 80000                        # what one node can serve (the cluster cannot say)
-//! node_bytes_per_sec = 200000000
+//! # node_ops_per_sec = 80000                      # optional caps beside the main thread's one core
+//! # node_bytes_per_sec = 200000000
 //! # [storage.valkey.workers]                      # explicit names win over the scheme
 //! # "10.0.0.5:6379" = "cache-a"
 //! ```
@@ -22,6 +22,12 @@
 //! `slots`, key range `[s << 50, ((s + 1) << 50) - 1]`; worker id per primary from `workers`
 //! (keyed by the `ip:port` that `CLUSTER NODES` shows), else from `worker_ids`. Each agent's
 //! `worker_id` must be set to the id of the node it watches.
+//!
+//! Capacity: a primary executes every command on one main thread, so each worker's capacity is
+//! `cpu_cores = 1` and its load is that thread's busy time, which its agent reads from `INFO`
+//! (and splits over the slots by their `CLUSTER SLOT-STATS` CPU). Nothing has to be measured
+//! or configured. `node_ops_per_sec` / `node_bytes_per_sec` add a command-rate or network cap
+//! the planner also respects (the tightest dimension decides); absent, they are no dimension.
 
 use std::collections::BTreeMap;
 
@@ -64,10 +70,12 @@ pub struct ValkeyStorageConfig {
     /// `ip:port` as `CLUSTER NODES` shows it → worker id; wins over `worker_ids`.
     #[serde(default)]
     pub workers: BTreeMap<String, String>,
-    /// What one primary can serve. A cluster does not know its own capacity (it depends on the
-    /// machine, the value sizes and the commands), so it is configured, the same for every node.
-    pub node_ops_per_sec: f64,
-    pub node_bytes_per_sec: f64,
+    /// Optional caps on what one primary serves, beside its main thread's one core (which is
+    /// always a dimension): the same for every node; absent, not planned on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ops_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_bytes_per_sec: Option<f64>,
     /// A limit per slot, when there is one (there is none in Valkey itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_limit: Option<ValkeyCapacity>,
@@ -125,8 +133,8 @@ impl std::fmt::Debug for ValkeyStorageConfig {
 }
 
 impl ValkeyStorageConfig {
-    /// A config for `seeds` with every default and the given node capacity.
-    pub fn new(seeds: Vec<String>, node_ops_per_sec: f64, node_bytes_per_sec: f64) -> Self {
+    /// A config for `seeds` with every default (capacity: the main thread's core alone).
+    pub fn new(seeds: Vec<String>) -> Self {
         Self {
             seeds,
             cluster: default_cluster(),
@@ -134,8 +142,8 @@ impl ValkeyStorageConfig {
             password: None,
             worker_ids: WorkerIdScheme::default(),
             workers: BTreeMap::new(),
-            node_ops_per_sec,
-            node_bytes_per_sec,
+            node_ops_per_sec: None,
+            node_bytes_per_sec: None,
             slot_limit: None,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             command_timeout_ms: DEFAULT_COMMAND_TIMEOUT_MS,
@@ -157,8 +165,12 @@ impl ValkeyStorageConfig {
         }
         s.check(self.username.is_none() || self.password.is_some(), "username", "set", "needs a password");
         s.check(self.password.as_ref().is_none_or(|p| !p.is_empty()), "password", "<redacted>", "must not be empty");
-        s.positive("node_ops_per_sec", self.node_ops_per_sec);
-        s.positive("node_bytes_per_sec", self.node_bytes_per_sec);
+        if let Some(ops) = self.node_ops_per_sec {
+            s.positive("node_ops_per_sec", ops);
+        }
+        if let Some(bytes) = self.node_bytes_per_sec {
+            s.positive("node_bytes_per_sec", bytes);
+        }
         if let Some(limit) = &self.slot_limit {
             s.positive("slot_limit.ops_per_sec", limit.ops_per_sec);
             s.positive("slot_limit.bytes_per_sec", limit.bytes_per_sec);
@@ -197,8 +209,8 @@ pub fn parse_addr(text: &str) -> Option<NodeAddr> {
     (!host.is_empty() && port > 0).then(|| NodeAddr::new(host, port))
 }
 
-// `[storage.valkey]` requires `seeds` and the node capacity, so its other fields keep a default
-// each: a struct-level `#[serde(default)]` would make the required ones optional too.
+// `[storage.valkey]` requires `seeds`, so its other fields keep a default each: a struct-level
+// `#[serde(default)]` would make the required one optional too.
 fn default_cluster() -> String {
     DEFAULT_CLUSTER_NAME.to_owned()
 }
@@ -224,7 +236,7 @@ mod tests {
 
     #[test]
     fn worker_ids_follow_the_map_then_the_scheme() {
-        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()], 1e5, 1e8);
+        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()]);
         config.workers.insert("10.0.0.5:6379".into(), "cache-a".into());
         let id = |c: &ValkeyStorageConfig, host: &str, port| c.worker_id(&NodeAddr::new(host, port)).expect("id");
         assert_eq!(id(&config, "127.0.0.1", 7001).as_str(), "valkey-7001");
@@ -237,7 +249,7 @@ mod tests {
 
     #[test]
     fn the_password_is_never_in_debug_output() {
-        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()], 1e5, 1e8);
+        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()]);
         config.password = Some("hunter2-secret".into());
         let text = format!("{config:?}");
         assert!(text.contains("<redacted>") && !text.contains("hunter2-secret"), "{text}");

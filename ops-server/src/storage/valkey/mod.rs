@@ -85,6 +85,9 @@ const MAX_OPERATIONS: usize = 10_000;
 const RESUME_WAIT_PROGRESS: f64 = 0.01;
 /// Status for refusals, as the HTTP adapter would get from a storage admin API.
 const UNPROCESSABLE: u16 = 422;
+/// A primary's capacity in CPU: the one main thread that executes every command (I/O threads
+/// only move bytes; see the agent's `source::valkey::rates`).
+const MAIN_THREAD_CORES: f64 = 1.0;
 
 /// Slot naming lives in `lb_valkey::naming`, shared with the agent that reports the slots.
 pub use lb_valkey::naming::{
@@ -465,14 +468,18 @@ impl Inner {
         }
         let version = self.layout_version(&view);
         let groups = self.current_groups(&view);
-        let capacity =
-            Capacity { ops_per_sec: self.config.node_ops_per_sec, bytes_per_sec: self.config.node_bytes_per_sec };
+        // One core of main thread per primary; the configured caps, if any, beside it.
+        let capacity = Capacity {
+            ops_per_sec: self.config.node_ops_per_sec.unwrap_or(0.0),
+            bytes_per_sec: self.config.node_bytes_per_sec.unwrap_or(0.0),
+        };
         let workers = view
             .primaries
             .iter()
             .map(|p| WorkerInfo {
                 id: p.worker.clone(),
                 capacity,
+                cpu_cores: MAIN_THREAD_CORES,
                 group: groups.get(&p.worker).map(|(g, _)| g.clone()),
                 health: p.health,
             })
