@@ -41,7 +41,8 @@ fn topology() -> Topology {
             .iter()
             .map(|id| WorkerInfo {
                 id: id.clone(),
-                capacity: Capacity { ops_per_sec: 150_000.0, bytes_per_sec: 1e9 }, cpu_cores: 0.0,
+                capacity: Capacity { ops_per_sec: 150_000.0, bytes_per_sec: 1e9 },
+                cpu_cores: 0.0,
                 group: None,
                 health: Health::Healthy,
             })

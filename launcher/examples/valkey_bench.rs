@@ -115,8 +115,8 @@ async fn run(strategy: &str, after_onset: Duration, workload: Workload) -> anyho
                 args.push(format!("{}={HOT_NODE_WEIGHT}", running.cluster.node_id(0).as_str()));
             }
             let out = tokio::task::spawn_blocking(move || std::process::Command::new("redis-cli").args(&args).output())
-            .await?
-            .context("running redis-cli --cluster rebalance (scripts/install-valkey.sh installs it)")?;
+                .await?
+                .context("running redis-cli --cluster rebalance (scripts/install-valkey.sh installs it)")?;
             let text = String::from_utf8_lossy(&out.stdout);
             let moving = text.lines().filter(|l| l.contains("Moving slot")).count();
             let verdict = text
@@ -176,13 +176,10 @@ async fn run(strategy: &str, after_onset: Duration, workload: Workload) -> anyho
     figures.client_ops = report.ops;
     figures.errors = report.errors;
     figures.stale_reads = report.stale_reads;
-    let verified = lb_launcher::valkey_load::verify(
-        running.cluster.addrs(),
-        running.cluster.connect_options(),
-        &report.written,
-    )
-    .await
-    .context("reading every write back")?;
+    let verified =
+        lb_launcher::valkey_load::verify(running.cluster.addrs(), running.cluster.connect_options(), &report.written)
+            .await
+            .context("reading every write back")?;
     figures.intact = (verified.checked - verified.wrong_count, report.written.len());
     let after = owners(&running).await?;
     figures.slots_moved = before.iter().filter(|(s, o)| after.get(s) != Some(o)).count();

@@ -5,7 +5,8 @@
 //!   written and watched in the data directory.
 //! - [`tokens`]: the demo's bearer tokens, one per role, kept in the data directory.
 //! - [`valkey_up`]: the same on a local cluster of real `valkey-server` primaries;
-//!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks.
+//!   [`valkey_load`]: the hot-slot load generator (follows `MOVED` / `ASK`) and its checks;
+//!   [`valkey_attach`]: lb beside a Valkey cluster that already runs, from one seed address.
 //! - [`dashboards`]: the Grafana dashboards, the metrics reference and the `prometheus.yml`
 //!   that `up` writes for what it started.
 //! - [`events`]: the event lines `lb up` prints (hotspot, proposal, action, verdict), read
@@ -21,5 +22,6 @@ pub mod events;
 pub mod sim;
 pub mod tokens;
 pub mod up;
+pub mod valkey_attach;
 pub mod valkey_load;
 pub mod valkey_up;

@@ -47,6 +47,21 @@ enum Command {
         /// Valkey primaries (`--backend valkey`).
         #[arg(long, default_value_t = 3)]
         nodes: usize,
+        /// `HOST:PORT` of any node of a Valkey cluster that already runs (`--backend valkey`):
+        /// lb attaches to it instead of starting one: an agent per primary, the ops server, the
+        /// master, their config files in the data directory; no load is driven.
+        #[arg(long, requires = "backend")]
+        attach: Option<String>,
+        /// ACL user of the attached cluster (`--attach`).
+        #[arg(long, requires = "attach")]
+        username: Option<String>,
+        /// Password of the attached cluster (`--attach`); better from the environment.
+        #[arg(long, env = "LB_VALKEY_PASSWORD", hide_env_values = true, requires = "attach")]
+        password: Option<String>,
+        /// With `--attach`: worker overload and imbalance only propose (`dry_run`): an operator
+        /// approves each move (console, lbctl or the API).
+        #[arg(long, requires = "attach")]
+        dry_run: bool,
         /// Component logs on this terminal (stderr) instead of `<data dir>/lb.log`.
         #[arg(long)]
         verbose: bool,
@@ -55,6 +70,17 @@ enum Command {
     /// beside `lb up`'s (masters elected through etcd, `[leadership] backend = "etcd"`) or a
     /// master of its own. SIGINT or SIGTERM stops it; SIGHUP reloads the config.
     Master {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Runs one agent from its config file, as `lb-agent --config` does (e.g. one that
+    /// `up --attach` wrote). SIGINT or SIGTERM stops it; SIGHUP reloads the config.
+    Agent {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Runs the ops server from its config file, as `lb-ops-server --config` does.
+    OpsServer {
         #[arg(long)]
         config: PathBuf,
     },
@@ -153,11 +179,22 @@ async fn main() -> anyhow::Result<()> {
         Command::Sim { .. } => {
             lb_common::telemetry::init_tracing(&LogConfig { filter: "warn".to_owned(), ..LogConfig::default() });
         }
-        // The master sets up its logging from its config's `[log]`.
-        Command::Master { .. } => {}
+        // The services set up their logging from their config's `[log]`.
+        Command::Master { .. } | Command::Agent { .. } | Command::OpsServer { .. } => {}
         _ => lb_common::telemetry::init_tracing(&LogConfig::default()),
     }
     match args.command {
+        Command::Up { backend, data_dir, interval_ms, attach: Some(seed), username, password, dry_run, .. }
+            if backend == "valkey" =>
+        {
+            let mut options = lb_launcher::valkey_attach::AttachOptions::new(seed, data_dir);
+            options.username = username;
+            options.password = password;
+            options.interval = Duration::from_millis(interval_ms.max(100));
+            options.auto = !dry_run;
+            lb_launcher::valkey_attach::launch(&options).await
+        }
+        Command::Up { attach: Some(_), .. } => anyhow::bail!("--attach needs --backend valkey"),
         Command::Up { backend, nodes, data_dir, interval_ms, .. } if backend == "valkey" => {
             lb_launcher::valkey_up::launch(nodes, data_dir, Duration::from_millis(interval_ms.max(100))).await
         }
@@ -210,6 +247,22 @@ async fn main() -> anyhow::Result<()> {
                 "lb-master",
                 &config,
                 |config, listener, status| lb_master::start(config, listener, Some(status)),
+            )
+            .await
+        }
+        Command::Agent { config } => {
+            lb_common::service::run::<lb_agent::config::AgentConfig, _, _, _>(
+                "lb-agent",
+                &config,
+                |config, listener, status| lb_agent::start(config, listener, Some(status)),
+            )
+            .await
+        }
+        Command::OpsServer { config } => {
+            lb_common::service::run::<lb_ops_server::config::OpsServerConfig, _, _, _>(
+                "lb-ops-server",
+                &config,
+                |config, listener, status| lb_ops_server::start(config, listener, Some(status)),
             )
             .await
         }

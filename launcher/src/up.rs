@@ -223,6 +223,15 @@ pub(crate) struct WatchedMaster {
 /// Validates `text`, writes it to `<data_dir>/master.toml`, watches that file like the binary
 /// does (edits apply on the next tick), and starts the master on a free port of `host`.
 pub(crate) async fn start_watched_master(text: &str, data_dir: &Path, host: &str) -> anyhow::Result<WatchedMaster> {
+    start_watched_master_on(text, data_dir, bind(host).await?).await
+}
+
+/// [`start_watched_master`] on a listener already bound (its port is in `text`).
+pub(crate) async fn start_watched_master_on(
+    text: &str,
+    data_dir: &Path,
+    listener: TcpListener,
+) -> anyhow::Result<WatchedMaster> {
     let _: lb_master::config::MasterConfig = parse(text, "master.toml")?;
     let config_path = data_dir.join("master.toml");
     std::fs::write(&config_path, text).with_context(|| format!("cannot write {}", config_path.display()))?;
@@ -236,7 +245,7 @@ pub(crate) async fn start_watched_master(text: &str, data_dir: &Path, host: &str
     let (config, _watcher) =
         lb_common::config::watch::spawn::<lb_master::config::MasterConfig>(&config_path, options, watch_cancel.clone())
             .with_context(|| format!("cannot watch {}", config_path.display()))?;
-    let master = lb_master::start(config.subscribe(), bind(host).await?, Some(config.shared_status())).await?;
+    let master = lb_master::start(config.subscribe(), listener, Some(config.shared_status())).await?;
     Ok(WatchedMaster { master, config, config_path, watch_cancel })
 }
 

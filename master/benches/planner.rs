@@ -70,6 +70,7 @@ fn input() -> PlannerInput {
                 ops_per_sec: worker_ops[w as usize],
                 bytes_per_sec: worker_ops[w as usize] * 1024.0,
                 cpu_ratio: worker_ops[w as usize] * 20e-6 / 8.0,
+                attributed_cpu_cores: None,
             },
         })
         .collect();

@@ -507,7 +507,8 @@ mod tests {
                 .iter()
                 .map(|w| WorkerInfo {
                     id: w.parse().unwrap(),
-                    capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 }, cpu_cores: 0.0,
+                    capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 },
+                    cpu_cores: 0.0,
                     group: None,
                     health: Health::Healthy,
                 })

@@ -89,7 +89,9 @@ pub enum StorageKind {
     Valkey,
 }
 
-pub use crate::storage::valkey::config::{ValkeyCapacity, ValkeyStorageConfig, WorkerIdScheme};
+pub use crate::storage::valkey::config::{
+    ValkeyCapacity, ValkeyStorageConfig, WorkerIdScheme, parse_addr as parse_valkey_addr,
+};
 
 pub use lb_common::http::auth::{AuthConfig, Role, TokenConfig};
 

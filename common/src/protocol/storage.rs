@@ -250,7 +250,8 @@ mod tests {
     fn topology() -> Topology {
         let worker = |id: &str, health| WorkerInfo {
             id: id.parse().expect("id"),
-            capacity: Capacity { ops_per_sec: 1.0, bytes_per_sec: 1.0 }, cpu_cores: 0.0,
+            capacity: Capacity { ops_per_sec: 1.0, bytes_per_sec: 1.0 },
+            cpu_cores: 0.0,
             group: None,
             health,
         };

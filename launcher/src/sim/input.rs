@@ -114,6 +114,7 @@ impl InputBuilder {
                 ops_per_sec: load.worker_ops[w] * load.worker_scale[w],
                 bytes_per_sec: 0.0,
                 cpu_ratio: 0.0,
+                attributed_cpu_cores: None,
             };
         }
         &mut self.input

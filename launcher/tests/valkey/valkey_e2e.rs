@@ -50,7 +50,7 @@ const ALL: RecordsQuery = RecordsQuery { since_ms: None, limit: Some(1000) };
 /// One Valkey end-to-end run at a time: each is 3 nodes, 3 agents reading all 16,384 slots a
 /// second, lb and 6,000 ops/s of load, and the relief budgets are for one run on a 2-core
 /// machine (they also hold with one core kept busy by another process: `docs/benchmarks.md`).
-static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {

@@ -122,10 +122,17 @@ pub fn refresh_planner_input(
                 cpu_cores: w.cpu_cores,
                 group: w.group.clone(),
                 health,
-                load: load.map_or_else(WorkerWindow::default, |l| WorkerWindow {
-                    ops_per_sec: l.ops_per_sec,
-                    bytes_per_sec: l.bytes_per_sec,
-                    cpu_ratio: l.host_cpu_ratio.unwrap_or(0.0),
+                load: load.map_or_else(WorkerWindow::default, |l| {
+                    // The host's CPU is a mean over the seconds it reported, the partitions'
+                    // a rate over the whole window (a missing second reads 0): the same basis
+                    // for both, so a collection lag is not mistaken for background.
+                    let covered = if l.window_secs > 0.0 { (l.covered_secs / l.window_secs).min(1.0) } else { 1.0 };
+                    WorkerWindow {
+                        ops_per_sec: l.ops_per_sec,
+                        bytes_per_sec: l.bytes_per_sec,
+                        cpu_ratio: l.host_cpu_ratio.unwrap_or(0.0) * covered,
+                        attributed_cpu_cores: (w.cpu_cores > 0.0).then_some(l.cpu_cores),
+                    }
                 }),
             }
         })

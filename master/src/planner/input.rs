@@ -69,6 +69,12 @@ pub struct WorkerWindow {
     pub ops_per_sec: f64,
     pub bytes_per_sec: f64,
     pub cpu_ratio: f64,
+    /// CPU (cores) the worker's own reports attributed to partitions over the same window, when
+    /// known: its CPU background is then `cpu_ratio × cores` less this, both from the same
+    /// reports. Without it the background is `cpu_ratio × cores` less the current partitions'
+    /// CPU, which for a window after a move still holds the moved partition on its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributed_cpu_cores: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

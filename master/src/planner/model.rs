@@ -99,7 +99,7 @@ impl Model {
             worker_load.push(Load {
                 ops: (info.load.ops_per_sec - served[w].ops).max(0.0),
                 bytes: (info.load.bytes_per_sec - served[w].bytes).max(0.0),
-                cpu: (reported_cpu - served[w].cpu).max(0.0),
+                cpu: (reported_cpu - info.load.attributed_cpu_cores.unwrap_or(served[w].cpu)).max(0.0),
             });
             healthy.push(info.health == Health::Healthy);
         }

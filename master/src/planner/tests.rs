@@ -411,6 +411,23 @@ fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
 }
 
 #[test]
+fn a_moved_slots_load_in_its_old_nodes_window_is_not_background() {
+    // Three of w-0's hot slots moved a moment ago: the master's window still has them in w-0's
+    // host CPU (0.50), and w-0's reports attributed them (0.48 of it); the slots are now owned
+    // elsewhere. w-0 carries one hot slot and six cool ones: 0.138, not 0.50.
+    let mut input = valkey_cpu_cluster(&[1, 3, 5, 7]);
+    for (p, to) in [(1, 1), (3, 2), (5, 3)] {
+        input.partitions[p].owner = wid(to);
+    }
+    input.workers[0].load.attributed_cpu_cores = Some(0.498);
+    let model = model::Model::build(&input, 0.2, 0);
+    assert!((model.worker_ratio(0) - 0.138).abs() < 1e-9, "no phantom background: {}", model.worker_ratio(0));
+    // Without what the reports attributed, the moved slots read as immovable background.
+    input.workers[0].load.attributed_cpu_cores = None;
+    assert!(model::Model::build(&input, 0.2, 0).worker_ratio(0) > 0.49);
+}
+
+#[test]
 fn valkey_a_slot_bigger_than_a_node_is_not_moved_around() {
     // Slot 3 alone at 5,000 ops/s: 1.11 of any node. Moving it only moves the overload (and the
     // destination would be over the watermark), and without a dedicated group in the topology

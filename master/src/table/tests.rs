@@ -387,7 +387,8 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
     };
     let worker = |id: &str| WorkerInfo {
         id: wid(id),
-        capacity: Capacity { ops_per_sec: 100.0, bytes_per_sec: 1e9 }, cpu_cores: 0.0,
+        capacity: Capacity { ops_per_sec: 100.0, bytes_per_sec: 1e9 },
+        cpu_cores: 0.0,
         group: None,
         health: Health::Healthy,
     };

@@ -66,7 +66,8 @@ fn behaviour(spec: &ActionSpec) -> &'static str {
 async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
     let worker = |id: &str, group: Option<&str>| WorkerInfo {
         id: id.parse().expect("id"),
-        capacity: Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e8 }, cpu_cores: 0.0,
+        capacity: Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e8 },
+        cpu_cores: 0.0,
         group: group.map(|g| g.parse().expect("id")),
         health: Health::Healthy,
     };

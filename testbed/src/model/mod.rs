@@ -266,7 +266,8 @@ impl Cluster {
         let workers = (0..w.len())
             .map(|i| WorkerInfo {
                 id: w.ids[i].clone(),
-                capacity: w.capacity[i], cpu_cores: 0.0,
+                capacity: w.capacity[i],
+                cpu_cores: 0.0,
                 group: w.group[i].clone(),
                 health: w.health[i],
             })
