@@ -27,13 +27,12 @@ use lb_common::config::watch::ConfigHandle;
 use lb_common::ids::WorkerId;
 use lb_ops_server::config::{ValkeyStorageConfig, WorkerIdScheme};
 use lb_valkey::{ConnectOptions, NodeAddr, NodeClient};
-use tokio::net::TcpListener;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::tokens::{DemoTokens, LBCTL_FILE, TOKENS_FILE, write_private};
-use crate::up::{WatchedMaster, parse, start_watched_master_on};
+use crate::up::{WatchedMaster, bind, parse, start_watched_master_on};
 
 /// How often the cluster's primaries are read again to follow nodes added or removed.
 pub const TOPOLOGY_EVERY: Duration = Duration::from_secs(5);
@@ -152,13 +151,7 @@ impl AgentTemplate {
         let worker = self.storage.worker_id(addr).with_context(|| format!("no valid worker id for {addr}"))?;
         let listener = bind(&self.host).await?;
         let listen = listener.local_addr()?;
-        let mut auth = String::new();
-        if let Some(user) = &self.username {
-            auth.push_str(&format!("username = {}\n", toml_string(user)));
-        }
-        if let Some(password) = &self.password {
-            auth.push_str(&format!("password = {}\n", toml_string(password)));
-        }
+        let auth = auth_toml(self.username.as_deref(), self.password.as_deref());
         let text = format!(
             "# Written by lb up --backend valkey --attach: the agent beside primary {addr}.\n\
              # Run it alone with: lb agent --config <this file>\n\
@@ -203,13 +196,7 @@ pub async fn attach(options: &AttachOptions, master_extra: &str) -> anyhow::Resu
         WorkerIdScheme::Port => "port",
         WorkerIdScheme::Address => "address",
     };
-    let mut auth = String::new();
-    if let Some(user) = &options.username {
-        auth.push_str(&format!("username = {}\n", toml_string(user)));
-    }
-    if let Some(password) = &options.password {
-        auth.push_str(&format!("password = {}\n", toml_string(password)));
-    }
+    let auth = auth_toml(options.username.as_deref(), options.password.as_deref());
     let ops_listener = bind(&options.host).await?;
     let ops_addr = ops_listener.local_addr()?;
     let ops_text = format!(
@@ -396,13 +383,12 @@ impl Attached {
     }
 }
 
-async fn bind(host: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(format!("{host}:0")).await.with_context(|| format!("cannot bind {host}:0"))
-}
-
-/// A TOML basic string: quotes and backslashes escaped (passwords may hold anything).
-fn toml_string(text: &str) -> String {
-    toml::Value::String(text.to_owned()).to_string()
+/// `username = ...` / `password = ...` lines for the cluster's ACL user, as TOML strings
+/// (quotes and backslashes escaped: passwords may hold anything).
+fn auth_toml(username: Option<&str>, password: Option<&str>) -> String {
+    let line = |key: &str, value: &str| format!("{key} = {}\n", toml::Value::String(value.to_owned()));
+    username.map(|u| line("username", u)).unwrap_or_default()
+        + &password.map(|p| line("password", p)).unwrap_or_default()
 }
 
 fn set_private(path: &Path) -> anyhow::Result<()> {
