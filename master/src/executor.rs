@@ -159,6 +159,11 @@ impl Executor {
         self.pending.last()
     }
 
+    /// Drops the pending proposals `keep` refuses, and returns them.
+    pub fn withdraw_pending(&mut self, keep: impl Fn(&Proposal) -> bool) -> Vec<Pending> {
+        self.pending.extract_if(.., |p| !keep(&p.proposal)).collect()
+    }
+
     /// Drops dry-run proposals the planner stopped making.
     pub fn expire_pending(&mut self, ttl_secs: u64, now_ms: i64) {
         let horizon = now_ms - (ttl_secs * 1000) as i64;

@@ -402,7 +402,14 @@ async fn dry_run_waits_for_an_operator_and_a_policy_edit_applies_on_the_next_tic
     }
     let started = tokio::time::Instant::now();
     while online_actions().await < 2 {
-        assert!(started.elapsed() < Duration::from_secs(30), "auto mode did not act after the reload");
+        if started.elapsed() > Duration::from_secs(30) {
+            let actions = ops.actions(None).await.expect("actions");
+            let pass = master.pass().await.expect("pass");
+            let proposals = master.records::<Proposal>(&ALL).await.expect("proposals");
+            panic!(
+                "auto mode did not act after the reload: actions {actions:#?}\npass {pass:#?}\nproposals {proposals:#?}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(running.stop(Duration::from_secs(20)).await, "clean stop");

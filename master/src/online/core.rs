@@ -49,6 +49,19 @@ impl Default for OnlineConfig {
 }
 
 impl OnlineConfig {
+    /// The mode a policy proposes under now; `None` for actions by hand, which have none.
+    pub fn mode_of(&self, policy: Policy) -> Option<PolicyMode> {
+        Some(match policy {
+            Policy::PartitionOverload => self.planner.partition_overload.mode,
+            Policy::WorkerOverload => self.planner.worker_overload.mode,
+            Policy::Imbalance => self.planner.imbalance.mode,
+            Policy::DatasetPlacement => self.placement.mode,
+            Policy::Merge => self.offline.merge_mode,
+            Policy::PeakAhead => self.offline.peak_ahead_mode,
+            Policy::Manual => return None,
+        })
+    }
+
     pub fn of(config: &MasterConfig) -> Self {
         Self {
             planner: config.planner.clone(),
@@ -402,6 +415,14 @@ impl OnlineCore {
             }
         }
 
+        // A policy edited out of dry run takes its pending proposals with it: in `auto` the
+        // analyzers propose again what still holds, now to act on; in `off`, nothing.
+        for p in self.executor.withdraw_pending(|p| config.mode_of(p.policy) == Some(PolicyMode::DryRun)) {
+            tracing::info!(
+                id = %p.id, policy = p.proposal.policy.as_str(), reason = %p.proposal.reason,
+                "pending proposal withdrawn: its policy is no longer in dry run"
+            );
+        }
         self.executor.correct_for_recent_moves(obs.input, obs.window_ms, obs.window_end_ms);
         let input: &PlannerInput = obs.input;
         let mut ctx = AnalysisContext {

@@ -176,19 +176,23 @@ fn a_move_that_ended_between_reads_is_taken_off_its_source() {
     assert_eq!(moves_off(&out, &moved, &w0), Vec::<String>::new(), "w-0 is relieved already");
 }
 
+/// p0 at 2.5x its limit on w-0, which carries 8 more partitions of 7k (0.66 in all); w-1 cool.
+fn hot_partition_on_a_busy_worker() -> PlannerInput {
+    let mut loads = vec![25_000.0];
+    loads.extend([7_000.0; 8]);
+    loads.extend([1_000.0; 2]);
+    let mut owners = vec![0; 9];
+    owners.extend([1, 1]);
+    cluster(&loads, &owners, 2)
+}
+
 /// Bug 3: the new side of a split starts with next to nothing measured. Read as cool, it was
 /// scattered to another worker (and so put in a cooldown while it rejected, its own split held
 /// back). The core keeps the demand the split left on it until the master has measured it.
 #[test]
 fn a_hot_young_split_child_is_not_scattered() {
     let mut core = OnlineCore::new(&config(), 0);
-    // p0 at 2.5x its limit on w-0, which carries 8 more partitions of 7k (0.66 in all).
-    let mut loads = vec![25_000.0];
-    loads.extend([7_000.0; 8]);
-    loads.extend([1_000.0; 2]);
-    let mut owners = vec![0; 9];
-    owners.extend([1, 1]);
-    let mut input = cluster(&loads, &owners, 2);
+    let mut input = hot_partition_on_a_busy_worker();
     let (record, at) = first_submission(&mut core, &mut input, 1_000);
     let ActionSpec::Split { partition, split_key } = record.request.spec.clone() else { panic!("a split: {record:?}") };
     assert_eq!(partition.as_str(), "p0");
@@ -213,6 +217,57 @@ fn a_hot_young_split_child_is_not_scattered() {
         "it carries the split's demand: {:?}",
         core.planner_state().expected_demand
     );
+}
+
+/// A split child that cannot be scattered yet is tried again on later passes; one proposed in dry
+/// run waits for approval, and when the policy is edited to `auto` the pending proposal is
+/// withdrawn and the next pass moves the child on its own (it was once offered a single time,
+/// then never again, and the edit found nothing left to act on).
+#[test]
+fn a_waiting_scatter_is_retried_and_a_dry_run_one_acts_once_its_policy_is_auto() {
+    let auto = config();
+    let mut core = OnlineCore::new(&auto, 0);
+    let mut input = hot_partition_on_a_busy_worker();
+    let (record, at) = first_submission(&mut core, &mut input, 1_000);
+    let ActionSpec::Split { split_key, .. } = record.request.spec.clone() else { panic!("a split: {record:?}") };
+    let mut child = input.partitions[0].clone();
+    child.id = "p99".parse().expect("id");
+    child.range.start = split_key;
+    child.stats = window(5_000.0);
+    input.partitions[0].range.end = Key(split_key.0 - 1);
+    input.partitions[0].stats = window(5_000.0);
+    input.partitions.push(child);
+    sum_worker_loads(&mut input);
+    let moves_of_child = |out: &PassOutput| {
+        out.submissions()
+            .filter(|r| matches!(&r.spec, ActionSpec::Move { partition, .. } if partition.as_str() == "p99"))
+            .count()
+    };
+    // From here the policy is in dry run. Young, the child carries the split's expected demand:
+    // hot, so its scatter waits (and its own split is only offered).
+    let mut dry_run = auto.clone();
+    dry_run.planner.partition_overload.mode = PolicyMode::DryRun;
+    let out = step(&mut core, &mut input, &dry_run, vec![succeeded(record, at + 500)], Vec::new(), at + 1_000);
+    assert_eq!(moves_of_child(&out), 0);
+    assert!(
+        out.plan.rejected.iter().any(|d| d.subject == "p99" && d.why.contains("itself hot")),
+        "{:?}",
+        out.plan.rejected
+    );
+    assert_eq!(core.planner_state().scatter.len(), 1, "still queued");
+    // Measured cool once the expectation lapses: offered for approval every pass, as one
+    // pending proposal.
+    for k in 0..2 {
+        let out = step(&mut core, &mut input, &dry_run, Vec::new(), Vec::new(), at + 12_000 + k * 1000);
+        assert_eq!(out.submissions().count(), 0, "dry run acts on nothing");
+    }
+    let offered: Vec<_> = core.pending().iter().filter(|p| p.proposal.reason.contains("scatter")).collect();
+    assert_eq!(offered.len(), 1, "{:?}", core.pending());
+    // The edit to auto: the pending proposal is withdrawn and the child moves.
+    let out = step(&mut core, &mut input, &auto, Vec::new(), Vec::new(), at + 14_000);
+    assert_eq!(moves_of_child(&out), 1, "{:?}", out.plan.rejected);
+    assert!(core.pending().is_empty(), "withdrawn: {:?}", core.pending());
+    assert!(core.planner_state().scatter.is_empty(), "done: {:?}", core.planner_state().scatter);
 }
 
 /// A harmful verdict rests its partition in the same pass that found it: the planner never

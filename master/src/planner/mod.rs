@@ -63,7 +63,7 @@ use lb_common::ids::GroupId;
 pub use config::{PlannerConfig, PolicyMode};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
-pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Strikes};
+pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Scatter, Strikes};
 
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
 pub use manual::{ManualRefusal, manual_proposal};
@@ -98,7 +98,7 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
 
-    let children = partition::adopt_children(&pass, state);
+    partition::adopt_children(&pass, state);
     partition::expect_children(&mut pass, state);
     let hot = pass.observe_partitions(state);
     let overloaded = pass.observe_workers(state);
@@ -134,7 +134,7 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     }
     if config.partition_overload.mode != PolicyMode::Off {
         partition::relieve(&mut pass, state, &hot);
-        partition::scatter_children(&mut pass, state, children);
+        partition::scatter_children(&mut pass, state);
     }
     if config.worker_overload.mode != PolicyMode::Off {
         rebalance::worker_overload(&mut pass, state, &overloaded);

@@ -3,13 +3,15 @@
 
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
-use lb_common::ids::Key;
+use std::collections::HashMap;
+
+use lb_common::ids::{Key, PartitionId};
 use lb_common::protocol::MAX_SPLIT_PIECES;
 
 use super::model::{Load, SketchShape, piece_load, piece_shares, sketch_shape, split_key, supports};
-use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
+use super::proposal::{Alternative, DeclineReason, Policy, PolicyMode, Prediction, Proposal, Trigger};
 use super::rebalance::alt;
-use super::state::{ExpectedDemand, PendingChild, PlannerState};
+use super::state::{ExpectedDemand, PendingChild, PlannerState, Scatter};
 use super::{Hot, Pass};
 
 /// How long after a split a child's measured load may still lag what it carries: the master's
@@ -634,15 +636,14 @@ fn expect_child(state: &mut PlannerState, child: PendingChild) {
 }
 
 /// Finds split children that appeared since the last pass: each inherits its parent's
-/// hysteresis (a still-hot child is split again without waiting) and is returned for scattering.
-pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) -> Vec<(PendingChild, usize)> {
+/// hysteresis (a still-hot child is split again without waiting) and joins the scatter queue.
+pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
     if state.pending_children.is_empty() {
-        return Vec::new();
+        return;
     }
     let window_ms = (pass.config.partition_overload.scatter_window_secs * 1000) as i64;
     let now = pass.now_ms;
     state.pending_children.retain(|c| now - c.split_at_ms <= window_ms);
-    let mut found = Vec::new();
     for (i, p) in pass.input.partitions.iter().enumerate() {
         if let Some(k) = state
             .pending_children
@@ -661,44 +662,59 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) -> Vec<(Pending
             let h = state.partitions.entry(p.id.clone()).or_default();
             h.windows = h.windows.max(child.parent_hot.windows);
             h.engaged |= child.parent_hot.engaged;
-            found.push((child, i));
+            state.scatter.push(Scatter { partition: p.id.clone(), child });
         }
     }
-    found
 }
 
-/// Moves the new side of each recent split to the coolest eligible worker.
-pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Vec<(PendingChild, usize)>) {
+/// Moves the new side of each recent split to the coolest eligible worker. A child that cannot
+/// go yet (hot, capped, its worker streaming) is tried again next pass; one proposed in dry run
+/// is offered again every pass like any dry-run proposal, so an approval, or the policy turned
+/// to `auto`, finds it current. It leaves the queue once off its parent's worker, gone, or
+/// outside the scatter window.
+pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
+    if state.scatter.is_empty() {
+        return;
+    }
     let mode = pass.config.partition_overload.mode;
     let engage = pass.config.partition_overload.engage_ratio;
-    for (child, p) in found {
-        let info = &pass.input.partitions[p];
-        let id = info.id.clone();
-        let limit = info.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
-        if pass.model.demand_ops[p] >= engage * limit {
-            pass.decline(
-                Policy::PartitionOverload,
-                id.as_str(),
-                DeclineReason::SplitFirst,
-                "split child is itself hot: split it before scattering".into(),
-            );
+    let window_ms = (pass.config.partition_overload.scatter_window_secs * 1000) as i64;
+    let now = pass.now_ms;
+    let queued: HashMap<&PartitionId, usize> =
+        state.scatter.iter().enumerate().map(|(k, s)| (&s.partition, k)).collect();
+    let mut index = vec![None; state.scatter.len()];
+    for (i, p) in pass.input.partitions.iter().enumerate() {
+        if let Some(&k) = queued.get(&p.id) {
+            index[k] = Some(i);
+        }
+    }
+    let queue = std::mem::take(&mut state.scatter);
+    for (Scatter { partition: id, child }, p) in queue.into_iter().zip(index) {
+        let Some(p) = p else { continue };
+        if now - child.split_at_ms > window_ms {
             continue;
         }
         let owner = pass.model.owner[p] as usize;
         if pass.input.workers[owner].id != child.from_worker {
             continue;
         }
+        let limit = pass.input.partitions[p].limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+        let waits = |pass: &mut Pass<'_>, reason, why: String| {
+            pass.decline(Policy::PartitionOverload, id.as_str(), reason, why);
+        };
+        if pass.model.demand_ops[p] >= engage * limit {
+            waits(pass, DeclineReason::SplitFirst, "split child is itself hot: split it before scattering".into());
+            state.scatter.push(Scatter { partition: id, child });
+            continue;
+        }
         if let Some((reason, why)) = pass.blocked(state, p) {
-            pass.decline(Policy::PartitionOverload, id.as_str(), reason, format!("scatter of split child: {why}"));
+            waits(pass, reason, format!("scatter of split child: {why}"));
+            state.scatter.push(Scatter { partition: id, child });
             continue;
         }
         if let Err(why) = pass.caps_allow(&[owner]) {
-            pass.decline(
-                Policy::PartitionOverload,
-                id.as_str(),
-                DeclineReason::Cap,
-                format!("scatter of split child: {why}"),
-            );
+            waits(pass, DeclineReason::Cap, format!("scatter of split child: {why}"));
+            state.scatter.push(Scatter { partition: id, child });
             continue;
         }
         // A scatter is not urgent (the child fits its limit): it must not drain its worker far
@@ -706,15 +722,12 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
         let transient_max = pass.config.imbalance.max_source_transient_ratio;
         let transient = pass.model.transient_ratio_with_one_more_move(owner);
         if transient > transient_max {
-            pass.decline(
-                Policy::PartitionOverload,
-                id.as_str(),
-                DeclineReason::SourceAtLimit,
-                format!(
-                    "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
-                    pass.input.workers[owner].id
-                ),
+            let why = format!(
+                "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
+                pass.input.workers[owner].id
             );
+            waits(pass, DeclineReason::SourceAtLimit, why);
+            state.scatter.push(Scatter { partition: id, child });
             continue;
         }
         let mut alts = Vec::new();
@@ -729,6 +742,7 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
                     reason,
                     format!("scatter of split child not done: {why}"),
                 );
+                state.scatter.push(Scatter { partition: id, child });
                 continue;
             }
         };
@@ -759,5 +773,8 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState, found: Ve
         };
         pass.model.apply_move(p, e.dest);
         pass.propose(state, p, mode, proposal);
+        if mode == PolicyMode::DryRun {
+            state.scatter.push(Scatter { partition: id, child });
+        }
     }
 }

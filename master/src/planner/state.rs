@@ -58,6 +58,15 @@ pub struct PendingChild {
     pub expected_demand_ops: f64,
 }
 
+/// A split's new piece that exists now and waits to be moved off its parent's worker: tried
+/// every pass until it is moved (or, in dry run, approved and moved), leaves the worker, or the
+/// scatter window since its split closes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scatter {
+    pub partition: PartitionId,
+    pub child: PendingChild,
+}
+
 /// A split child's demand before the master has measured it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExpectedDemand {
@@ -82,6 +91,8 @@ pub struct PlannerState {
     /// Partition → epoch millis until which it must not be acted on.
     pub cooldown_until_ms: HashMap<PartitionId, i64>,
     pub pending_children: Vec<PendingChild>,
+    #[serde(default)]
+    pub scatter: Vec<Scatter>,
     /// Harmful verdicts per policy, from action evaluation: each active strike lengthens the
     /// policy's cooldowns ([`PlannerState::cooldown_factor`]).
     #[serde(default)]
