@@ -190,6 +190,22 @@ async fn run(strategy: &str, after_onset: Duration, workload: Workload) -> anyho
     let done =
         ops_server.actions(Some(lb_common::protocol::ActionState::Succeeded)).await.context("ops server actions")?;
     figures.migrations = done.len();
+    if strategy == "lb" {
+        // What lb did and why, in order, seconds from the onset.
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+        let onset_ms = now_ms - onset.elapsed().as_millis() as i64;
+        let mut all = ops_server.actions(None).await.context("ops server actions")?;
+        all.sort_by_key(|a| a.created_at_ms);
+        for a in &all {
+            println!(
+                "lb: action at {:+.1}s {:?} {:?}: {}",
+                (a.created_at_ms - onset_ms) as f64 / 1e3,
+                a.state,
+                a.request.spec,
+                a.request.reason
+            );
+        }
+    }
     figures.relief_secs = relief;
     running.stop(Duration::from_secs(20)).await;
     Ok(figures)
@@ -205,6 +221,9 @@ struct Args {
     /// a node; `cpu`: 4 nodes, no capacity figure, expensive reads on 4 hot slots of node 0.
     #[arg(long, value_enum, default_value_t = Workload::HotSlots)]
     workload: Workload,
+    /// Run only these strategies (repeatable): `none`, `redis-cli`, `redis-cli-weighted`, `lb`.
+    #[arg(long)]
+    strategy: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -230,7 +249,7 @@ async fn main() -> anyhow::Result<()> {
         &["none", "redis-cli", "lb"]
     };
     let mut rows = Vec::new();
-    for &strategy in strategies {
+    for &strategy in strategies.iter().filter(|s| args.strategy.is_empty() || args.strategy.iter().any(|a| a == *s)) {
         let f = run(strategy, Duration::from_secs(after_onset), args.workload).await?;
         rows.push((strategy, f));
     }
