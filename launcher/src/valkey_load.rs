@@ -395,6 +395,8 @@ struct Shared {
     errors: AtomicU64,
     stale_reads: AtomicU64,
     histogram: Mutex<Histogram>,
+    /// Hot slots whose clients have gone ([`LoadGenerator::silence`]).
+    silenced: Mutex<Vec<Slot>>,
 }
 
 /// A running load generator.
@@ -460,6 +462,12 @@ impl LoadGenerator {
     /// When the hot phase begins (or began).
     pub fn onset_at(&self) -> Instant {
         self.started + self.onset
+    }
+
+    /// The clients of hot slot `slot` go away: from now on no command is sent to it, as when
+    /// a moved slot's clients die instead of following it (the clients' other commands go on).
+    pub fn silence(&self, slot: Slot) {
+        self.shared.silenced.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
     }
 
     /// Operations so far.
@@ -546,7 +554,12 @@ async fn run_client(
         }
         let hot = !hot_tags.is_empty() && started.elapsed() >= spec.onset && rng.next_f64() < spec.hot_share;
         let key = if hot {
-            let (_, tag) = &hot_tags[rng.below(hot_tags.len() as u64) as usize];
+            let (slot, tag) = &hot_tags[rng.below(hot_tags.len() as u64) as usize];
+            if shared.silenced.lock().unwrap_or_else(|e| e.into_inner()).contains(slot) {
+                // Its clients are gone: this command is never sent.
+                tokio::task::yield_now().await;
+                continue;
+            }
             format!("{{{tag}}}:c{client}:{}", rng.below(spec.hot_keys_per_client as u64))
         } else {
             format!("bg:c{client}:{}", rng.below(spec.background_keys_per_client as u64))

@@ -2,11 +2,12 @@
 //! `valkey-server` primaries itself, then gives lb nothing but one node's address
 //! ([`attach`]). lb finds the primaries, starts an agent per primary, the ops server and the
 //! master with **no capacity figure** (each node's capacity is its main thread), and the load
-//! generator drives expensive reads on 4 hot slots of node 0 from 3 s on. The test checks from
-//! the outside that lb, planning on CPU alone, moved hot slots off node 0 (`CLUSTER NODES`),
-//! and that every write reads back; it logs node main-thread CPU max/mean (Valkey's own `INFO`)
-//! each second. (Issue 29's target, max/mean at most 1.15 within 30 s and kept, is not met yet:
-//! lb moves hot slots back and forth between nodes; `docs/benchmarks.md`.) Then it stops lb
+//! generator drives expensive reads (Lua scripts) on 4 hot slots of node 0 from 3 s on. The
+//! test checks from the outside (`CLUSTER NODES`) that lb, planning on CPU alone, ends with one
+//! hot slot per node, the only even spread of this load, and that every write reads back; it
+//! logs node main-thread CPU max/mean (Valkey's own `INFO`) each second. (Issue 29's figure,
+//! max/mean at most 1.15 within 30 s and kept, is measured in release by `valkey_bench
+//! --workload cpu`: `docs/benchmarks.md`.) Then it stops lb
 //! and starts the configs lb wrote into the data directory as separate `lb ops-server`,
 //! `lb agent` and `lb master` processes, and checks that this master collects every node.
 
@@ -22,10 +23,7 @@ use lb_launcher::valkey_load::{LoadGenerator, NodeCounters, max_over_mean, verif
 use lb_launcher::valkey_up::ValkeyUpOptions;
 use lb_valkey::{LocalCluster, LocalClusterConfig};
 
-/// Hot slots that must have left node 0 (of 4): at least one per other node would even it
-/// out; two show lb acted on CPU it alone measured (no capacity figure was configured).
-const MOVED_AT_LEAST: usize = 2;
-/// Consecutive 1 s windows the moved slots must stay moved.
+/// Consecutive 1 s windows the spread must hold.
 const RELIEF_WINDOWS: u32 = 3;
 /// Time for the hotspot to form and lb to act on a busy 2-core machine.
 const BUDGET: Duration = Duration::from_secs(120);
@@ -63,10 +61,10 @@ async fn attach_from_one_seed_moves_hot_slots_on_cpu_and_the_written_configs_run
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rates = counters.sample().await;
         let cpu: Vec<f64> = rates.iter().map(|r| r.as_ref().map_or(0.0, |r| r.cpu_cores)).collect();
-        let moved = hot_slots_moved(&cluster, &hot).await;
-        let meets = Instant::now() > onset + Duration::from_secs(1) && moved >= MOVED_AT_LEAST;
+        let per_node = hot_slots_per_node(&cluster, &hot).await;
+        let meets = Instant::now() > onset + Duration::from_secs(1) && per_node.iter().all(|&n| n == 1);
         log.push(format!(
-            "t={:.0}s main-thread cpu {cpu:.2?} max/mean {:.2}, hot slots moved {moved}",
+            "t={:.0}s main-thread cpu {cpu:.2?} max/mean {:.2}, hot slots per node {per_node:?}",
             started.elapsed().as_secs_f64(),
             max_over_mean(&cpu)
         ));
@@ -79,7 +77,7 @@ async fn attach_from_one_seed_moves_hot_slots_on_cpu_and_the_written_configs_run
         }
     };
     let log = log.join("\n");
-    assert!(relieved, "lb never moved {MOVED_AT_LEAST} hot slots off node 0:\n{log}");
+    assert!(relieved, "lb never spread the hot slots one per node:\n{log}");
     eprintln!("{log}");
 
     let report = load.stop().await;
@@ -142,12 +140,19 @@ fn listen_url(path: &Path) -> String {
     format!("http://{}", value["http"]["listen"].as_str().expect("listen"))
 }
 
-/// Hot slots no longer on node 0.
-async fn hot_slots_moved(cluster: &LocalCluster, hot: &[lb_valkey::Slot]) -> usize {
-    let Ok(mut client) = cluster.connect(1).await else { return 0 };
-    let Ok(nodes) = client.cluster_nodes().await else { return 0 };
-    let node0 = cluster.node_id(0);
-    hot.iter()
-        .filter(|s| nodes.iter().any(|n| &n.id != node0 && n.is_primary() && n.slots.iter().any(|r| r.contains(**s))))
-        .count()
+/// How many of the hot slots each node holds, in the cluster's node order (all zeros when
+/// `CLUSTER NODES` cannot be read).
+async fn hot_slots_per_node(cluster: &LocalCluster, hot: &[lb_valkey::Slot]) -> Vec<usize> {
+    let mut per_node = vec![0; cluster.addrs().len()];
+    let Ok(mut client) = cluster.connect(1).await else { return per_node };
+    let Ok(nodes) = client.cluster_nodes().await else { return per_node };
+    for (i, count) in per_node.iter_mut().enumerate() {
+        let id = cluster.node_id(i);
+        *count = nodes
+            .iter()
+            .filter(|n| &n.id == id && n.is_primary())
+            .map(|n| hot.iter().filter(|s| n.slots.iter().any(|r| r.contains(**s))).count())
+            .sum();
+    }
+    per_node
 }

@@ -6,4 +6,5 @@
 //! while sharing the cores with them).
 
 mod attach;
+mod missing_load;
 mod valkey_e2e;
