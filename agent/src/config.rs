@@ -79,6 +79,15 @@ pub enum SourceConfig {
     Valkey(ValkeySourceConfig),
 }
 
+impl SourceConfig {
+    /// The tenant every partition of this source is reported under, when it fixes one.
+    pub fn tenant(&self) -> Option<lb_common::ids::TenantId> {
+        match self {
+            SourceConfig::Valkey(v) => lb_common::ids::TenantId::new(v.cluster_name.as_str()).ok(),
+        }
+    }
+}
+
 /// `[source] kind = "valkey"`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -411,7 +420,7 @@ mod tests {
         let config: AgentConfig = lb_common::config::load(path).expect("configs/agent-valkey.toml is valid");
         let Some(SourceConfig::Valkey(source)) = &config.source else { panic!("a valkey source: {config:?}") };
         assert_eq!(source.host_port(), Some(("127.0.0.1".to_owned(), 7000)));
-        assert_eq!(source.cluster_name, "cache-eu1");
+        assert_eq!(source.cluster_name, "valkey");
         assert!(!config.host.enabled);
     }
 

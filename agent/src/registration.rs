@@ -50,10 +50,14 @@ pub async fn run(
                         worker_id: cfg.worker_id.clone(),
                         address: cfg.advertise_url(bound),
                         version: env!("CARGO_PKG_VERSION").to_owned(),
+                        tenant: cfg.source.as_ref().and_then(|s| s.tenant()),
                     };
                     let reply = client.register(&req).await;
-                    if reply.is_ok() {
+                    if let Ok(reply) = &reply {
                         info!(ops_server = %ops.url, "registered with the ops server");
+                        for warning in &reply.warnings {
+                            warn!(ops_server = %ops.url, warning = %warning, "the ops server says this agent's config does not fit the storage");
+                        }
                         registered_with = Some(ops.url.clone());
                     }
                     reply

@@ -92,6 +92,12 @@ impl Collector {
                 entry.last_error = agent.error.clone();
                 entry.page_limit = limit;
                 entry.last_elapsed_ms = agent.elapsed_ms;
+                if entry.warnings != agent.warnings {
+                    for warning in &agent.warnings {
+                        tracing::warn!(worker = %agent.worker_id, warning = %warning, "an agent's config does not fit the storage's topology");
+                    }
+                    entry.warnings = agent.warnings.clone();
+                }
                 if agent.status != CollectStatus::Ok {
                     continue;
                 }
@@ -266,6 +272,7 @@ mod tests {
             gap: false,
             more: true,
             elapsed_ms,
+            warnings: Vec::new(),
         }
     }
 

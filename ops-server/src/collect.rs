@@ -40,6 +40,7 @@ pub async fn collect(
                 gap: false,
                 more: false,
                 elapsed_ms: 0,
+                warnings: agent.warnings,
             });
             continue;
         }
@@ -63,6 +64,7 @@ pub async fn collect(
                     gap: page.gap,
                     more: page.more,
                     elapsed_ms,
+                    warnings: agent.warnings,
                 },
                 Err(err) => AgentCollect {
                     worker_id: agent.worker_id,
@@ -77,6 +79,7 @@ pub async fn collect(
                     gap: false,
                     more: false,
                     elapsed_ms,
+                    warnings: agent.warnings,
                 },
             };
             metrics::counter!("lb_ops_collect_agents_total", "status" => reply.status.as_str()).increment(1);

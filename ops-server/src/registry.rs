@@ -13,6 +13,7 @@ struct Entry {
     registered_at_ms: i64,
     last_heartbeat_ms: i64,
     latest_cursor: Cursor,
+    warnings: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -38,7 +39,14 @@ impl Registry {
     /// agent that moved registers at its new one once the old registration is down. A live
     /// registration (heartbeats within `down_after_ms`) at another address is refused, so one
     /// caller cannot redirect another agent's collection to itself.
-    pub fn register(&self, req: RegisterRequest, now_ms: i64, down_after_ms: u64) -> Result<(), Taken> {
+    /// `warnings` say what in its config does not fit the topology; they are listed with it.
+    pub fn register(
+        &self,
+        req: RegisterRequest,
+        warnings: Vec<String>,
+        now_ms: i64,
+        down_after_ms: u64,
+    ) -> Result<(), Taken> {
         let mut agents = self.agents.write().expect("registry lock is never poisoned");
         if let Some(live) = agents.get(&req.worker_id) {
             let since_ms = now_ms.saturating_sub(live.last_heartbeat_ms);
@@ -57,6 +65,7 @@ impl Registry {
             registered_at_ms: now_ms,
             last_heartbeat_ms: now_ms,
             latest_cursor: Cursor(0),
+            warnings,
         };
         agents.insert(req.worker_id, entry);
         Ok(())
@@ -92,6 +101,7 @@ impl Registry {
                 registered_at_ms: e.registered_at_ms,
                 last_heartbeat_ms: e.last_heartbeat_ms,
                 latest_cursor: e.latest_cursor,
+                warnings: e.warnings.clone(),
             })
             .collect();
         let up = list.iter().filter(|a| a.state == AgentState::Up).count();
@@ -110,7 +120,8 @@ mod tests {
         let r = Registry::default();
         let w: WorkerId = "w-1".parse().expect("id");
         r.register(
-            RegisterRequest { worker_id: w.clone(), address: "http://a".into(), version: "1".into() },
+            RegisterRequest { worker_id: w.clone(), address: "http://a".into(), version: "1".into(), tenant: None },
+            Vec::new(),
             1_000,
             10_000,
         )
@@ -133,15 +144,16 @@ mod tests {
             worker_id: "w-1".parse().expect("id"),
             address: address.into(),
             version: "1".into(),
+            tenant: None,
         };
-        r.register(req("http://real:7101"), 1_000, 10_000).expect("new id");
-        let taken = r.register(req("http://evil:7101"), 5_000, 10_000).expect_err("live elsewhere");
+        r.register(req("http://real:7101"), Vec::new(), 1_000, 10_000).expect("new id");
+        let taken = r.register(req("http://evil:7101"), Vec::new(), 5_000, 10_000).expect_err("live elsewhere");
         assert_eq!(taken.live_address, "http://real:7101");
         assert!(taken.to_string().contains("http://real:7101"), "{taken}");
         assert_eq!(r.list(5_000, 10_000)[0].address, "http://real:7101", "nothing changed");
-        r.register(req("http://real:7101"), 6_000, 10_000).expect("a restart at the same address");
+        r.register(req("http://real:7101"), Vec::new(), 6_000, 10_000).expect("a restart at the same address");
         // Once the old registration is down, the agent may come back elsewhere.
-        r.register(req("http://moved:7101"), 16_001, 10_000).expect("old one is down");
+        r.register(req("http://moved:7101"), Vec::new(), 16_001, 10_000).expect("old one is down");
         assert_eq!(r.list(16_001, 10_000)[0].address, "http://moved:7101");
     }
 }

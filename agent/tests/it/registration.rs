@@ -22,7 +22,8 @@ struct Registry {
     address: std::sync::Mutex<Option<String>>,
 }
 
-const REPLY: RegisterResponse = RegisterResponse { heartbeat_interval_ms: 100, down_after_ms: 1000 };
+const REPLY: RegisterResponse =
+    RegisterResponse { heartbeat_interval_ms: 100, down_after_ms: 1000, warnings: Vec::new() };
 
 async fn register(State(r): State<Arc<Registry>>, ApiJson(req): ApiJson<RegisterRequest>) -> ApiJson<RegisterResponse> {
     *r.address.lock().expect("lock") = Some(req.address);

@@ -531,6 +531,11 @@ pub struct AgentCollectStatus {
     /// How long the agent took to serve its last page.
     #[serde(default)]
     pub last_elapsed_ms: u64,
+    /// What in the agent's config does not fit the storage's topology, as the ops server found
+    /// when it registered (a worker id that is no worker, a tenant the topology does not use),
+    /// each naming both values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A dry-run proposal waiting for approval.

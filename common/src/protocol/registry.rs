@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::WorkerId;
+use crate::ids::{TenantId, WorkerId};
 use crate::protocol::samples::{Cursor, HourlyRollup, Sample};
 
 /// `POST /v1/agents/register` body. Registering again (after a restart) replaces the entry.
@@ -19,6 +19,11 @@ pub struct RegisterRequest {
     pub address: String,
     /// The agent's version, for the registry listing.
     pub version: String,
+    /// The tenant the agent reports every partition under, when its source fixes one (a Valkey
+    /// node's `cluster_name`): the ops server checks it against its own topology. Optional and
+    /// additive, but the request refuses unknown fields: upgrade the ops server first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<TenantId>,
 }
 
 /// 256 bytes: any agent URL fits (`https://` + a DNS name of at most 253 + a port).
@@ -60,6 +65,11 @@ impl RegisterRequest {
 pub struct RegisterResponse {
     pub heartbeat_interval_ms: u64,
     pub down_after_ms: u64,
+    /// What does not fit between the agent's config and the storage's topology (a worker id
+    /// that is no worker, a tenant the topology does not use), each naming both values. The
+    /// registration stands; the agent logs them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `POST /v1/agents/heartbeat` body.
@@ -89,6 +99,9 @@ pub struct AgentInfo {
     pub registered_at_ms: i64,
     pub last_heartbeat_ms: i64,
     pub latest_cursor: Cursor,
+    /// The registration's warnings ([`RegisterResponse::warnings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Reply of `GET /v1/agents`.
@@ -194,6 +207,9 @@ pub struct AgentCollect {
     #[serde(default)]
     pub more: bool,
     pub elapsed_ms: u64,
+    /// The agent's registration warnings ([`RegisterResponse::warnings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[cfg(test)]
@@ -208,6 +224,7 @@ mod tests {
             worker_id: "w-1".parse().expect("id"),
             address: "http://127.0.0.1:7101".to_owned(),
             version: "0.1.0".to_owned(),
+            tenant: None,
         };
         assert!(ok.validate().is_ok());
         for address in [

@@ -27,6 +27,8 @@ use lb_valkey::{LocalCluster, LocalClusterConfig};
 const RELIEF_WINDOWS: u32 = 3;
 /// Time for the hotspot to form and lb to act on a busy 2-core machine.
 const BUDGET: Duration = Duration::from_secs(120);
+/// Time for attach to notice a primary leaving or joining (it reads them every second here).
+const FOLLOW_BUDGET: Duration = Duration::from_secs(30);
 /// Time for the separate processes to start and collect every node.
 const PROCESSES_BUDGET: Duration = Duration::from_secs(60);
 
@@ -95,6 +97,17 @@ async fn attach_from_one_seed_moves_hot_slots_on_cpu_and_the_written_configs_run
         children.push(lb(&data, "agent", &format!("agent-{worker}.toml")));
     }
     children.push(lb(&data, "master", "master.toml"));
+    // And one agent set up by hand with two mistakes: a worker id that is no node's, and
+    // another cluster name than the ops server's.
+    let good = std::fs::read_to_string(data.join(format!("agent-{}.toml", expected[0]))).expect("agent config");
+    let wrong = good
+        .replace(&format!("worker_id = \"{}\"", expected[0]), "worker_id = \"valkey-1\"")
+        .replace("cluster_name = \"valkey\"", "cluster_name = \"cache-eu1\"")
+        .replace(&format!("agent-{}.sqlite", expected[0]), "agent-wrong.sqlite");
+    let wrong = wrong.replace(&format!("listen = \"{}\"", listen_addr(&good)), "listen = \"127.0.0.1:0\"");
+    assert!(wrong.contains("valkey-1") && wrong.contains("cache-eu1") && wrong.contains(":0\""), "{wrong}");
+    std::fs::write(data.join("agent-wrong.toml"), wrong).expect("write");
+    children.push(lb(&data, "agent", "agent-wrong.toml"));
     let master_url = listen_url(&data.join("master.toml"));
     let master = MasterClient::new(master_url, &HttpClientConfig::default());
     let started = Instant::now();
@@ -104,7 +117,15 @@ async fn attach_from_one_seed_moves_hot_slots_on_cpu_and_the_written_configs_run
         let mut fresh: Vec<String> =
             seen.iter().filter(|w| w.covered_secs > 0.0 && w.in_topology).map(|w| w.id.to_string()).collect();
         fresh.sort();
-        if fresh == expected {
+        let told = master
+            .collector()
+            .await
+            .ok()
+            .and_then(|c| c.agents.iter().find(|(w, _)| w.as_str() == "valkey-1").map(|(_, a)| a.warnings.clone()));
+        if fresh == expected && told.as_ref().is_some_and(|w| w.len() == 2) {
+            let told = told.unwrap_or_default();
+            assert!(told[0].contains("worker_id valkey-1") && told[0].contains(&expected[0]), "{told:?}");
+            assert!(told[1].contains("cache-eu1") && told[1].contains("under valkey"), "{told:?}");
             break true;
         }
         if started.elapsed() > PROCESSES_BUDGET {
@@ -118,7 +139,46 @@ async fn attach_from_one_seed_moves_hot_slots_on_cpu_and_the_written_configs_run
     for child in &mut children {
         let _ = child.wait();
     }
-    assert!(collected, "the master started from master.toml collects every node through the written configs");
+    assert!(
+        collected,
+        "the master started from master.toml collects every node through the written configs, and names the misconfigured agent's two mistakes"
+    );
+    cluster.shutdown();
+}
+
+/// Attached lb follows the cluster: a primary that fails (killed, and flagged `fail` by the
+/// others) loses its agent, and when it serves again it gets one back, under the same worker id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_follows_a_primary_that_leaves_and_comes_back() {
+    let _alone = crate::valkey_e2e::ONE_CLUSTER_AT_A_TIME.lock().await;
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let mut cluster =
+        LocalCluster::start(LocalClusterConfig::new(3, dir.path().join("valkey"))).await.expect("cluster");
+    let mut options = AttachOptions::new(cluster.addr(0).to_string(), dir.path().join("data"));
+    options.topology_every = Duration::from_secs(1);
+    let attached = attach(&options, "").await.expect("lb attaches from one seed");
+    let mut all: Vec<String> = cluster.addrs().iter().map(|a| format!("valkey-{}", a.port)).collect();
+    all.sort();
+    let agents = async || -> Vec<String> { attached.agents.lock().await.keys().map(ToString::to_string).collect() };
+    assert_eq!(agents().await, all);
+
+    cluster.kill(2).expect("kill");
+    cluster.wait_until_seen_failed(2).await.expect("the others flag it failed");
+    let gone = format!("valkey-{}", cluster.addr(2).port);
+    let left: Vec<String> = all.iter().filter(|w| **w != gone).cloned().collect();
+    let started = Instant::now();
+    while agents().await != left {
+        assert!(started.elapsed() < FOLLOW_BUDGET, "the failed primary's agent did not stop: {:?}", agents().await);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    cluster.restart(2).await.expect("the node serves again");
+    let started = Instant::now();
+    while agents().await != all {
+        assert!(started.elapsed() < FOLLOW_BUDGET, "the returning primary got no agent: {:?}", agents().await);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(attached.stop(Duration::from_secs(20)).await, "lb stops clean");
     cluster.shutdown();
 }
 
@@ -135,9 +195,13 @@ fn lb(data: &Path, what: &str, file: &str) -> Child {
 
 /// `http://` + the `[http] listen` of a written config.
 fn listen_url(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).expect("config");
-    let value: toml::Value = toml::from_str(&text).expect("toml");
-    format!("http://{}", value["http"]["listen"].as_str().expect("listen"))
+    format!("http://{}", listen_addr(&std::fs::read_to_string(path).expect("config")))
+}
+
+/// The `[http] listen` of a config's text.
+fn listen_addr(text: &str) -> String {
+    let value: toml::Value = toml::from_str(text).expect("toml");
+    value["http"]["listen"].as_str().expect("listen").to_owned()
 }
 
 /// How many of the hot slots each node holds, in the cluster's node order (all zeros when

@@ -14,7 +14,12 @@ use tokio::sync::watch;
 use crate::support::*;
 
 fn register(worker: &str, address: &str) -> RegisterRequest {
-    RegisterRequest { worker_id: worker.parse().expect("id"), address: address.to_owned(), version: "test".into() }
+    RegisterRequest {
+        worker_id: worker.parse().expect("id"),
+        address: address.to_owned(),
+        version: "test".into(),
+        tenant: None,
+    }
 }
 
 /// An hour ago, on the hour: within the agent's raw retention.
@@ -227,6 +232,32 @@ async fn a_live_agents_id_cannot_be_registered_at_another_address() {
     let _: RegisterResponse =
         s.agent.post("/v1/agents/register", &register("w-a", "http://127.0.0.1:1")).await.expect("moved");
     assert!(agent.stop(STOP).await);
+    assert!(s.server.stop(STOP).await);
+}
+
+/// Issue 29: an agent whose worker id is no worker of the storage, or whose partitions carry
+/// another tenant, registers (it is not refused) but is told so, naming both values; the
+/// registry listing and every collection round carry the warnings on to the master.
+#[tokio::test]
+async fn a_registration_that_does_not_fit_the_topology_is_told_and_listed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let fits = RegisterRequest { tenant: Some("acme".parse().expect("id")), ..register("w-1", "http://127.0.0.1:1") };
+    let reply: RegisterResponse = s.agent.post("/v1/agents/register", &fits).await.expect("register");
+    assert_eq!(reply.warnings, Vec::<String>::new(), "w-1 of tenant acme is what the storage has");
+    let wrong =
+        RegisterRequest { tenant: Some("cache-eu1".parse().expect("id")), ..register("w-9", "http://127.0.0.1:2") };
+    let reply: RegisterResponse = s.agent.post("/v1/agents/register", &wrong).await.expect("registered all the same");
+    let [worker, tenant] = &reply.warnings[..] else { panic!("two warnings: {:?}", reply.warnings) };
+    assert!(worker.contains("worker_id w-9") && worker.contains("w-1, w-2, w-3, w-4"), "{worker}");
+    assert!(tenant.contains("cache-eu1") && tenant.contains("under acme"), "{tenant}");
+    let agents: AgentsResponse = s.viewer.get("/v1/agents").await.expect("agents");
+    let listed = |w: &str| agents.agents.iter().find(|a| a.worker_id.as_str() == w).map(|a| a.warnings.len());
+    assert_eq!((listed("w-1"), listed("w-9")), (Some(0), Some(2)));
+    let round: CollectResponse = s.master.post("/v1/collect", &CollectRequest::default()).await.expect("collect");
+    let carried = round.agents.iter().find(|a| a.worker_id.as_str() == "w-9").expect("w-9 is asked");
+    assert_eq!(carried.warnings, reply.warnings);
     assert!(s.server.stop(STOP).await);
 }
 
