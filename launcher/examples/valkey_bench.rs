@@ -186,7 +186,8 @@ async fn run(strategy: &str, after_onset: Duration, workload: Workload) -> anyho
     let ops_server = lb_common::clients::OpsClient::new(
         format!("http://{}", running.ops_server.addr()),
         &lb_common::config::shared::HttpClientConfig::default(),
-    );
+    )
+    .with_bearer_token(&running.tokens.viewer.token);
     let done =
         ops_server.actions(Some(lb_common::protocol::ActionState::Succeeded)).await.context("ops server actions")?;
     figures.migrations = done.len();

@@ -103,6 +103,28 @@ fn random_token() -> anyhow::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Writes `<data dir>/lbctl.toml` (private): the run's master and ops server URLs and the
+/// operator token, for `lbctl --config`. `by` names what wrote it (`lb up`, ...).
+pub fn write_lbctl_config(
+    data_dir: &Path,
+    by: &str,
+    master_addr: std::net::SocketAddr,
+    ops_url: &str,
+    tokens: &DemoTokens,
+) -> anyhow::Result<std::path::PathBuf> {
+    let path = data_dir.join(LBCTL_FILE);
+    write_private(
+        &path,
+        &format!(
+            "# Written by {by} for this run: lbctl --config {} <command>
+             master_url = \"http://{master_addr}\"\nops_url = \"{ops_url}\"\ntoken = \"{}\"\n",
+            path.display(),
+            tokens.operator.token
+        ),
+    )?;
+    Ok(path)
+}
+
 /// Writes `text` to `path`, readable by its owner only (also when the file existed).
 pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     let mut file = std::fs::OpenOptions::new()

@@ -26,7 +26,7 @@ use lb_testbed::Engine;
 use lb_testbed::realtime::{self, RealtimeOptions, RunningTestbed};
 use lb_testbed::scenario::Scenario;
 
-use crate::tokens::{DemoTokens, LBCTL_FILE, TOKENS_FILE, write_private};
+use crate::tokens::{DemoTokens, TOKENS_FILE, write_lbctl_config};
 
 /// Everything `up` started, for the caller to print and stop.
 #[derive(Debug)]
@@ -172,17 +172,7 @@ pub async fn up_with(options: &UpOptions, overrides: &Overrides) -> anyhow::Resu
     let WatchedMaster { master, config: master_config, config_path: master_config_path, watch_cancel } =
         start_watched_master(&master_text, &options.data_dir, &options.host).await?;
     let prometheus_config_path = write_prometheus_config(&options.data_dir, master.addr())?;
-    let lbctl_config_path = options.data_dir.join(LBCTL_FILE);
-    write_private(
-        &lbctl_config_path,
-        &format!(
-            "# Written by lb up for this run: lbctl --config {} <command>\n\
-             master_url = \"http://{}\"\nops_url = \"{ops_url}\"\ntoken = \"{}\"\n",
-            lbctl_config_path.display(),
-            master.addr(),
-            tokens.operator.token
-        ),
-    )?;
+    let lbctl_config_path = write_lbctl_config(&options.data_dir, "lb up", master.addr(), &ops_url, &tokens)?;
     Ok(Running {
         testbed,
         ops_server,

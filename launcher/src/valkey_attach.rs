@@ -31,7 +31,7 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::tokens::{DemoTokens, LBCTL_FILE, TOKENS_FILE, write_private};
+use crate::tokens::{DemoTokens, LBCTL_FILE, TOKENS_FILE, write_lbctl_config, write_private};
 use crate::up::{WatchedMaster, bind, parse, start_watched_master_on};
 
 /// How often the cluster's primaries are read again to follow nodes added or removed.
@@ -259,17 +259,7 @@ pub async fn attach(options: &AttachOptions, master_extra: &str) -> anyhow::Resu
         start_watched_master_on(&master_text, &options.data_dir, master_listener).await?;
     set_private(&config_path)?;
     crate::up::write_prometheus_config(&options.data_dir, master.addr())?;
-    let lbctl = options.data_dir.join(LBCTL_FILE);
-    write_private(
-        &lbctl,
-        &format!(
-            "# Written by lb up --backend valkey --attach: lbctl --config {} <command>\n\
-             master_url = \"http://{}\"\nops_url = \"{ops_url}\"\ntoken = \"{}\"\n",
-            lbctl.display(),
-            master.addr(),
-            tokens.operator.token
-        ),
-    )?;
+    write_lbctl_config(&options.data_dir, "lb up --backend valkey --attach", master.addr(), &ops_url, &tokens)?;
 
     let agents = Arc::new(Mutex::new(agents));
     let follower = tokio::spawn(follow(

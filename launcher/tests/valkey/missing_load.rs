@@ -35,7 +35,8 @@ async fn a_moved_slot_whose_clients_stop_is_judged_inconclusive_not_effective() 
     let overrides = Overrides { master: FAST_EVALUATION.to_owned(), tokens: None };
     let running = up_valkey(&options, &overrides).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
 
     let started = Instant::now();
     let (moved, slot) = loop {
@@ -69,7 +70,8 @@ async fn a_node_whose_agent_stopped_reads_stale_not_zero_and_takes_no_load() {
     let (_alone, _dir, options) = prepare(Duration::from_secs(30)).await;
     let mut running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     let onset = running.load.as_ref().expect("load").onset_at();
 
     // Every node collected first, so the blind one is known to have reported before.

@@ -21,10 +21,12 @@
 //! once; the dedication then follows on the slot's new node. That is allowed, a second move
 //! is not.)
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
+use lb_common::http::ClientError;
 use lb_common::protocol::{
     ActionKind, ActionSpec, ActionState, Evaluation, GroupTarget, Origin, Policy, Proposal, RecordsQuery, Verdict,
     WindowQuery,
@@ -59,7 +61,15 @@ async fn hot_slots_are_moved_off_their_node_and_every_write_survives() {
     let capacity = options.node_ops_per_sec.expect("the tests set a node capacity");
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
+    // Auth is on with the data directory's own tokens: no anonymous caller reads the ops server
+    // or halts it.
+    let anonymous = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let refused = anonymous.actions(None).await.expect_err("no token");
+    assert!(matches!(&refused, ClientError::Status { status, .. } if status.as_u16() == 401), "{refused}");
+    let mode = std::fs::metadata(&running.tokens_path).expect("tokens.toml").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the tokens file is private");
     let node0 = running.cluster.node_id(0).clone();
     let mut counters = NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
     let onset_at = running.load.as_ref().expect("load").onset_at();
@@ -124,7 +134,8 @@ async fn a_slot_too_hot_to_share_a_node_gets_the_node_alone_and_every_write_surv
     let capacity = options.node_ops_per_sec.expect("the tests set a node capacity");
     let running = up_valkey(&options, &Overrides::default()).await.expect("everything starts");
     let master = MasterClient::new(format!("http://{}", running.master.addr()), &HttpClientConfig::default());
-    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default());
+    let ops = OpsClient::new(format!("http://{}", running.ops_server.addr()), &HttpClientConfig::default())
+        .with_bearer_token(&running.tokens.operator.token);
     let mut counters = NodeCounters::new(running.cluster.addrs(), running.cluster.connect_options());
     let onset_at = running.load.as_ref().expect("load").onset_at();
     let (relieved, peak, log) = observe(&master, &mut counters, capacity, onset_at, async |rates: &[f64]| {
