@@ -65,6 +65,17 @@ pub async fn start(
         let store = store.clone();
         Arc::new(move || store.write_failure().map(|error| format!("store writes are failing: {error}")))
     });
+    readiness.add_check({
+        let store = store.clone();
+        let path = config.borrow().store.path.display().to_string();
+        Arc::new(move || {
+            store.damage().map(|damage| {
+                format!(
+                    "the store {path} is damaged ({damage}): stop the agent and start it with [store] on_corruption = \"move_aside\" (or move the file aside yourself)"
+                )
+            })
+        })
+    });
     let shutdown = Shutdown::new();
 
     let router =
@@ -74,6 +85,7 @@ pub async fn start(
     shutdown.spawn(host::run(host::ProcRoot::default(), store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(source::valkey::run(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(maintenance(store.clone(), config.clone(), shutdown.token()));
+    shutdown.spawn(integrity_checks(store.clone(), config.clone(), shutdown.token()));
     shutdown.spawn(registration::run(config.clone(), addr, store.clone(), shutdown.token()));
     shutdown.spawn(lb_common::telemetry::run_metrics_upkeep(metrics_handle, shutdown.token()));
     readiness.set_ready();
@@ -131,6 +143,53 @@ async fn maintenance(
         if let Err(error) = store.maintenance(chrono::Utc::now().timestamp_millis()).await {
             warn!(%error, "store maintenance failed");
         }
+    }
+}
+
+/// Checks the store file every `store.integrity_check_secs` (issue 17 point 17: a page damaged
+/// while the agent ran went unnoticed until the next start). A damaged file makes the agent not
+/// ready, with what to do, until a check passes.
+async fn integrity_checks(
+    store: Arc<MetricStore>,
+    config: watch::Receiver<Arc<AgentConfig>>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let every = config.borrow().store.integrity_check_secs;
+        // Off: look again at the config now and then (it reloads).
+        let wait = Duration::from_secs(if every == 0 { 60 } else { every });
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if every == 0 {
+            continue;
+        }
+        let path = config.borrow().store.path.clone();
+        let checked = {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || store.check_integrity(&path)).await
+        };
+        let outcome = match checked {
+            Ok(Ok(None)) => "ok",
+            Ok(Ok(Some(damage))) => {
+                tracing::error!(
+                    path = %config.borrow().store.path.display(),
+                    %damage,
+                    "the store file is damaged: the agent is not ready; stop it and start it with [store] on_corruption = \"move_aside\" (or move the file aside yourself)"
+                );
+                "damaged"
+            }
+            Ok(Err(error)) => {
+                warn!(%error, "cannot check the store's integrity");
+                "error"
+            }
+            Err(error) => {
+                warn!(%error, "the integrity check task failed");
+                "error"
+            }
+        };
+        ::metrics::counter!("lb_agent_store_integrity_checks_total", "outcome" => outcome).increment(1);
     }
 }
 

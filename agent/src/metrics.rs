@@ -60,6 +60,12 @@ pub const CATALOG: &[MetricDef] = &[
         "Acknowledged samples found missing at start-up (a lost or damaged -wal file, a replaced store): told to pullers as a gap.",
     ),
     MetricDef::new(
+        "lb_agent_store_integrity_checks_total",
+        Counter,
+        &["outcome"],
+        "Integrity checks of the store file while the agent runs ([store] integrity_check_secs), by outcome: ok, damaged (the agent is not ready until one passes), error (the check could not run).",
+    ),
+    MetricDef::new(
         "lb_agent_store_moved_aside_total",
         Counter,
         &[],

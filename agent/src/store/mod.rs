@@ -85,6 +85,8 @@ pub struct Shared {
     lost_through: AtomicU64,
     /// Why the last commit failed, until one succeeds (a full disk): the agent is not ready.
     write_failure: RwLock<Option<String>>,
+    /// What the last integrity check found wrong with the file, until one passes.
+    damage: RwLock<Option<String>>,
 }
 
 /// One page of `GET /v1/samples`.
@@ -199,6 +201,34 @@ impl MetricStore {
 
     /// Why the last commit failed (`None` once one succeeded): while it is set, reports are
     /// refused and `/ready` answers 503.
+    /// Runs `PRAGMA quick_check` on its own read connection to `path` (the writer goes on):
+    /// `Ok(None)` when the file is sound, `Ok(Some(what))` when it is damaged (kept for
+    /// [`MetricStore::damage`] until a check passes), `Err` when the check itself could not run.
+    pub fn check_integrity(&self, path: &std::path::Path) -> Result<Option<String>, String> {
+        let conn = schema::open_reader(path).map_err(|e| e.to_string())?;
+        let found: Result<Vec<String>, rusqlite::Error> = conn
+            .prepare("PRAGMA quick_check(5)")
+            .and_then(|mut q| q.query_map([], |row| row.get::<_, String>(0))?.collect());
+        let damage = match found {
+            Ok(rows) if rows.len() == 1 && rows[0] == "ok" => None,
+            Ok(rows) => Some(rows.join("; ")),
+            Err(e) => {
+                let text = e.to_string();
+                if !StoreError::Sqlite(e).is_corruption() {
+                    return Err(text);
+                }
+                Some(text)
+            }
+        };
+        *self.shared.damage.write().expect("damage lock is never poisoned") = damage.clone();
+        Ok(damage)
+    }
+
+    /// What the last integrity check found wrong, until one passes.
+    pub fn damage(&self) -> Option<String> {
+        self.shared.damage.read().expect("damage lock is never poisoned").clone()
+    }
+
     pub fn write_failure(&self) -> Option<String> {
         self.shared.write_failure.read().expect("write failure lock is never poisoned").clone()
     }

@@ -243,6 +243,51 @@ async fn a_damaged_store_is_named_with_what_to_do_or_moved_aside() {
     assert!(agent.stop(STOP).await);
 }
 
+/// Issue 17 item 17, the rest: a store damaged while the agent runs was found only at the next
+/// start. The periodic integrity check (every second here) finds it: `/ready` turns 503 naming
+/// the file and what to do, and the check is counted as `damaged`.
+#[tokio::test]
+async fn a_store_damaged_while_the_agent_runs_makes_it_not_ready() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut cfg = config(dir.path(), None);
+    cfg.store.integrity_check_secs = 1;
+    let (agent, _cfg, client) = start(cfg).await;
+    for seq in 1..=30 {
+        client.post::<_, ReportAck>("/v1/report", &report(seq, 20)).await.expect("ack");
+    }
+    let url = format!("http://{}/ready", agent.addr());
+    let ready = || async { reqwest::get(&url).await.expect("ready") };
+    assert_eq!(ready().await.status().as_u16(), 200);
+    // Everything into the main file, then garbage over every page but the first (the header
+    // and the schema), as a failing disk would leave it.
+    let store = dir.path().join("agent.sqlite");
+    let conn = rusqlite::Connection::open(&store).expect("open the store beside the agent");
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).expect("checkpoint");
+    drop(conn);
+    let len = std::fs::metadata(&store).expect("store").len();
+    assert!(len > 3 * 4096, "the store has pages past the first: {len} bytes");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = std::fs::OpenOptions::new().write(true).open(&store).expect("open for damage");
+        file.seek(SeekFrom::Start(4096)).expect("seek");
+        file.write_all(&vec![0xee; (len - 4096) as usize]).expect("damage");
+    }
+    let started = std::time::Instant::now();
+    let body = loop {
+        let reply = ready().await;
+        if reply.status().as_u16() == 503 {
+            break reply.text().await.expect("body");
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the damage was never noticed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(body.contains(&store.display().to_string()) && body.contains("damaged"), "names the file: {body}");
+    assert!(body.contains("on_corruption"), "says what to do: {body}");
+    let metrics = lb_common::telemetry::metrics_handle().render();
+    assert!(metrics.contains("lb_agent_store_integrity_checks_total{outcome=\"damaged\"}"), "counted");
+    agent.stop(STOP).await;
+}
+
 /// Issue 17 item 18: `/ready` stayed 200 while every write failed with a full disk. The agent
 /// runs with a file size limit (`ulimit -f`, SIGXFSZ ignored), so its writes fail as on a full
 /// disk: it answers 503 to reports and to `/ready`, and still serves what it stored.
