@@ -42,8 +42,11 @@ pub async fn run(
                     client = client.with_bearer_token(token);
                 }
                 let result = if registered_with.as_deref() == Some(ops.url.as_str()) {
-                    let beat =
-                        HeartbeatRequest { worker_id: cfg.worker_id.clone(), latest_cursor: store.latest_cursor() };
+                    let beat = HeartbeatRequest {
+                        worker_id: cfg.worker_id.clone(),
+                        latest_cursor: store.latest_cursor(),
+                        address: Some(cfg.advertise_url(bound)),
+                    };
                     client.heartbeat(&beat).await
                 } else {
                     let req = RegisterRequest {
@@ -69,11 +72,21 @@ pub async fn run(
                         Duration::from_millis(reply.heartbeat_interval_ms.clamp(100, 600_000))
                     }
                     Err(error) => {
-                        if error.status() == Some(StatusCode::NOT_FOUND) {
+                        let retry_in_ms = backoff.as_millis() as u64;
+                        match error.status() {
                             // The ops server forgot us (it restarted): register again.
-                            registered_with = None;
+                            Some(StatusCode::NOT_FOUND) => {
+                                registered_with = None;
+                                info!(%error, retry_in_ms, "the ops server does not know this agent: registering again");
+                            }
+                            // Another agent holds this worker id: nothing is collected from this
+                            // one until it can register again.
+                            Some(StatusCode::CONFLICT) => {
+                                registered_with = None;
+                                tracing::error!(%error, retry_in_ms, "this agent's worker id is registered by another agent: not collected");
+                            }
+                            _ => warn!(%error, retry_in_ms, "ops server unreachable"),
                         }
-                        warn!(%error, retry_in_ms = backoff.as_millis() as u64, "ops server unreachable");
                         metrics::counter!("lb_agent_heartbeats_total", "outcome" => error.kind()).increment(1);
                         let wait = backoff;
                         backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -34,6 +34,18 @@ pub struct Taken {
     pub down_after_ms: u64,
 }
 
+/// What a heartbeat found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Beat {
+    Ok,
+    /// No entry: register again.
+    Unknown,
+    /// The worker id is registered at another address.
+    Elsewhere {
+        registered_address: String,
+    },
+}
+
 impl Registry {
     /// Adds or replaces the agent: a restarted agent registers again at its address, and an
     /// agent that moved registers at its new one once the old registration is down. A live
@@ -71,16 +83,21 @@ impl Registry {
         Ok(())
     }
 
-    /// `false` for an agent the registry does not know (it must register again).
-    pub fn heartbeat(&self, beat: &HeartbeatRequest, now_ms: i64) -> bool {
+    /// Refreshes the agent's entry; an unknown worker must register again, and a heartbeat
+    /// from another address than the registered one refreshes nothing (the id belongs to
+    /// whoever registered it last: its own heartbeats keep it, not another agent's).
+    pub fn heartbeat(&self, beat: &HeartbeatRequest, now_ms: i64) -> Beat {
         let mut agents = self.agents.write().expect("registry lock is never poisoned");
         match agents.get_mut(&beat.worker_id) {
+            Some(entry) if beat.address.as_ref().is_some_and(|a| *a != entry.address) => {
+                Beat::Elsewhere { registered_address: entry.address.clone() }
+            }
             Some(entry) => {
                 entry.last_heartbeat_ms = now_ms;
                 entry.latest_cursor = beat.latest_cursor;
-                true
+                Beat::Ok
             }
-            None => false,
+            None => Beat::Unknown,
         }
     }
 
@@ -128,11 +145,15 @@ mod tests {
         .expect("new id");
         assert_eq!(r.list(5_000, 10_000)[0].state, AgentState::Up);
         assert_eq!(r.list(11_001, 10_000)[0].state, AgentState::Down);
-        assert!(r.heartbeat(&HeartbeatRequest { worker_id: w.clone(), latest_cursor: Cursor(9) }, 11_500));
+        assert_eq!(
+            r.heartbeat(&HeartbeatRequest { worker_id: w.clone(), latest_cursor: Cursor(9), address: None }, 11_500),
+            Beat::Ok
+        );
         let a = &r.list(11_600, 10_000)[0];
         assert_eq!((a.state, a.latest_cursor), (AgentState::Up, Cursor(9)));
-        let unknown = HeartbeatRequest { worker_id: "w-2".parse().expect("id"), latest_cursor: Cursor(0) };
-        assert!(!r.heartbeat(&unknown, 1));
+        let unknown =
+            HeartbeatRequest { worker_id: "w-2".parse().expect("id"), latest_cursor: Cursor(0), address: None };
+        assert_eq!(r.heartbeat(&unknown, 1), Beat::Unknown);
     }
 
     /// Issue 17 item 12: re-registering a live worker id at another address redirected its
@@ -155,5 +176,16 @@ mod tests {
         // Once the old registration is down, the agent may come back elsewhere.
         r.register(req("http://moved:7101"), Vec::new(), 16_001, 10_000).expect("old one is down");
         assert_eq!(r.list(16_001, 10_000)[0].address, "http://moved:7101");
+        // The agent at the old address comes back: its heartbeats do not keep the new entry
+        // alive, they are told where the id is registered.
+        let beat = |address: &str| HeartbeatRequest {
+            worker_id: "w-1".parse().expect("id"),
+            latest_cursor: Cursor(5),
+            address: Some(address.into()),
+        };
+        let told = r.heartbeat(&beat("http://real:7101"), 20_000);
+        assert_eq!(told, Beat::Elsewhere { registered_address: "http://moved:7101".into() });
+        assert_eq!(r.list(26_002, 10_000)[0].state, AgentState::Down, "not refreshed by the other agent");
+        assert_eq!(r.heartbeat(&beat("http://moved:7101"), 26_500), Beat::Ok);
     }
 }

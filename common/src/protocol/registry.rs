@@ -79,6 +79,11 @@ pub struct HeartbeatRequest {
     pub worker_id: WorkerId,
     /// Newest cursor the agent has stored, so the registry shows how far behind a puller is.
     pub latest_cursor: Cursor,
+    /// The address the agent registered with: a heartbeat from another address than the
+    /// registered one is refused (409 naming the registered address) instead of keeping that
+    /// entry alive. Optional for older agents, whose heartbeats are taken as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ use lb_common::protocol::{
 
 use super::{AppState, now_ms};
 use crate::auth::Caller;
+use crate::registry::Beat;
 
 fn reply(state: &AppState, warnings: Vec<String>) -> RegisterResponse {
     let r = &state.config.borrow().registry;
@@ -72,10 +73,21 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     ApiJson(beat): ApiJson<HeartbeatRequest>,
 ) -> Result<ApiJson<RegisterResponse>, ApiError> {
-    if !state.registry.heartbeat(&beat, now_ms()) {
-        return Err(ApiError::not_found(format!("agent {} is not registered; register again", beat.worker_id)));
+    match state.registry.heartbeat(&beat, now_ms()) {
+        Beat::Ok => Ok(ApiJson(reply(&state, Vec::new()))),
+        Beat::Unknown => {
+            Err(ApiError::not_found(format!("agent {} is not registered; register again", beat.worker_id)))
+        }
+        Beat::Elsewhere { registered_address } => {
+            let from = beat.address.as_deref().unwrap_or_default();
+            tracing::warn!(worker_id = %beat.worker_id, %registered_address, heartbeat_from = %from.escape_debug(), "heartbeat refused: the worker id is registered at another address");
+            Err(ApiError::conflict(format!(
+                "worker {} is registered at {registered_address}, not at {}: another agent has this worker id (two agents configured alike, or it was taken over while this one was down)",
+                beat.worker_id,
+                from.escape_debug()
+            )))
+        }
     }
-    Ok(ApiJson(reply(&state, Vec::new())))
 }
 
 pub async fn list(State(state): State<AppState>) -> ApiJson<AgentsResponse> {

@@ -120,7 +120,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
 
     // Agents that stop heartbeating are marked down and not asked.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let beat = HeartbeatRequest { worker_id: "w-a".parse().expect("id"), latest_cursor: Cursor(12) };
+    let beat = HeartbeatRequest { worker_id: "w-a".parse().expect("id"), latest_cursor: Cursor(12), address: None };
     let _: RegisterResponse = s.agent.post("/v1/agents/heartbeat", &beat).await.expect("heartbeat");
     let agents: AgentsResponse = s.viewer.get("/v1/agents").await.expect("agents");
     let state = |w: &str| agents.agents.iter().find(|a| a.worker_id.as_str() == w).map(|a| a.state);
@@ -128,7 +128,7 @@ async fn collection_fans_out_with_per_agent_deadlines_and_status() {
     let reply: CollectResponse = s.master.post("/v1/collect", &CollectRequest::default()).await.expect("collect");
     assert_eq!(reply.agents.iter().filter(|a| a.status == CollectStatus::Down).count(), 3);
 
-    let unknown = HeartbeatRequest { worker_id: "w-zzz".parse().expect("id"), latest_cursor: Cursor(0) };
+    let unknown = HeartbeatRequest { worker_id: "w-zzz".parse().expect("id"), latest_cursor: Cursor(0), address: None };
     let err = s.agent.post::<_, RegisterResponse>("/v1/agents/heartbeat", &unknown).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::NOT_FOUND));
     assert!(agent_a.stop(STOP).await && agent_b.stop(STOP).await);
@@ -231,6 +231,20 @@ async fn a_live_agents_id_cannot_be_registered_at_another_address() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let _: RegisterResponse =
         s.agent.post("/v1/agents/register", &register("w-a", "http://127.0.0.1:1")).await.expect("moved");
+    // The agent at the first address heartbeats again: it does not keep the other entry alive,
+    // it is told where its id is registered now.
+    let beat = HeartbeatRequest {
+        worker_id: "w-a".parse().expect("id"),
+        latest_cursor: Cursor(3),
+        address: Some(agent_url.clone()),
+    };
+    let err =
+        s.agent.post::<_, RegisterResponse>("/v1/agents/heartbeat", &beat).await.expect_err("registered elsewhere");
+    assert!(
+        matches!(&err, lb_common::http::ClientError::Status { status, body, .. }
+            if status.as_u16() == 409 && body.error.contains("http://127.0.0.1:1") && body.error.contains(&agent_url)),
+        "409 naming both addresses: {err}"
+    );
     assert!(agent.stop(STOP).await);
     assert!(s.server.stop(STOP).await);
 }
