@@ -8,8 +8,9 @@
 //! newest cursor here before it acknowledges the batch (overwritten in place; fsynced when
 //! `store.synchronous = "full"`, as the WAL is), and opening the store compares: a mark above
 //! the newest surviving cursor is a loss. The store then moves its sequence past the mark, so a
-//! cursor never names two samples, and records the lost range in `meta`, so every puller whose
-//! cursor it affects is told `gap: true`.
+//! cursor never names two samples, and records the lost range in `meta` beside every earlier
+//! one (checkpointed into the main file at once), so every puller whose cursor any of them
+//! affects is told `gap: true`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

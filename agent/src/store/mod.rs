@@ -31,8 +31,10 @@ use writer::{Command, Writer, get_meta};
 
 const META_ROLLED_THROUGH: &str = "rolled_through";
 const META_EXPIRED_THROUGH: &str = "expired_through";
-/// The last loss the cursor mark revealed: cursors `(lost_from, lost_through]` were acknowledged
-/// and are gone (see `mark`).
+/// Every loss the cursor mark revealed: cursors `(from, through]` were acknowledged and are
+/// gone. Each is a `meta` row `lost.<from>` = `through`; stores written before every loss was
+/// kept hold their one (last) loss as `lost_from` / `lost_through`, still read.
+const META_LOST_PREFIX: &str = "lost.";
 const META_LOST_FROM: &str = "lost_from";
 const META_LOST_THROUGH: &str = "lost_through";
 
@@ -80,13 +82,33 @@ impl StoreError {
 pub struct Shared {
     latest_cursor: AtomicU64,
     expired_through: AtomicU64,
-    /// The last loss of acknowledged samples (`0, 0` for none): cursors in `(from, through]`.
-    lost_from: AtomicU64,
-    lost_through: AtomicU64,
+    /// Every loss of acknowledged samples: cursors in `(from, through]`, oldest first.
+    lost: RwLock<Vec<(Cursor, Cursor)>>,
     /// Why the last commit failed, until one succeeds (a full disk): the agent is not ready.
     write_failure: RwLock<Option<String>>,
     /// What the last integrity check found wrong with the file, until one passes.
     damage: RwLock<Option<String>>,
+}
+
+/// Every recorded loss, oldest first (see [`META_LOST_PREFIX`]).
+fn lost_ranges(conn: &Connection) -> rusqlite::Result<Vec<(Cursor, Cursor)>> {
+    let mut ranges: Vec<(Cursor, Cursor)> = conn
+        .prepare("SELECT key, value FROM meta WHERE key LIKE 'lost.%'")?
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
+        .filter_map(|row| {
+            let (key, through) = row.ok()?;
+            let from = key.strip_prefix(META_LOST_PREFIX)?.parse::<u64>().ok()?;
+            Some((Cursor(from), Cursor(through as u64)))
+        })
+        .collect();
+    if let (Some(from), Some(through)) = (get_meta(conn, META_LOST_FROM)?, get_meta(conn, META_LOST_THROUGH)?)
+        && through > from
+    {
+        ranges.push((Cursor(from as u64), Cursor(through as u64)));
+    }
+    ranges.sort();
+    ranges.dedup();
+    Ok(ranges)
 }
 
 /// One page of `GET /v1/samples`.
@@ -155,13 +177,15 @@ impl MetricStore {
             );
             metrics::counter!("lb_agent_store_lost_samples_total").increment((held - latest) as u64);
             writer::record_loss(&conn, latest, held)?;
+            // Into the main file now: a later loss of the -wal file must not take this record
+            // with it.
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             latest = held;
         }
         mark.record(latest as u64)
             .map_err(|e| StoreError::Write(format!("cannot write the cursor mark {}: {e}", mark_path.display())))?;
         shared.latest_cursor.store(latest as u64, Ordering::Release);
-        shared.lost_from.store(get_meta(&conn, META_LOST_FROM)?.unwrap_or(0) as u64, Ordering::Release);
-        shared.lost_through.store(get_meta(&conn, META_LOST_THROUGH)?.unwrap_or(0) as u64, Ordering::Release);
+        *shared.lost.write().expect("lost lock is never poisoned") = lost_ranges(&conn)?;
         shared.expired_through.store(get_meta(&conn, META_EXPIRED_THROUGH)?.unwrap_or(0) as u64, Ordering::Release);
         let window = Arc::new(RwLock::new(load_window(&reader, &cfg, Cursor(latest as u64))?));
         let writer = Writer::new(conn, config, window.clone(), shared.clone(), mark)?;
@@ -266,18 +290,25 @@ impl MetricStore {
         // A page that reaches the lost cursors (it passes over them, or ends with the newest
         // sample before them), or a puller waiting inside them, is told; it continues after
         // them at once.
-        let lost_from = Cursor(self.shared.lost_from.load(Ordering::Acquire));
-        let lost_through = Cursor(self.shared.lost_through.load(Ordering::Acquire));
-        let at_loss = after < lost_through
-            && match samples.last() {
-                Some(last) => last.cursor > lost_through || (!more && last.cursor >= lost_from),
-                None => after >= lost_from,
-            };
+        // Each loss the page reaches moves the puller past it.
+        let mut at_loss = false;
+        let mut past = Cursor(0);
+        for &(from, through) in self.shared.lost.read().expect("lost lock is never poisoned").iter() {
+            let reached = after < through
+                && match samples.last() {
+                    Some(last) => last.cursor > through || (!more && last.cursor >= from),
+                    None => after >= from,
+                };
+            if reached {
+                at_loss = true;
+                past = past.max(through);
+            }
+        }
         let gap = reset || after < expired || at_loss;
         let next_cursor = match samples.last() {
-            Some(last) if at_loss => last.cursor.max(lost_through),
+            Some(last) if at_loss => last.cursor.max(past),
             Some(last) => last.cursor,
-            None if at_loss => expired.max(lost_through),
+            None if at_loss => expired.max(past),
             None if gap => expired.max(after),
             None => after,
         };

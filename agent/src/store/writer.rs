@@ -525,7 +525,8 @@ fn insert_host_sample(tx: &Transaction<'_>, ts_ms: i64, interval_ms: u64, host: 
 }
 
 /// Moves the cursor sequence to `lost_through` (new samples get higher cursors than any lost
-/// one) and records the lost range `(lost_from, lost_through]` in `meta`, in one transaction.
+/// one) and records the lost range `(lost_from, lost_through]` in `meta` beside any earlier
+/// ones, in one transaction.
 pub fn record_loss(conn: &Connection, lost_from: i64, lost_through: i64) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute(
@@ -534,8 +535,7 @@ pub fn record_loss(conn: &Connection, lost_from: i64, lost_through: i64) -> rusq
         [],
     )?;
     tx.execute("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'samples'", [lost_through])?;
-    set_meta(&tx, super::META_LOST_FROM, lost_from)?;
-    set_meta(&tx, super::META_LOST_THROUGH, lost_through)?;
+    set_meta(&tx, &format!("{}{lost_from}", super::META_LOST_PREFIX), lost_through)?;
     tx.commit()
 }
 
