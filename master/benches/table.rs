@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_debug_implementations)]
 
+use lb_master::config::ApiLimits;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -181,15 +182,23 @@ fn heatmap(c: &mut Criterion) {
     let tenant = TenantId::new("tenant0").unwrap();
     let tbl = TableId::new("table0").unwrap();
     let from = now - 6 * 3_600_000;
-    let hm = table.heatmap(&tenant, &tbl, Metric::Ops, from, now, 60_000, 256).unwrap();
+    let hm = table.heatmap(&tenant, &tbl, Metric::Ops, from, now, 60_000, 256, &ApiLimits::default()).unwrap();
     println!("heatmap: {} rows × {} key buckets", hm.times_ms.len(), hm.key_buckets.len());
     let mut g = c.benchmark_group("heatmap_10k_partitions");
     g.sample_size(20);
     g.bench_function("360_windows_x_256_buckets_ops", |b| {
-        b.iter(|| black_box(table.heatmap(&tenant, &tbl, Metric::Ops, from, now, 60_000, 256).unwrap()))
+        b.iter(|| {
+            black_box(table.heatmap(&tenant, &tbl, Metric::Ops, from, now, 60_000, 256, &ApiLimits::default()).unwrap())
+        })
     });
     g.bench_function("360_windows_x_256_buckets_latency_p99", |b| {
-        b.iter(|| black_box(table.heatmap(&tenant, &tbl, Metric::LatencyP99, from, now, 60_000, 256).unwrap()))
+        b.iter(|| {
+            black_box(
+                table
+                    .heatmap(&tenant, &tbl, Metric::LatencyP99, from, now, 60_000, 256, &ApiLimits::default())
+                    .unwrap(),
+            )
+        })
     });
     g.finish();
 }

@@ -47,6 +47,9 @@ pub struct MasterConfig {
     pub store: StoreConfig,
     #[serde(default)]
     pub table: TableSection,
+    /// What one API reply may hold (`[api]`): bounds on what a query can ask for.
+    #[serde(default)]
+    pub api: ApiLimits,
     #[serde(default)]
     pub analyzer: AnalyzerConfig,
     /// Policies, thresholds, caps and cooldowns of the online planner.
@@ -297,6 +300,67 @@ impl Default for CollectorConfig {
     }
 }
 
+/// `[api]`: how much one reply of the master's API may hold, whatever the query asks. Each
+/// default says why; they reload live (`max_streams` at the next start).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiLimits {
+    /// `GET /api/v1/top`: most entries; a larger `n` is capped. 1,000 rows: beyond a console
+    /// page, still a bounded reply.
+    pub max_top_n: usize,
+    /// `GET /api/v1/records/{kind}`: most records per page (a larger `limit` is capped); 1,000
+    /// of a few KiB each bound a reply to a few MB, and `since_ms` pages on.
+    pub max_records: usize,
+    /// `GET /api/v1/heatmap`: most cells (rows × key buckets); more is refused. 262,144 (a day
+    /// of minutes over 180 key buckets, or an hour of 10 s rows over 700) is more than a screen
+    /// shows and bounds a reply to ~3 MB of JSON.
+    pub max_heatmap_cells: usize,
+    /// `GET /api/v1/heatmap`: most key buckets; finer than any screen shows.
+    pub max_heatmap_key_buckets: usize,
+    /// `GET /api/v1/cluster/history`: most points (steps); a day of minutes is a chart's worth.
+    pub max_history_points: usize,
+    /// `GET /api/v1/stream`: consoles following at once; more is a script gone wrong (503).
+    /// Read at start-up.
+    pub max_streams: usize,
+    /// `GET /api/v1/actions`: most actions listed, newest first: a console page's worth (the
+    /// ops server keeps more).
+    pub max_actions_listed: usize,
+}
+
+pub const DEFAULT_MAX_TOP_N: usize = 1_000;
+pub const DEFAULT_MAX_RECORDS: usize = 1_000;
+pub const DEFAULT_MAX_HEATMAP_CELLS: usize = 262_144;
+pub const DEFAULT_MAX_HEATMAP_KEY_BUCKETS: usize = 4096;
+pub const DEFAULT_MAX_HISTORY_POINTS: usize = 1_440;
+pub const DEFAULT_MAX_STREAMS: usize = 64;
+pub const DEFAULT_MAX_ACTIONS_LISTED: usize = 500;
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        Self {
+            max_top_n: DEFAULT_MAX_TOP_N,
+            max_records: DEFAULT_MAX_RECORDS,
+            max_heatmap_cells: DEFAULT_MAX_HEATMAP_CELLS,
+            max_heatmap_key_buckets: DEFAULT_MAX_HEATMAP_KEY_BUCKETS,
+            max_history_points: DEFAULT_MAX_HISTORY_POINTS,
+            max_streams: DEFAULT_MAX_STREAMS,
+            max_actions_listed: DEFAULT_MAX_ACTIONS_LISTED,
+        }
+    }
+}
+
+impl ApiLimits {
+    fn validate_into(&self, v: &mut lb_common::validate::Scope<'_>) {
+        v.range_u64("max_top_n", self.max_top_n as u64, 1, 1_000_000);
+        v.range_u64("max_records", self.max_records as u64, 1, 1_000_000);
+        v.range_u64("max_heatmap_cells", self.max_heatmap_cells as u64, 1, 16_777_216);
+        v.range_u64("max_heatmap_key_buckets", self.max_heatmap_key_buckets as u64, 1, 65_536);
+        v.range_u64("max_history_points", self.max_history_points as u64, 1, 1_000_000);
+        v.range_u64("max_streams", self.max_streams as u64, 1, 10_000);
+        v.range_u64("max_actions_listed", self.max_actions_listed as u64, 1, 1_000_000);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
@@ -342,6 +406,7 @@ impl ServiceConfig for MasterConfig {
         if let Err(e) = crate::table::MetricsTable::new(self.table.to_table_config()) {
             v.at("").check(false, "table", format!("{:?}", self.table), &e.to_string());
         }
+        self.api.validate_into(&mut v.at("api"));
         let mut an = v.at("analyzer");
         an.range_u64("interval_ms", self.analyzer.interval_ms, 100, 60_000);
         an.range_u64("window_ms", self.analyzer.window_ms, 1_000, 60_000);

@@ -32,8 +32,6 @@ use crate::store::RecordEvent;
 #[folder = "../dashboards/console/"]
 struct Assets;
 
-/// Consoles following the stream at once; more is a script gone wrong, answered 503.
-pub const MAX_STREAMS: usize = 64;
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -50,8 +48,9 @@ pub fn assets_router() -> Router {
 }
 
 /// The API routes of this module, under the read-token rule of the rest of `/api/v1`.
-pub fn api_router(stop: CancellationToken) -> Router<Shared> {
-    let streams = Arc::new(Semaphore::new(MAX_STREAMS));
+/// `max_streams`: `[api] max_streams` at start-up.
+pub fn api_router(stop: CancellationToken, max_streams: usize) -> Router<Shared> {
+    let streams = Arc::new(Semaphore::new(max_streams));
     Router::new()
         .route("/api/v1/stream", get(move |state: State<Shared>| stream(state, streams.clone(), stop.clone())))
         .route("/api/v1/halt", get(halt_status).post(set_halt))
@@ -86,7 +85,11 @@ async fn stream(
     stop: CancellationToken,
 ) -> Result<Response, ApiError> {
     let permit = streams.try_acquire_owned().map_err(|_| {
-        ApiError::unavailable("too_many_streams", format!("{MAX_STREAMS} consoles already follow the stream"))
+        let max = shared.config.borrow().api.max_streams;
+        ApiError::unavailable(
+            "too_many_streams",
+            format!("consoles already follow the stream up to [api] max_streams ({max} at start-up)"),
+        )
     })?;
     let state = StreamState {
         snapshot: shared.snapshot.clone(),
@@ -191,7 +194,7 @@ async fn set_halt(
 }
 
 /// `GET /api/v1/actions`: the ops server's actions (`GET /v1/actions`), newest first, at most
-/// [`MAX_ACTIONS`]; `?state=running` for those in flight.
+/// `[api] max_actions_listed`; `?state=running` for those in flight.
 pub async fn actions(
     State(shared): State<Shared>,
     headers: HeaderMap,
@@ -200,9 +203,6 @@ pub async fn actions(
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let mut actions: Vec<ActionRecord> = ops_for(&shared, &headers).actions(q.state).await.map_err(ops_error)?;
     actions.sort_by_key(|a| std::cmp::Reverse(a.created_at_ms));
-    actions.truncate(MAX_ACTIONS);
+    actions.truncate(shared.config.borrow().api.max_actions_listed);
     Ok(ApiJson(ActionsResponse { actions }))
 }
-
-/// A console page's worth; the ops server keeps more.
-pub const MAX_ACTIONS: usize = 500;

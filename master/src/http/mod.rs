@@ -42,8 +42,6 @@ use crate::table::{
 
 /// 10 s: long enough to smooth a 1 s report's noise, short enough to show a hotspot now.
 pub const DEFAULT_WINDOW_SECS: u64 = 10;
-/// A thousand rows: beyond a console page, still a bounded reply; larger asks are capped.
-pub const MAX_TOP_N: usize = 1_000;
 
 /// `stop` ends the console's event streams, so a graceful shutdown does not wait on them.
 pub fn router(
@@ -53,11 +51,12 @@ pub fn router(
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
     let http = shared.config.borrow().http.clone();
+    let max_streams = shared.config.borrow().api.max_streams;
     let metrics = lb_common::telemetry::metrics_handle();
     let (api, _doc) = api_routes().split_for_parts();
     let api = api
         .route("/api/v1/actions", get(console::actions))
-        .merge(console::api_router(stop))
+        .merge(console::api_router(stop, max_streams))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), read_access))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), leader_only))
         .with_state(shared)
@@ -281,7 +280,7 @@ async fn top(
 ) -> Result<ApiJson<TopN>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
     let metric = q.metric.unwrap_or(Metric::Ops);
-    let n = q.n.unwrap_or(100).clamp(1, MAX_TOP_N);
+    let n = q.n.unwrap_or(100).clamp(1, shared.config.borrow().api.max_top_n);
     let (group_by, last, now) = (q.group_by.unwrap_or_default(), window(q.window_secs), now_ms());
     query(&shared, move |t| t.top_n(metric, n, group_by, last, now)).await.map(ApiJson)
 }
@@ -309,7 +308,8 @@ async fn heatmap(
     let from = q.from_ms.unwrap_or(to - 3_600_000);
     let (metric, step, buckets) =
         (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000), q.buckets.unwrap_or(64));
-    query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets)).await.map(ApiJson)
+    let limits = shared.config.borrow().api.clone();
+    query(&shared, move |t| t.heatmap(&q.tenant, &q.table, metric, from, to, step, buckets, &limits)).await.map(ApiJson)
 }
 
 /// The spread of worker load over time: one overview (max, mean, max/mean, CV) per step.
@@ -322,7 +322,7 @@ async fn heatmap(
             description = "`bad_request`: a malformed query (unknown field, unknown metric, not a number)"),
         (status = 422, body = ErrorBody,
             description = "`invalid_query`: `step_ms` outside 1000..=86400000, `to_ms` not after `from_ms`, a span \
-                           longer than the history or of more than 1,440 steps"),
+                           longer than the history or of more steps than `[api] max_history_points` (1,440)"),
     )
 )]
 async fn cluster_history(
@@ -333,8 +333,11 @@ async fn cluster_history(
     let to = q.to_ms.unwrap_or_else(now_ms);
     let from = q.from_ms.unwrap_or(to.saturating_sub(3_600_000));
     let (metric, step) = (q.metric.unwrap_or(Metric::Ops), q.step_ms.unwrap_or(60_000));
-    let stale_after = shared.config.borrow().collector.stale_after_ms as i64;
-    query(&shared, move |t| t.cluster_history(metric, from, to, step, stale_after)).await.map(ApiJson)
+    let (stale_after, max_points) = {
+        let c = shared.config.borrow();
+        (c.collector.stale_after_ms as i64, c.api.max_history_points)
+    };
+    query(&shared, move |t| t.cluster_history(metric, from, to, step, stale_after, max_points)).await.map(ApiJson)
 }
 
 /// One partition's history of one metric, reaching into its parents' after a split or merge.
@@ -414,9 +417,10 @@ async fn records(
 ) -> Result<ApiJson<RecordsResponse<serde_json::Value>>, ApiError> {
     let Query(q) = q.map_err(bad_query)?;
     let kind = record_kind(&kind)?;
+    let max = shared.config.borrow().api.max_records;
     let records = shared
         .store
-        .list(kind, q.since_ms.unwrap_or(0), q.limit.unwrap_or(100).min(1_000))
+        .list(kind, q.since_ms.unwrap_or(0), q.limit.unwrap_or(100).min(max))
         .await
         .map_err(|e| ApiError::unavailable("store_unavailable", e.to_string()))?;
     Ok(ApiJson(RecordsResponse { records }))

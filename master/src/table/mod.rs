@@ -111,7 +111,7 @@ pub use query::{
     WindowStats, WorkerLoad, WorkerRow,
 };
 pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable};
-pub use views::{Heatmap, History, HistoryPoint, MAX_HEATMAP_KEY_BUCKETS};
+pub use views::{Heatmap, History, HistoryPoint};
 
 /// One second: the report interval of workers and agents, so one fine slot holds one report.
 pub const DEFAULT_FINE_STEP: Duration = Duration::from_secs(1);
@@ -131,10 +131,6 @@ pub const DEFAULT_MAX_PARTITIONS: usize = 500_000;
 pub const DEFAULT_MAX_WORKERS: usize = 10_000;
 /// Splits and merges rarely chain more than a few times within 6 h; bounds history walks.
 pub const MAX_LINEAGE_DEPTH: usize = 8;
-/// Heatmaps with more cells than this are refused: 256k cells (a day of minutes over 180 key
-/// buckets, or an hour of 10 s rows over 700) is more than any screen shows, and bounds a reply
-/// to ~3 MB of JSON however the query is written.
-pub const MAX_HEATMAP_CELLS: usize = 262_144;
 
 /// Resolutions and limits of a [`MetricsTable`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,8 +21,6 @@ use super::{Metric, TableError};
 const PARALLEL_SCAN_MIN_PARTITIONS: usize = 20_000;
 /// Scans use at most this many threads; the master's other loops need a core too.
 const MAX_SCAN_THREADS: usize = 4;
-/// A day of minutes: a chart's worth of points.
-pub const MAX_CLUSTER_POINTS: usize = 1_440;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowStats {
@@ -432,7 +430,7 @@ impl MetricsTable {
     }
 
     /// The cluster's spread over `[from_ms, to_ms)`: one overview per `step_ms`, at most
-    /// [`MAX_CLUSTER_POINTS`]. Steps older than the table keeps are left out.
+    /// `max_points` (`[api] max_history_points`). Steps older than the table keeps are left out.
     pub fn cluster_history(
         &self,
         metric: Metric,
@@ -440,6 +438,7 @@ impl MetricsTable {
         to_ms: i64,
         step_ms: i64,
         stale_after_ms: i64,
+        max_points: usize,
     ) -> Result<ClusterHistory, TableError> {
         if !(1_000..=86_400_000).contains(&step_ms) || to_ms <= from_ms {
             return Err(TableError::InvalidQuery("step_ms must be 1000..=86400000 and to_ms after from_ms".into()));
@@ -452,9 +451,9 @@ impl MetricsTable {
             )));
         }
         let steps = (span + step_ms - 1) / step_ms;
-        if steps > MAX_CLUSTER_POINTS as i64 {
+        if steps > max_points as i64 {
             return Err(TableError::InvalidQuery(format!(
-                "{steps} steps of {step_ms} ms: at most {MAX_CLUSTER_POINTS} (use a longer step)"
+                "{steps} steps of {step_ms} ms: at most {max_points} ([api] max_history_points; use a longer step)"
             )));
         }
         let mut points = Vec::with_capacity(steps as usize);

@@ -1,6 +1,7 @@
 //! Behaviour of the whole table: exactly-once ingest, windows across both resolutions, top-N,
 //! the memory budget, topology, lineage, heatmap and eviction.
 
+use crate::config::ApiLimits;
 use std::time::Duration;
 
 use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
@@ -421,17 +422,17 @@ fn cluster_history_is_the_overview_of_each_step() {
             .collect();
         t.ingest(&wid(w), &batch, now);
     }
-    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000, 5_000).expect("ok");
+    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000, 5_000, 1_440).expect("ok");
     assert_eq!(h.points.iter().map(|p| p.ts_ms).collect::<Vec<_>>(), vec![T0_MS + 10_000, now]);
     let (quiet, busy) = (&h.points[0], &h.points[1]);
     assert!((quiet.max - 10.0).abs() < 1e-6 && quiet.cv.abs() < 1e-6, "{quiet:?}");
     assert!((busy.max - 30.0).abs() < 1e-6 && (busy.mean - 20.0).abs() < 1e-6, "{busy:?}");
     assert!((busy.max_over_mean - 1.5).abs() < 1e-6 && (busy.cv - 0.5).abs() < 1e-6, "{busy:?}");
     for bad in [
-        t.cluster_history(Metric::Ops, T0_MS, now, 999, 5_000),
-        t.cluster_history(Metric::Ops, now, T0_MS, 10_000, 5_000),
-        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000, 5_000),
-        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000, 5_000),
+        t.cluster_history(Metric::Ops, T0_MS, now, 999, 5_000, 1_440),
+        t.cluster_history(Metric::Ops, now, T0_MS, 10_000, 5_000, 1_440),
+        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000, 5_000, 1_440),
+        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000, 5_000, 1_440),
     ] {
         assert!(matches!(bad, Err(TableError::InvalidQuery(_))), "{bad:?}");
     }
@@ -496,7 +497,8 @@ fn split_children_inherit_history_and_the_heatmap_shows_the_split() {
 
     let tenant = TenantId::new("acme").expect("valid");
     let tbl = TableId::new("t").expect("valid");
-    let hm = t.heatmap(&tenant, &tbl, Metric::Ops, T0_MS, T0_MS + 180_000, 60_000, 4).expect("ok");
+    let hm =
+        t.heatmap(&tenant, &tbl, Metric::Ops, T0_MS, T0_MS + 180_000, 60_000, 4, &ApiLimits::default()).expect("ok");
     assert_eq!(hm.times_ms.len(), 3);
     assert_eq!(hm.key_buckets.len(), 4);
     assert_eq!(hm.key_buckets[0], range(0, 24));
@@ -659,9 +661,18 @@ fn unknown_table_and_bad_heatmaps_are_refused() {
     let t = table();
     let tenant = TenantId::new("x").expect("valid");
     let tbl = TableId::new("y").expect("valid");
-    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 4), Err(TableError::UnknownTable { .. })));
-    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1500, 4), Err(TableError::InvalidQuery(_))));
-    assert!(matches!(t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 0), Err(TableError::InvalidQuery(_))));
+    assert!(matches!(
+        t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 4, &ApiLimits::default()),
+        Err(TableError::UnknownTable { .. })
+    ));
+    assert!(matches!(
+        t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1500, 4, &ApiLimits::default()),
+        Err(TableError::InvalidQuery(_))
+    ));
+    assert!(matches!(
+        t.heatmap(&tenant, &tbl, Metric::Ops, 0, 1000, 1000, 0, &ApiLimits::default()),
+        Err(TableError::InvalidQuery(_))
+    ));
 }
 
 /// Queries beyond what the table holds are refused by name (422), not answered with zeros, a
@@ -685,12 +696,38 @@ fn queries_beyond_the_history_or_at_the_extremes_are_refused() {
     );
     invalid(t.top_n(Metric::Ops, 5, GroupBy::None, Duration::from_secs(u64::MAX), now).map(|_| ()), "window_secs");
     let day46 = 46 * 86_400_000;
-    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - day46, now, 1_000, 4).map(|_| ()), "history");
-    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, i64::MIN, i64::MAX, 1_000, 4).map(|_| ()), "history");
-    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000 * 1_000_000, 4).map(|_| ()), "step_ms");
-    invalid(t.heatmap(&tenant, &tbl, Metric::Ops, now - history, now, 1_000, 4096).map(|_| ()), "cells");
+    invalid(
+        t.heatmap(&tenant, &tbl, Metric::Ops, now - day46, now, 1_000, 4, &ApiLimits::default()).map(|_| ()),
+        "history",
+    );
+    invalid(
+        t.heatmap(&tenant, &tbl, Metric::Ops, i64::MIN, i64::MAX, 1_000, 4, &ApiLimits::default()).map(|_| ()),
+        "history",
+    );
+    invalid(
+        t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000 * 1_000_000, 4, &ApiLimits::default())
+            .map(|_| ()),
+        "step_ms",
+    );
+    invalid(
+        t.heatmap(&tenant, &tbl, Metric::Ops, now - history, now, 1_000, 4096, &ApiLimits::default()).map(|_| ()),
+        "cells",
+    );
     invalid(t.history(&pid("p1"), Metric::Ops, i64::MIN, i64::MAX).map(|_| ()), "history");
-    assert!(t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000, 64).is_ok(), "a minute of seconds is fine");
+    assert!(
+        t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000, 64, &ApiLimits::default()).is_ok(),
+        "a minute of seconds is fine"
+    );
+    // The limits are the config's: a smaller [api] max_heatmap_cells refuses the same grid.
+    let small = ApiLimits { max_heatmap_cells: 100, ..ApiLimits::default() };
+    let refused = t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000, 64, &small);
+    assert!(
+        matches!(&refused, Err(TableError::InvalidQuery(m)) if m.contains("[api] max_heatmap_cells")),
+        "{refused:?}"
+    );
+    let few = ApiLimits { max_heatmap_key_buckets: 8, ..ApiLimits::default() };
+    let refused = t.heatmap(&tenant, &tbl, Metric::Ops, now - 60_000, now, 1_000, 64, &few);
+    assert!(matches!(&refused, Err(TableError::InvalidQuery(m)) if m.contains("1..=8")), "{refused:?}");
 }
 
 #[test]

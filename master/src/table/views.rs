@@ -7,10 +7,8 @@ pub use lb_common::protocol::{Heatmap, History, HistoryPoint};
 
 use super::metric::{MetricColumns, View};
 use super::store::MetricsTable;
-use super::{MAX_HEATMAP_CELLS, MAX_LINEAGE_DEPTH, Metric, TableError};
-
-/// Most key buckets of a heatmap: finer than any screen shows.
-pub const MAX_HEATMAP_KEY_BUCKETS: usize = 4096;
+use super::{MAX_LINEAGE_DEPTH, Metric, TableError};
+use crate::config::ApiLimits;
 
 impl MetricsTable {
     /// Time × key-range heatmap of `metric` for one table over `[from_ms, to_ms)`, in cells of
@@ -25,6 +23,7 @@ impl MetricsTable {
         to_ms: i64,
         step_ms: i64,
         key_buckets: usize,
+        limits: &ApiLimits,
     ) -> Result<Heatmap, TableError> {
         let bad = |m: String| Err(TableError::InvalidQuery(m));
         let fine = self.geo.fine_step_ms;
@@ -39,12 +38,13 @@ impl MetricsTable {
         if step_ms > span_ms {
             return bad(format!("step_ms: {step_ms} is longer than from_ms..to_ms ({span_ms} ms)"));
         }
-        if key_buckets == 0 || key_buckets > MAX_HEATMAP_KEY_BUCKETS {
-            return bad(format!("key_buckets must be 1..={MAX_HEATMAP_KEY_BUCKETS}"));
+        let (max_buckets, max_cells) = (limits.max_heatmap_key_buckets, limits.max_heatmap_cells);
+        if key_buckets == 0 || key_buckets > max_buckets {
+            return bad(format!("key_buckets must be 1..={max_buckets} ([api] max_heatmap_key_buckets)"));
         }
         let rows = (span_ms + step_ms - 1) / step_ms;
-        if rows as usize > MAX_HEATMAP_CELLS / key_buckets {
-            return bad(format!("heatmap over {MAX_HEATMAP_CELLS} cells"));
+        if rows as usize > max_cells / key_buckets {
+            return bad(format!("heatmap over {max_cells} cells ([api] max_heatmap_cells)"));
         }
         let view = metric.partition_view().ok_or(TableError::MetricNotAvailable { metric, scope: "partition" })?;
         let unknown = || TableError::UnknownTable { tenant: tenant.clone(), table: table.clone() };
