@@ -33,6 +33,7 @@ use tracing::{info, warn};
 
 use crate::tokens::{DemoTokens, LBCTL_FILE, TOKENS_FILE, write_lbctl_config, write_private};
 use crate::up::{WatchedMaster, bind, parse, start_watched_master_on};
+use crate::valkey_up::{master_sections, ops_server_cadence};
 
 /// How often the cluster's primaries are read again to follow nodes added or removed.
 pub const TOPOLOGY_EVERY: Duration = Duration::from_secs(5);
@@ -205,13 +206,10 @@ pub async fn attach(options: &AttachOptions, master_extra: &str) -> anyhow::Resu
          [http]\nlisten = \"{ops_addr}\"\n[audit]\npath = \"{audit}\"\n\
          [storage]\nkind = \"valkey\"\n\
          [storage.valkey]\nseeds = [{seeds}]\nworker_ids = \"{scheme}\"\n{auth}\
-         [registry]\nheartbeat_interval_ms = {hb}\ndown_after_ms = {down}\n\
-         [collect]\nagent_deadline_ms = 3000\nmax_agent_deadline_ms = 8000\nlimit_per_agent = 20000\n\
-         [limits]\nrequests_per_sec = 100000\n{tokens}",
+         {cadence}{tokens}",
         audit = data("ops-server-audit.sqlite"),
         seeds = nodes.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", "),
-        hb = interval_ms.max(100),
-        down = (interval_ms * 10).max(1000),
+        cadence = ops_server_cadence(interval_ms),
         tokens = tokens.ops_server_toml(),
     );
     let ops_config: lb_ops_server::config::OpsServerConfig = parse(&ops_text, "ops-server.toml")?;
@@ -243,16 +241,11 @@ pub async fn attach(options: &AttachOptions, master_extra: &str) -> anyhow::Resu
          # reload live when this file changes; [http] and [store] need a restart. Run it alone with:\n\
          #   lb master --config <this file>\n\
          [http]\nlisten = \"{listen}\"\n[ops_server]\nurl = \"{ops_url}\"\ntoken = \"{service}\"\n[store]\npath = \"{store}\"\n\
-         [client]\ndeadline_ms = 15000\n\
-         [collector]\ninterval_ms = {collect}\nagent_deadline_ms = 3000\nlimit_per_agent = 20000\n\
-         stale_after_ms = {stale}\ntopology_interval_ms = {topology}\n\
-         [planner.worker_overload]\nmode = \"{mode}\"\n[planner.imbalance]\nmode = \"{mode}\"\n{master_extra}\n{people}",
+         {sections}{master_extra}\n{people}",
         listen = master_listener.local_addr()?,
         service = tokens.service.token,
         store = data("master-results.sqlite"),
-        collect = interval_ms.max(100),
-        stale = (interval_ms * 5).max(1000),
-        topology = (interval_ms * 2).max(100),
+        sections = master_sections(interval_ms, mode),
         people = tokens.master_toml(),
     );
     let WatchedMaster { master, config: master_config, config_path, watch_cancel } =

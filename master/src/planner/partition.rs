@@ -676,8 +676,6 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
     if state.scatter.is_empty() {
         return;
     }
-    let mode = pass.config.partition_overload.mode;
-    let engage = pass.config.partition_overload.engage_ratio;
     let window_ms = (pass.config.partition_overload.scatter_window_secs * 1000) as i64;
     let now = pass.now_ms;
     let queued: HashMap<&PartitionId, usize> =
@@ -689,92 +687,88 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
         }
     }
     let queue = std::mem::take(&mut state.scatter);
-    for (Scatter { partition: id, child }, p) in queue.into_iter().zip(index) {
+    for (queued, p) in queue.into_iter().zip(index) {
         let Some(p) = p else { continue };
-        if now - child.split_at_ms > window_ms {
-            continue;
-        }
         let owner = pass.model.owner[p] as usize;
-        if pass.input.workers[owner].id != child.from_worker {
+        if now - queued.child.split_at_ms > window_ms || pass.input.workers[owner].id != queued.child.from_worker {
             continue;
         }
-        let limit = pass.input.partitions[p].limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
-        let waits = |pass: &mut Pass<'_>, reason, why: String| {
-            pass.decline(Policy::PartitionOverload, id.as_str(), reason, why);
-        };
-        if pass.model.demand_ops[p] >= engage * limit {
-            waits(pass, DeclineReason::SplitFirst, "split child is itself hot: split it before scattering".into());
-            state.scatter.push(Scatter { partition: id, child });
-            continue;
-        }
-        if let Some((reason, why)) = pass.blocked(state, p) {
-            waits(pass, reason, format!("scatter of split child: {why}"));
-            state.scatter.push(Scatter { partition: id, child });
-            continue;
-        }
-        if let Err(why) = pass.caps_allow(&[owner]) {
-            waits(pass, DeclineReason::Cap, format!("scatter of split child: {why}"));
-            state.scatter.push(Scatter { partition: id, child });
-            continue;
-        }
-        // A scatter is not urgent (the child fits its limit): it must not drain its worker far
-        // into rejecting while it streams, as for a balancing move.
-        let transient_max = pass.config.imbalance.max_source_transient_ratio;
-        let transient = pass.model.transient_ratio_with_one_more_move(owner);
-        if transient > transient_max {
-            let why = format!(
-                "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
-                pass.input.workers[owner].id
-            );
-            waits(pass, DeclineReason::SourceAtLimit, why);
-            state.scatter.push(Scatter { partition: id, child });
-            continue;
-        }
-        let mut alts = Vec::new();
-        let max_after = pass.model.worker_ratio(owner);
-        let e = match pass.best_destination(p, None, max_after, &mut alts) {
-            Ok(e) => e,
-            Err(reason) => {
-                let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
-                pass.decline(
-                    Policy::PartitionOverload,
-                    id.as_str(),
-                    reason,
-                    format!("scatter of split child not done: {why}"),
-                );
-                state.scatter.push(Scatter { partition: id, child });
-                continue;
+        let keep = match scatter_one(pass, state, p, owner, &queued.child) {
+            Ok(mode) => mode == PolicyMode::DryRun,
+            Err((reason, why)) => {
+                pass.decline(Policy::PartitionOverload, queued.partition.as_str(), reason, why);
+                true
             }
         };
-        let reason = format!(
-            "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}",
-            child.parent,
-            pass.input.workers[e.dest].id,
-            e.dest_before,
-            e.dest_after,
-            child.from_worker,
-            e.src_before,
-            e.src_after
-        );
-        let proposal = Proposal {
-            spec: ActionSpec::Move { partition: id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
-            policy: Policy::PartitionOverload,
-            mode,
-            origin: lb_common::protocol::Origin::Online,
-            reason,
-            trigger: Trigger {
-                hot_windows: child.parent_hot.windows,
-                partition_demand_ops_per_sec: Some(pass.model.demand_ops[p]),
-                worker_load_ratio: Some(e.src_before),
-                ..Trigger::default()
-            },
-            predicted: pass.move_prediction(p, &e),
-            rejected_alternatives: alts,
-        };
-        pass.model.apply_move(p, e.dest);
-        pass.propose(state, p, mode, proposal);
-        if mode == PolicyMode::DryRun {
-            state.scatter.push(Scatter { partition: id, child });
+        if keep {
+            state.scatter.push(queued);
         }
     }
+}
+
+/// Proposes the move of split child `p` off its parent's worker `owner`, in the policy's mode,
+/// or says why it waits.
+fn scatter_one(
+    pass: &mut Pass<'_>,
+    state: &mut PlannerState,
+    p: usize,
+    owner: usize,
+    child: &PendingChild,
+) -> Result<PolicyMode, (DeclineReason, String)> {
+    let cfg = &pass.config.partition_overload;
+    let (mode, engage) = (cfg.mode, cfg.engage_ratio);
+    let limit = pass.input.partitions[p].limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+    if pass.model.demand_ops[p] >= engage * limit {
+        return Err((DeclineReason::SplitFirst, "split child is itself hot: split it before scattering".into()));
+    }
+    if let Some((reason, why)) = pass.blocked(state, p) {
+        return Err((reason, format!("scatter of split child: {why}")));
+    }
+    pass.caps_allow(&[owner]).map_err(|why| (DeclineReason::Cap, format!("scatter of split child: {why}")))?;
+    // A scatter is not urgent (the child fits its limit): it must not drain its worker far
+    // into rejecting while it streams, as for a balancing move.
+    let transient_max = pass.config.imbalance.max_source_transient_ratio;
+    let transient = pass.model.transient_ratio_with_one_more_move(owner);
+    if transient > transient_max {
+        let why = format!(
+            "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
+            pass.input.workers[owner].id
+        );
+        return Err((DeclineReason::SourceAtLimit, why));
+    }
+    let mut alts = Vec::new();
+    let max_after = pass.model.worker_ratio(owner);
+    let e = pass.best_destination(p, None, max_after, &mut alts).map_err(|reason| {
+        let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+        (reason, format!("scatter of split child not done: {why}"))
+    })?;
+    let id = pass.input.partitions[p].id.clone();
+    let reason = format!(
+        "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}",
+        child.parent,
+        pass.input.workers[e.dest].id,
+        e.dest_before,
+        e.dest_after,
+        child.from_worker,
+        e.src_before,
+        e.src_after
+    );
+    let proposal = Proposal {
+        spec: ActionSpec::Move { partition: id, to_worker: pass.input.workers[e.dest].id.clone() },
+        policy: Policy::PartitionOverload,
+        mode,
+        origin: lb_common::protocol::Origin::Online,
+        reason,
+        trigger: Trigger {
+            hot_windows: child.parent_hot.windows,
+            partition_demand_ops_per_sec: Some(pass.model.demand_ops[p]),
+            worker_load_ratio: Some(e.src_before),
+            ..Trigger::default()
+        },
+        predicted: pass.move_prediction(p, &e),
+        rejected_alternatives: alts,
+    };
+    pass.model.apply_move(p, e.dest);
+    pass.propose(state, p, mode, proposal);
+    Ok(mode)
 }
