@@ -7,11 +7,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use lb_common::ids::ZoneId;
 use lb_common::placement::distribute::{DistributionKey, ShardPick, ShardPolicy};
 use lb_common::placement::jump::jump_hash_nonzero;
 use lb_common::placement::migration::RingMigration;
 use lb_common::placement::nodes::NodeTable;
 use lb_common::placement::ring::{DEFAULT_POINTS_PER_WEIGHT, Ring, RingNode};
+use lb_common::placement::zones::ZonedNodeTable;
 use lb_common::rng::SplitMix64;
 
 /// Number of distinct lookup keys; large enough that key bytes are not all cache-hot.
@@ -108,6 +110,55 @@ fn placement(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) & 4095;
             big.place(black_box(&keys[i]), black_box(&policy)).map(|p| p.node)
+        })
+    });
+
+    // Zone-aware placement, home zone `az-a`, same keys and policy. Two layouts: the same 256 nodes
+    // × 256 tokens dealt round-robin over 3 zones (86 + 85 + 85 nodes, 65,536 shards in all), and 3
+    // zones of 65,536 shards each (each zone's ring is the plain benchmark's).
+    let zones = ["az-a", "az-b", "az-c"].map(|z| ZoneId::new(z).expect("valid zone id"));
+    let home = &zones[0];
+    let zoned = |nodes: usize, zone_of: fn(usize) -> usize| {
+        let mut t = ZonedNodeTable::new();
+        for i in 0..nodes {
+            let zone = &zones[zone_of(i)];
+            t.set_tokens(zone, &format!("{zone}/node-{i}"), 256).expect("bench table fits");
+        }
+        t
+    };
+    let total = zoned(256, |i| i % 3);
+    let per_zone = zoned(3 * 256, |i| i / 256);
+    let all_healthy = |_: &str| true;
+    g.bench_function("zoned_tenant_dataset_shard_node_65536_shards", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            total.place(Some(home), &[], black_box(&keys[i]), black_box(&policy), all_healthy).map(|p| p.node)
+        })
+    });
+    g.bench_function("zoned_tenant_dataset_shard_node_3x65536_shards", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            per_zone.place(Some(home), &[], black_box(&keys[i]), black_box(&policy), all_healthy).map(|p| p.node)
+        })
+    });
+    // Every node of the home zone down: 8 unhealthy shards, a health check of its 86 nodes, then
+    // the tenant's first rendezvous zone.
+    let home_down = |n: &str| !n.starts_with("az-a/");
+    g.bench_function("zoned_home_down_fallback_65536_shards", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            total.place(Some(home), &[], black_box(&keys[i]), black_box(&policy), home_down).map(|p| p.node)
+        })
+    });
+    // No home zone: the rendezvous order decides on every lookup.
+    g.bench_function("zoned_no_home_65536_shards", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            total.place(None, &[], black_box(&keys[i]), black_box(&policy), all_healthy).map(|p| p.node)
         })
     });
     g.finish();

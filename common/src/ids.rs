@@ -140,6 +140,15 @@ string_id!(
     WorkerId
 );
 string_id!(
+    /// A failure domain a worker sits in: an availability zone (data kept in it stays off the
+    /// cross-zone links, which are billed or slow).
+    ZoneId
+);
+string_id!(
+    /// A rack (or host group) inside a zone: a narrower failure domain, reported for display.
+    RackId
+);
+string_id!(
     /// A partition of a range-partitioned table, or a Valkey hash slot.
     PartitionId
 );

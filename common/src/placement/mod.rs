@@ -17,6 +17,9 @@
 //!   and per-key ramps between two ring versions.
 //! * [`allocator`], [`ewma`], [`stats`], [`strategy`], [`rules`]: adaptive shard counts, EWMA byte
 //!   rates per (tenant, dataset, shard), the fingerprint/round-robin decision, and placement rules.
+//! * [`zones`]: zone-aware placement: one node table per availability zone, the caller's home zone
+//!   first, then the dataset's other allowed zones in a per-tenant rendezvous order, each zone
+//!   placed and walked exactly like a plain node table.
 //!
 //! # Contracts
 //! * No I/O, no clock reads, no global state: time is an argument (`now_ms`, epoch milliseconds).
@@ -33,6 +36,10 @@
 //!   keys only onto it.
 //! * Migration: raising the fraction only moves keys old → new; lowering only new → old.
 //! * The allocator's output stays in `[min, max]` and never lags a scale-out.
+//! * Zones: one zone places bit for bit like a plain node table; every node owns exactly its
+//!   token count of its zone's shards; changing one zone's tokens by Δ moves at most Δ of that
+//!   zone's shards, only onto the node when it grows, and changes no other zone's table nor
+//!   (all healthy) the placement of a key that is in its own home zone elsewhere.
 
 pub mod allocator;
 pub mod distribute;
@@ -49,3 +56,4 @@ pub mod rules;
 pub mod stats;
 pub mod strategy;
 pub mod subring;
+pub mod zones;
