@@ -45,6 +45,8 @@ fn topology() -> Topology {
                 cpu_cores: 0.0,
                 group: None,
                 health: Health::Healthy,
+                zone: None,
+                rack: None,
             })
             .collect(),
         partitions: (0..PARTITIONS)

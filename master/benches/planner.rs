@@ -66,6 +66,7 @@ fn input() -> PlannerInput {
             cpu_cores: 8.0,
             group: None,
             health: Health::Healthy,
+            zone: None,
             load: WorkerWindow {
                 ops_per_sec: worker_ops[w as usize],
                 bytes_per_sec: worker_ops[w as usize] * 1024.0,

@@ -217,6 +217,8 @@ fn topology(cluster: &Cluster) -> Topology {
                 cpu_cores: 0.0,
                 group: None,
                 health: Health::Healthy,
+                zone: None,
+                rack: None,
             })
             .collect(),
         partitions: cluster

@@ -386,6 +386,7 @@ mod tests {
             cpu_cores: 0.0,
             group: None,
             health: Health::Healthy,
+            zone: None,
             load: WorkerWindow { ops_per_sec: ops, bytes_per_sec: 0.0, cpu_ratio: 0.0, attributed_cpu_cores: None },
         }
     }

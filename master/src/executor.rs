@@ -449,6 +449,7 @@ mod tests {
             cpu_cores: 0.0,
             group: None,
             health: Health::Healthy,
+            zone: None,
             load: WorkerWindow { ops_per_sec: ops, ..Default::default() },
         };
         PlannerInput {
@@ -516,6 +517,8 @@ mod tests {
                     cpu_cores: 0.0,
                     group: None,
                     health: Health::Healthy,
+                    zone: None,
+                    rack: None,
                 })
                 .collect(),
             partitions: vec![PartitionInfo {

@@ -69,7 +69,7 @@ mod tests;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use lb_common::ids::{DatasetId, PartitionId, TenantId, WorkerId};
+use lb_common::ids::{DatasetId, PartitionId, TenantId, WorkerId, ZoneId};
 use lb_common::placement::allocator::{
     AllocatorLimits, DEFAULT_BURST_WINDOW, DEFAULT_DECAY_WINDOW, DEFAULT_MAX_DATASET_SHARDS,
     DEFAULT_MIN_DATASET_SHARDS, ShardAllocator,
@@ -406,6 +406,7 @@ struct RuleEntry {
     tenant_shards: u32,
     dataset_shards: u32,
     load_balancing: LoadBalancing,
+    zones: Vec<ZoneId>,
     last_seen_ms: i64,
 }
 
@@ -570,6 +571,7 @@ impl PlacementManager {
                     LoadBalancing::Fingerprint => LoadBalancingMode::Fingerprint,
                     LoadBalancing::RoundRobin => LoadBalancingMode::RoundRobin,
                 },
+                zones: r.zones.clone(),
             });
         }
         core.to_wire(self.rules_version).expect("tenant and dataset names come from valid ids")
@@ -583,12 +585,13 @@ impl PlacementManager {
                 tenant_shards: d.tenant_shards,
                 dataset_shards: d.dataset_shards,
                 load_balancing: d.load_balancing,
+                zones: d.zones.clone(),
                 last_seen_ms: now_ms,
             };
             match self.rules.get_mut(&key) {
                 Some(r) => {
-                    changed |= (r.tenant_shards, r.dataset_shards, r.load_balancing)
-                        != (entry.tenant_shards, entry.dataset_shards, entry.load_balancing);
+                    changed |= (r.tenant_shards, r.dataset_shards, r.load_balancing, &r.zones)
+                        != (entry.tenant_shards, entry.dataset_shards, entry.load_balancing, &entry.zones);
                     *r = entry;
                 }
                 None => {

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lb_common::ids::{DatasetId, GroupId, Key, TableId, TenantId, WorkerId};
+use lb_common::ids::{DatasetId, GroupId, Key, TableId, TenantId, WorkerId, ZoneId};
 use lb_common::protocol::{ActionKind, LoadBalancing};
 use lb_common::validate::{Scope, ValidationError, Validator};
 use serde::{Deserialize, Serialize};
@@ -84,6 +84,18 @@ pub struct ClusterSpec {
     /// Dedicated groups: each takes the last `workers` not yet grouped.
     #[serde(default)]
     pub groups: Vec<GroupSpec>,
+    /// Availability zones: each takes the next `workers` in order (`w-0000` first), so the
+    /// first zone gets the first workers. Empty (the default): no zones. When given, the zones'
+    /// workers add up to all of them.
+    #[serde(default)]
+    pub zones: Vec<ZoneSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneSpec {
+    pub zone: ZoneId,
+    pub workers: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,11 +208,13 @@ pub enum Event {
     Surge { tenant: TenantId, table: TableId, multiplier: f64, duration_secs: u64 },
     /// The worker goes down; its partitions fail over to the next healthy worker.
     WorkerLost { worker: WorkerId },
-    /// A new, empty worker joins (optionally in a group).
+    /// A new, empty worker joins (optionally in a group, and in a zone).
     WorkerAdded {
         worker: WorkerId,
         #[serde(default)]
         group: Option<GroupId>,
+        #[serde(default)]
+        zone: Option<ZoneId>,
     },
     /// A dataset's rate changes: from now on `ops_per_sec`, growing `growth_ops_per_sec_per_hour`.
     DatasetRate {
@@ -267,6 +281,22 @@ impl Scenario {
             grouped,
             "must not take more than all workers",
         );
+        if !self.cluster.zones.is_empty() {
+            let zoned: u32 = self.cluster.zones.iter().map(|z| z.workers).sum();
+            v.at("cluster").check(
+                zoned == self.cluster.workers,
+                "zones",
+                zoned,
+                &format!(
+                    "must give every worker a zone: the zones' workers add up to {zoned}, the cluster has {}",
+                    self.cluster.workers
+                ),
+            );
+            for (i, z) in self.cluster.zones.iter().enumerate() {
+                let dup = self.cluster.zones[..i].iter().any(|o| o.zone == z.zone);
+                v.at("cluster").at_index("zones", i).check(!dup, "zone", &z.zone, "must not repeat an earlier zone");
+            }
+        }
         for (i, t) in self.tables.iter().enumerate() {
             let mut s = v.at_index("tables", i);
             s.range_u64("partitions", u64::from(t.partitions), 1, u64::from(MAX_PARTITIONS_PER_TABLE));
@@ -304,9 +334,13 @@ impl Scenario {
                             .any(|o| matches!(&o.event, Event::WorkerAdded { worker: w, .. } if w == worker));
                     s.check(known, "worker", worker, "must name a worker of the cluster");
                 }
-                Event::WorkerAdded { worker, .. } => {
+                Event::WorkerAdded { worker, zone, .. } => {
                     let exists = worker_index(worker).is_some_and(|i| i < self.cluster.workers);
                     s.check(!exists, "worker", worker, "must not name a worker the cluster starts with");
+                    if let Some(zone) = zone {
+                        let known = self.cluster.zones.iter().any(|z| &z.zone == zone);
+                        s.check(known, "zone", zone, "must name a zone of cluster.zones");
+                    }
                 }
                 Event::DatasetRate { tenant, dataset, ops_per_sec, growth_ops_per_sec_per_hour } => {
                     s.non_negative("ops_per_sec", *ops_per_sec);
@@ -449,6 +483,27 @@ worker = "w-0009"
         let ScenarioError::Invalid { source, .. } = err else { panic!("expected invalid, got {err}") };
         let fields: Vec<_> = source.errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["tables[0].workloads[0].end_key", "timeline[0].worker"]);
+    }
+
+    #[test]
+    fn zones_give_every_worker_one_and_a_new_worker_a_known_one() {
+        let good = MINIMAL
+            .replace("worker = \"w-0009\"", "worker = \"w-0001\"")
+            .replace("end_key = \"0fffffffffffffff\"", "end_key = \"2000000000000000\"");
+        let zones = |spec: &str| good.replace("[[tables]]", &format!("{spec}\n[[tables]]"));
+        let ok = zones("[[cluster.zones]]\nzone = \"a\"\nworkers = 1\n[[cluster.zones]]\nzone = \"b\"\nworkers = 1");
+        let s = Scenario::parse(&ok, Path::new("t.toml")).expect("valid");
+        assert_eq!(s.cluster.zones.len(), 2);
+        let short = zones("[[cluster.zones]]\nzone = \"a\"\nworkers = 1");
+        let err = Scenario::parse(&short, Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("cluster.zones"), "{err}");
+        let twice = zones("[[cluster.zones]]\nzone = \"a\"\nworkers = 1\n[[cluster.zones]]\nzone = \"a\"\nworkers = 1");
+        let err = Scenario::parse(&twice, Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("cluster.zones[1].zone"), "{err}");
+        let added =
+            format!("{ok}\n[[timeline]]\nat_secs = 5\nevent = \"worker_added\"\nworker = \"w-0007\"\nzone = \"z\"\n");
+        let err = Scenario::parse(&added, Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("timeline[1].zone"), "{err}");
     }
 
     #[test]

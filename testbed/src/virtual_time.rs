@@ -184,8 +184,8 @@ impl Engine {
                 Ok(())
             }
             Event::WorkerLost { worker } => self.cluster.worker_lost(&worker),
-            Event::WorkerAdded { worker, group } => {
-                let r = self.cluster.worker_added(&worker, self.worker_capacity, group);
+            Event::WorkerAdded { worker, group, zone } => {
+                let r = self.cluster.worker_added(&worker, self.worker_capacity, group, zone);
                 self.report_seq.resize(self.cluster.workers.len(), 0);
                 self.last_report_ms.resize(self.cluster.workers.len(), self.now_ms());
                 r

@@ -66,6 +66,9 @@ pub struct DatasetPlacement {
     pub tenant_shard_limit: u32,
     pub dataset_shard_limit: u32,
     pub load_balancing: LoadBalancingMode,
+    /// The zones the dataset lives in (empty: every zone); see [`super::zones`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<crate::ids::ZoneId>,
 }
 
 /// Rules published to routers.
@@ -99,6 +102,7 @@ impl PlacementRules {
                     LoadBalancingMode::RoundRobin => WireLb::RoundRobin,
                     LoadBalancingMode::Fingerprint | LoadBalancingMode::Unspecified => WireLb::Fingerprint,
                 },
+                zones: d.zones.clone(),
             });
         }
         datasets.sort_by(|a, b| (&a.tenant, &a.dataset).cmp(&(&b.tenant, &b.dataset)));
@@ -256,6 +260,7 @@ fn placement(tenant: u32, name: &str, e: &RulerEntry) -> DatasetPlacement {
         tenant_shard_limit: e.tenant_shards,
         dataset_shard_limit: e.dataset_shards,
         load_balancing: e.load_balancing,
+        zones: Vec::new(),
     }
 }
 
@@ -310,6 +315,7 @@ mod tests {
             tenant_shard_limit: t,
             dataset_shard_limit: d,
             load_balancing: lb,
+            zones: Vec::new(),
         }
     }
 
@@ -424,6 +430,7 @@ mod tests {
                     tenant_shard_limit: 10,
                     dataset_shard_limit: 5,
                     load_balancing: LoadBalancingMode::RoundRobin,
+                    zones: Vec::new(),
                 },
                 DatasetPlacement {
                     tenant: 1,
@@ -431,6 +438,7 @@ mod tests {
                     tenant_shard_limit: 20,
                     dataset_shard_limit: 8,
                     load_balancing: LoadBalancingMode::Unspecified,
+                    zones: vec!["eu-1a".parse().expect("valid zone")],
                 },
             ],
             created_at_ms: 7,
@@ -441,6 +449,8 @@ mod tests {
         assert_eq!(names, [("acme", "profiles"), ("zeta", "clicks")]);
         assert_eq!(wire.datasets[0].load_balancing, crate::protocol::LoadBalancing::Fingerprint);
         assert_eq!(wire.datasets[1].load_balancing, crate::protocol::LoadBalancing::RoundRobin);
+        assert_eq!(wire.datasets[0].zones.iter().map(|z| z.as_str()).collect::<Vec<_>>(), ["eu-1a"]);
+        assert!(wire.datasets[1].zones.is_empty());
 
         let mut bad = rules;
         bad.datasets[0].name = "has space".into();

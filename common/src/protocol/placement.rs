@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{DatasetId, TenantId};
+use crate::ids::{DatasetId, TenantId, ZoneId};
 use crate::protocol::actions::LoadBalancing;
 
 /// The whole rule set. A router ignores a set older than the one it has.
@@ -28,4 +28,9 @@ pub struct DatasetPlacement {
     /// Size of the dataset's subring inside the tenant's.
     pub dataset_shard_limit: u32,
     pub load_balancing: LoadBalancing,
+    /// The zones the dataset lives in: a router in one of them places in its own zone; a router
+    /// elsewhere falls back to these in the order of `lb_common::placement::zones`. Empty (the
+    /// default, and what older masters send): every zone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneId>,
 }

@@ -198,10 +198,13 @@ pub enum DeclineReason {
     /// group's workers) would pass the high watermark, with the load already in flight there
     /// counted, and is not a lesser evil (under capacity and cooler than the source).
     DestinationOverloaded,
+    /// The action would carry load out of its zone (only other zones have room, or a merge or
+    /// isolation would land in another zone), and `zones.cross` keeps load in its zone.
+    CrossZone,
 }
 
 impl DeclineReason {
-    pub const ALL: [DeclineReason; 11] = [
+    pub const ALL: [DeclineReason; 12] = [
         DeclineReason::Halted,
         DeclineReason::InFlight,
         DeclineReason::Cooldown,
@@ -213,6 +216,7 @@ impl DeclineReason {
         DeclineReason::NoRemedy,
         DeclineReason::SourceAtLimit,
         DeclineReason::DestinationOverloaded,
+        DeclineReason::CrossZone,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -228,6 +232,7 @@ impl DeclineReason {
             DeclineReason::NoRemedy => "no_remedy",
             DeclineReason::SourceAtLimit => "source_at_limit",
             DeclineReason::DestinationOverloaded => "destination_overloaded",
+            DeclineReason::CrossZone => "cross_zone",
         }
     }
 }

@@ -10,7 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{ActionId, DatasetId, GroupId, KeyRange, OperationId, PartitionId, TableId, TenantId, WorkerId};
+use crate::ids::{
+    ActionId, DatasetId, GroupId, KeyRange, OperationId, PartitionId, RackId, TableId, TenantId, WorkerId, ZoneId,
+};
 use crate::protocol::actions::{ActionKind, ActionSpec, LoadBalancing};
 
 /// The storage system's layout as it is now.
@@ -147,6 +149,14 @@ pub struct WorkerInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupId>,
     pub health: Health,
+    /// The availability zone the worker sits in. lb keeps a partition in its owner's zone
+    /// unless a policy allows crossing; a topology without zones (the default, and what older
+    /// storage systems send) is one zone, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<ZoneId>,
+    /// The rack inside the zone, for display and reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<RackId>,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -200,6 +210,10 @@ pub struct DatasetInfo {
     pub load_balancing: LoadBalancing,
     /// Shard ids start at 1; `shards[i]` is the owner of shard `i + 1`.
     pub shard_owners: Vec<WorkerId>,
+    /// The zones the dataset lives in (writers of another zone fall back to these); empty, the
+    /// default: every zone, each router placing in its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneId>,
 }
 
 /// `POST /v1/admin/{kind}` body: the action's spec and its id for idempotency.
@@ -254,6 +268,8 @@ mod tests {
             cpu_cores: 0.0,
             group: None,
             health,
+            zone: None,
+            rack: None,
         };
         let partition = |id: &str, table: &str, start: u64, kinds: &[ActionKind]| PartitionInfo {
             id: id.parse().expect("id"),

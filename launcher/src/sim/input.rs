@@ -196,6 +196,7 @@ impl InputBuilder {
                 cpu_cores: 0.0,
                 group: w.group[i].clone(),
                 health: w.health[i],
+                zone: w.zone[i].clone(),
                 load: WorkerWindow::default(),
             })
             .collect();

@@ -64,6 +64,9 @@ pub struct Tick {
     /// lends capacity to a move while it runs).
     pub worst_worker: Option<u32>,
     pub worst_worker_nominal_ratio: f64,
+    /// The hottest zone's demand over its capacity, over the mean of the zones' (1 without
+    /// zones): how unevenly the zones are loaded.
+    pub zone_max_over_mean: f64,
 }
 
 impl Tick {
@@ -107,6 +110,11 @@ pub struct ActionRecord {
     pub landed_on: Vec<u32>,
     /// The dedicated group it put load into, if any.
     pub into_group: Option<String>,
+    /// The worker its streamed data left (engine index) when submitted: the partition's owner,
+    /// a merge's right side's.
+    pub source: Option<u32>,
+    /// Of `bytes_to_move`, what crossed from one zone into another, known once it succeeded.
+    pub cross_zone_bytes: u64,
 }
 
 /// Wall time spent in each phase of the loop, for profiling.
@@ -247,6 +255,7 @@ impl Sim {
                     let a = &mut actions[*record];
                     a.outcome = Outcome::Succeeded { at_secs: t };
                     (a.landed_on, a.into_group) = landing(engine, &a.spec);
+                    a.cross_zone_bytes = cross_zone_bytes(engine, a);
                     ended.push((*record, true));
                     false
                 }
@@ -296,6 +305,14 @@ impl Sim {
                 .expect("strategy names and numbers make valid ids")
         });
         let bytes_to_move = self.bytes_to_move(&action.spec);
+        let source = {
+            let p = &self.engine.cluster.partitions;
+            let streamed = match &action.spec {
+                ActionSpec::Merge { right, .. } => Some(right),
+                other => partitions_of(other).into_iter().next(),
+            };
+            streamed.and_then(|id| p.find(id)).map(|i| p.owner[i])
+        };
         match self.engine.submit(action_id.clone(), action.spec.clone()) {
             Ok(operation) => {
                 self.in_flight.push((
@@ -313,6 +330,8 @@ impl Sim {
                     outcome: Outcome::InFlight,
                     landed_on: Vec::new(),
                     into_group: None,
+                    source,
+                    cross_zone_bytes: 0,
                 });
                 Some(action_id)
             }
@@ -365,6 +384,7 @@ impl Sim {
                 let load = &self.engine.cluster.load;
                 load.worker_demand_ratio[w as usize] * load.worker_capacity_factor[w as usize]
             }),
+            zone_max_over_mean: zone_max_over_mean(&self.engine),
         });
         self.record_groups();
     }
@@ -452,6 +472,53 @@ fn landing(engine: &Engine, spec: &ActionSpec) -> (Vec<u32>, Option<String>) {
         }
         ActionSpec::Reshard { .. } => (Vec::new(), None),
     }
+}
+
+/// The stored bytes of `a` that crossed zones: all of a move's, an isolation's or a merge's
+/// when it landed in another zone than its source's; a multi-way split's in proportion to the
+/// new pieces sent to other zones (the pieces' bytes follow their ranges, about even).
+fn cross_zone_bytes(engine: &Engine, a: &ActionRecord) -> u64 {
+    let w = &engine.cluster.workers;
+    let Some(zone) = a.source.and_then(|s| w.zone[s as usize].as_ref()) else { return 0 };
+    let away = |i: usize| w.zone[i].as_ref().is_some_and(|z| z != zone);
+    match &a.spec {
+        ActionSpec::SplitInto { to_workers, .. } => {
+            let moving: Vec<usize> =
+                to_workers.iter().filter_map(|id| w.find(id)).filter(|&i| Some(i as u32) != a.source).collect();
+            let crossing = moving.iter().filter(|&&i| away(i)).count();
+            if moving.is_empty() { 0 } else { a.bytes_to_move * crossing as u64 / moving.len() as u64 }
+        }
+        _ if a.landed_on.iter().any(|&i| away(i as usize)) => a.bytes_to_move,
+        _ => 0,
+    }
+}
+
+/// The hottest zone's demand ratio over the mean of the zones' (each zone's up workers taken
+/// together); 1 with fewer than two zones.
+pub fn zone_max_over_mean(engine: &Engine) -> f64 {
+    let c = &engine.cluster;
+    let mut zones: Vec<(&lb_common::ids::ZoneId, f64, f64)> = Vec::new();
+    for w in 0..c.workers.len() {
+        let Some(z) = &c.workers.zone[w] else { continue };
+        if !c.workers.is_up(w) {
+            continue;
+        }
+        let cap = c.workers.capacity[w].ops_per_sec * c.load.worker_capacity_factor[w];
+        let demand = c.load.worker_demand_ratio[w] * cap;
+        match zones.iter_mut().find(|(n, _, _)| *n == z) {
+            Some(e) => {
+                e.1 += demand;
+                e.2 += cap;
+            }
+            None => zones.push((z, demand, cap)),
+        }
+    }
+    let ratios: Vec<f64> = zones.iter().filter(|z| z.2 > 0.0).map(|z| z.1 / z.2).collect();
+    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
+    if ratios.len() < 2 || mean <= 0.0 {
+        return 1.0;
+    }
+    ratios.iter().copied().fold(0.0, f64::max) / mean
 }
 
 /// Max and mean demand ratio over healthy ungrouped workers (the pool the planner balances).

@@ -377,6 +377,7 @@ pub fn report(
         duration_secs,
         onsets,
         runs,
+        zones: scenario.cluster.zones.len(),
         wall: started.elapsed(),
     };
     Ok(Report { comparison, days, peaks })

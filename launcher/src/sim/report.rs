@@ -166,6 +166,11 @@ pub struct Figures {
     pub failed_actions: usize,
     pub submit_errors: usize,
     pub bytes_moved: u64,
+    /// Succeeded actions that streamed data from one zone into another, and its bytes.
+    pub cross_zone_actions: usize,
+    pub cross_zone_bytes: u64,
+    /// The hottest zone's load over the zones' mean, per second (1 without zones).
+    pub zone_max_over_mean: Spread,
     /// Against the no-balancer run of the same scenario ([`super::safety::check`]).
     pub violations: Vec<Violation>,
 }
@@ -192,6 +197,9 @@ impl Figures {
             failed_actions: sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Failed { .. })).count(),
             submit_errors: sim.submit_errors.len(),
             bytes_moved: sim.bytes_moved(),
+            cross_zone_actions: sim.actions.iter().filter(|a| a.cross_zone_bytes > 0).count(),
+            cross_zone_bytes: sim.actions.iter().map(|a| a.cross_zone_bytes).sum(),
+            zone_max_over_mean: Spread::of(ticks.iter().map(|t| t.zone_max_over_mean)),
             violations: Vec::new(),
         }
     }
@@ -257,6 +265,8 @@ pub struct Comparison {
     pub onsets: Vec<Onset>,
     pub runs: Vec<Run>,
     pub wall: Duration,
+    /// Zones the cluster's workers sit in (0 without zones).
+    pub zones: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -330,6 +340,7 @@ pub fn compare(
         duration_secs,
         onsets,
         runs,
+        zones: scenario.cluster.zones.len(),
         wall,
     })
 }
@@ -380,6 +391,27 @@ impl Comparison {
                 f.bytes_moved as f64 / f64::from(1u32 << 30),
                 run.wall.as_secs_f64()
             );
+        }
+        if self.zones > 0 {
+            let _ = writeln!(s, "\nZones ({}): data streamed across zones, and the zones' spread:\n", self.zones);
+            s.push_str(
+                "| strategy | cross-zone actions | cross-zone bytes moved | zone max/mean final / p99 / max |\n",
+            );
+            s.push_str("|---|---:|---:|---|\n");
+            for run in &self.runs {
+                let f = &run.figures;
+                let z = &f.zone_max_over_mean;
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.2} GiB | {:.2} / {:.2} / {:.2} |",
+                    f.strategy,
+                    f.cross_zone_actions,
+                    f.cross_zone_bytes as f64 / f64::from(1u32 << 30),
+                    z.last,
+                    z.p99,
+                    z.max
+                );
+            }
         }
         let violations: Vec<String> = self
             .runs

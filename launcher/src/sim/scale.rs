@@ -15,7 +15,8 @@
 //!   through as many partitions per second). Each replica is a hotspot as strong as the
 //!   original, and there are as many per worker. (Evenly spaced replicas would line up with the
 //!   round-robin placement and pile onto a handful of workers.);
-//! - datasets carry `kw ×` their rate (and growth); dedicated groups get `round(g × kw)` workers;
+//! - datasets carry `kw ×` their rate (and growth); dedicated groups get `round(g × kw)` workers,
+//!   and zones their shares of the workers;
 //! - the timeline is kept, except that a `worker_added` beyond the scenario's workers is renamed
 //!   past the scaled ones and dataset rate changes are scaled like the datasets. A lost worker
 //!   stays one worker (at 1,000 workers that is a small event, which is what it is).
@@ -76,6 +77,17 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
     s.cluster.workers = m;
     for g in &mut s.cluster.groups {
         g.workers = ((f64::from(g.workers) * kw).round() as u32).max(1);
+    }
+    // Zones keep their shares of the workers; the last zone takes what rounding leaves.
+    let zones = s.cluster.zones.len();
+    let mut given = 0u32;
+    for (i, z) in s.cluster.zones.iter_mut().enumerate() {
+        z.workers = if i + 1 == zones {
+            m.saturating_sub(given).max(1)
+        } else {
+            ((f64::from(z.workers) * kw).round() as u32).max(1).min(m.saturating_sub(given))
+        };
+        given += z.workers;
     }
     for (t, table) in s.tables.iter_mut().enumerate() {
         let p0 = table.partitions;

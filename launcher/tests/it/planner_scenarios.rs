@@ -10,7 +10,8 @@ use lb_common::ids::PartitionId;
 use lb_common::protocol::{ActionKind, ActionSpec};
 use lb_launcher::sim::{Lb, Outcome, Proposed, Sim, partitions_of};
 use lb_master::evaluation::{EvaluationConfig, Verdict};
-use lb_master::planner::{Plan, PlannerConfig, Policy, PolicyMode};
+use lb_master::online::OnlineConfig;
+use lb_master::planner::{CrossZone, DeclineReason, Plan, PlannerConfig, Policy, PolicyMode};
 use lb_testbed::scenario::Scenario;
 
 use crate::support::scenarios_dir;
@@ -491,4 +492,83 @@ fn mixed_tenants_every_action_is_safe_and_the_hot_range_is_cut_and_spread() {
         .expect("the hot range is relieved");
     eprintln!("mixed-tenants: rejected {:.2} % before the hot range, back at {relieved} s", before * 100.0);
     assert!(relieved <= 939, "relieved at {relieved} s, more than 10 s after the range reached 4x");
+}
+
+/// Runs `scenario` under lb with `zones.cross = cross` to `until`, collecting the declines'
+/// reasons on the way.
+fn run_zoned(scenario: &Scenario, cross: CrossZone, until: u64) -> (Sim, Vec<DeclineReason>) {
+    let mut config = OnlineConfig::default();
+    config.planner.zones.cross = cross;
+    let mut sim = Sim::new(scenario, Box::new(Lb::with_config(config)));
+    let mut declines = Vec::new();
+    while (sim.engine.t_secs() as u64) < until {
+        declines.extend(tick(&mut sim).rejected.into_iter().map(|d| d.reason));
+    }
+    (sim, declines)
+}
+
+/// The zone of engine worker `w`.
+fn zone_of(sim: &Sim, w: u32) -> &str {
+    sim.engine.cluster.workers.zone[w as usize].as_ref().map_or("-", |z| z.as_str())
+}
+
+/// The succeeded actions that streamed data into another zone: (second, source zone, reason).
+fn crossings(sim: &Sim) -> Vec<(u64, String, String)> {
+    sim.actions
+        .iter()
+        .filter(|a| a.cross_zone_bytes > 0)
+        .map(|a| {
+            let reason = sim.proposals.iter().find(|(_, p)| p.spec == a.spec).map_or("", |(_, p)| p.reason.as_str());
+            (a.t_secs, a.source.map_or("-", |s| zone_of(sim, s)).to_owned(), reason.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn zones_relieve_a_lost_worker_and_a_hot_range_in_their_own_zone_and_cross_only_when_full() {
+    let shipped = scenario_file("zones");
+    // Each zone has room for its trouble: no byte crosses, whether crossing is allowed or not.
+    for cross in [CrossZone::Never, CrossZone::WhenFull] {
+        let (sim, _) = run_zoned(&shipped, cross, 1500);
+        let loss = relieved_at(&sim, 300, 900);
+        let hot = relieved_at(&sim, 900, u64::MAX);
+        let moved: Vec<String> = sim
+            .actions
+            .iter()
+            .filter(|a| a.bytes_to_move > 0)
+            .map(|a| format!("{}@{}", a.spec.kind().as_str(), a.t_secs))
+            .collect();
+        eprintln!(
+            "zones ({cross:?}): loss relieved at {loss:?}, hot range relieved at {hot:?}; actions that moved data: {moved:?}; crossings {:?}",
+            crossings(&sim)
+        );
+        assert!(loss.is_some_and(|t| t <= 300 + 60), "{cross:?}: the lost worker's zone relieved at {loss:?}");
+        assert!(hot.is_some_and(|t| t <= 900 + 60), "{cross:?}: the hot range relieved at {hot:?}");
+        assert!(!moved.is_empty(), "{cross:?}: relief took actions that moved data");
+        assert_eq!(crossings(&sim), Vec::new(), "{cross:?}: nothing crosses zones while each zone has room");
+        assert_invariants(&sim);
+    }
+    // The hot range twice as strong: zone eu-1b cannot carry it (its workers would pass the high
+    // watermark). Allowed to cross, lb sends what does not fit to another zone, and only that;
+    // not allowed, nothing crosses and the declines say why.
+    let tight = scenario_text(
+        &scenario_file_text("zones")
+            .replace("kind = \"hot_range\"\nops_per_sec = 32000", "kind = \"hot_range\"\nops_per_sec = 64000"),
+    );
+    let (sim, _) = run_zoned(&tight, CrossZone::WhenFull, 1500);
+    let crossed = crossings(&sim);
+    let hot = relieved_at(&sim, 900, u64::MAX);
+    eprintln!("zones, hot range 6.4x (when_full): crossings {crossed:#?}, relieved at {hot:?}");
+    assert!(!crossed.is_empty(), "the hot range's zone is full: some of it crosses");
+    for (t, from, reason) in &crossed {
+        assert!(*t >= 900, "only the hot range crosses, not the lost worker's load (crossing at {t} s)");
+        assert_eq!(from, "eu-1b", "only the full zone's load crosses: {reason}");
+        assert!(reason.contains("no worker of zone eu-1b has room"), "the reason says why it crosses: {reason}");
+    }
+    assert!(hot.is_some_and(|t| t <= 900 + 120), "relieved across zones at {hot:?}");
+    assert_invariants(&sim);
+    let (sim, declines) = run_zoned(&tight, CrossZone::Never, 1500);
+    eprintln!("zones, hot range 6.4x (never): crossings {:?}", crossings(&sim));
+    assert_eq!(crossings(&sim), Vec::new(), "zones.cross = never: nothing crosses");
+    assert!(declines.contains(&DeclineReason::CrossZone), "a decline says only other zones have room");
 }

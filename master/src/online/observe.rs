@@ -122,6 +122,7 @@ pub fn refresh_planner_input(
                 cpu_cores: w.cpu_cores,
                 group: w.group.clone(),
                 health,
+                zone: w.zone.clone(),
                 load: load.map_or_else(WorkerWindow::default, |l| {
                     // The host's CPU is a mean over the seconds it reported, the partitions'
                     // a rate over the whole window (a missing second reads 0): the same basis

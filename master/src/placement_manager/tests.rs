@@ -26,6 +26,7 @@ fn info(t: &str, d: &str, tenant_shards: u32, dataset_shards: u32, lb: LoadBalan
         dataset_shards,
         load_balancing: lb,
         shard_owners: (0..64).map(|i| WorkerId::new(format!("w-{:04}", i % 16)).expect("valid id")).collect(),
+        zones: Vec::new(),
     }
 }
 
@@ -151,6 +152,26 @@ fn rules_follow_the_topology_with_a_version_per_change() {
     assert_eq!(r3.version, 3);
     let names: Vec<_> = r3.datasets.iter().map(|d| d.dataset.as_str()).collect();
     assert_eq!(names, ["profiles"]);
+}
+
+#[test]
+fn rules_say_which_zones_a_dataset_lives_in() {
+    let mut m = PlacementManager::new(&auto());
+    let mut pinned = info("acme", "profiles", 20, 8, LoadBalancing::Fingerprint);
+    pinned.zones = vec!["eu-1a".parse().expect("zone"), "eu-1b".parse().expect("zone")];
+    let topo = vec![info("zeta", "clicks", 16, 4, LoadBalancing::RoundRobin), pinned.clone()];
+    m.plan(&topo, &auto(), T0);
+    let rules = m.rules(T0);
+    let json = serde_json::to_value(&rules).expect("serialise");
+    assert_eq!(json["datasets"][0]["zones"], serde_json::json!(["eu-1a", "eu-1b"]));
+    // A dataset in every zone sends no zones (what an older router reads as before).
+    assert!(json["datasets"][1].get("zones").is_none());
+    // The storage moving a dataset to other zones is a new rule set.
+    pinned.zones.pop();
+    m.plan(&[topo[0].clone(), pinned], &auto(), T0 + 1_000);
+    let r2 = m.rules(T0 + 1_000);
+    assert_eq!(r2.version, rules.version + 1);
+    assert_eq!(r2.datasets[0].zones.len(), 1);
 }
 
 #[test]

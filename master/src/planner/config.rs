@@ -65,6 +65,11 @@ pub const DEFAULT_STALLED_ACTION_SECS: u64 = 120;
 /// Split children are scattered if they appear within 60 s of their split.
 pub const DEFAULT_SCATTER_WINDOW_SECS: u64 = 60;
 
+/// Cross-zone bytes cost 4 times same-zone bytes: inter-zone transfer is billed per GB each way
+/// (about $0.01/GB on the large clouds, intra-zone free) and runs over the narrower, slower
+/// links, so a crossing must gain 4 times as much to be worth it.
+pub const DEFAULT_CROSS_ZONE_COST_FACTOR: f64 = 4.0;
+
 /// A harmful action rests its target for 4 cooldowns, and each strike of its policy adds a
 /// cooldown to that policy's next ones, up to 4 (a policy doing harm slows down, not stops).
 pub const DEFAULT_HARMFUL_COOLDOWN_FACTOR: u32 = 4;
@@ -82,6 +87,37 @@ pub struct PlannerConfig {
     pub imbalance: ImbalanceConfig,
     pub caps: CapsConfig,
     pub feedback: FeedbackConfig,
+    pub zones: ZonesConfig,
+}
+
+/// Whether load may leave its zone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossZone {
+    /// A partition, its split pieces and its isolation stay in its owner's zone: when the zone
+    /// has no room, the action is declined and says so. The default: a crossing trades latency
+    /// and transfer cost for balance, which an operator chooses, not the balancer.
+    #[default]
+    Never,
+    /// A partition crosses only when no worker of its own zone has the room for it (every one
+    /// would pass the high watermark; one merely at its action cap keeps it home, as that
+    /// passes): then to the coolest zone, charged `cross_zone_cost_factor` times the move cost.
+    WhenFull,
+}
+
+/// Zones (the topology's `zone` per worker): a topology without zones is one zone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZonesConfig {
+    pub cross: CrossZone,
+    /// Move cost of a cross-zone move over a same-zone one of the same bytes.
+    pub cross_zone_cost_factor: f64,
+}
+
+impl Default for ZonesConfig {
+    fn default() -> Self {
+        Self { cross: CrossZone::Never, cross_zone_cost_factor: DEFAULT_CROSS_ZONE_COST_FACTOR }
+    }
 }
 
 /// How action evaluations feed back into planning.
@@ -271,6 +307,16 @@ impl PlannerConfig {
             );
             s.non_negative("min_gain_ratio", c.min_gain_ratio)
                 .non_negative("move_cost_ratio_per_gib", c.move_cost_ratio_per_gib);
+        }
+        {
+            let z = &self.zones;
+            let mut s = v.at("zones");
+            s.check(
+                z.cross_zone_cost_factor >= 1.0 && z.cross_zone_cost_factor.is_finite(),
+                "cross_zone_cost_factor",
+                z.cross_zone_cost_factor,
+                "must be >= 1 (a crossing never costs less than a move inside a zone)",
+            );
         }
         {
             let f = &self.feedback;

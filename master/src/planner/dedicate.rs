@@ -96,6 +96,13 @@ impl Pass<'_> {
         let receivers: Vec<usize> = (0..self.input.workers.len())
             .filter(|&r| r != w && self.model.healthy[r] && self.groups[r].is_none())
             .collect();
+        // The storage spreads the rest over every shared worker, whatever its zone.
+        let away = receivers.iter().filter(|&&r| !self.zones.same(w, r)).count();
+        if away > 0 && !self.may_cross_zones() {
+            return Err(format!(
+                "the storage would spread its worker's other partitions over {away} workers of other zones (zones.cross = never)"
+            ));
+        }
         if let Some(&r) = receivers.iter().find(|&&r| self.model.ratio_with(r, p, 1.0) <= high) {
             return Err(format!(
                 "worker {} could take it at {:.2} of capacity (high watermark {high:.2}): it is not too hot to share a worker",

@@ -2,7 +2,7 @@
 //! The master builds it from its MetricsTable; tests build it from the testbed. Nothing here
 //! depends on either.
 
-use lb_common::ids::{GroupId, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::ids::{GroupId, KeyRange, PartitionId, TableId, TenantId, WorkerId, ZoneId};
 use lb_common::protocol::{ActionKind, ActionSpec, Capacity, Health, KeySketch};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +60,10 @@ pub struct WorkerView {
     pub group: Option<GroupId>,
     pub health: Health,
     pub load: WorkerWindow,
+    /// Its availability zone; `None` (a topology without zones) is one zone with every other
+    /// worker without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<ZoneId>,
 }
 
 /// A worker's own totals over the last window; load beyond its partitions' sum (hash-sharded

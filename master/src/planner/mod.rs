@@ -57,10 +57,12 @@ pub mod state;
 mod safety_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod zone_tests;
 
 use lb_common::ids::GroupId;
 
-pub use config::{PlannerConfig, PolicyMode};
+pub use config::{CrossZone, PlannerConfig, PolicyMode, ZonesConfig};
 pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
 pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Scatter, Strikes};
@@ -93,8 +95,9 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
         groups[*w] = Some(group.clone());
     }
     let splitting = vec![false; input.partitions.len()];
+    let zones = Zones::of(input);
     let mut pass =
-        Pass { input, config, now_ms, model, groups, splitting, plan: Plan::default(), proposed_this_pass: 0 };
+        Pass { input, config, now_ms, model, groups, zones, splitting, plan: Plan::default(), proposed_this_pass: 0 };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
 
@@ -103,7 +106,10 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     let hot = pass.observe_partitions(state);
     let overloaded = pass.observe_workers(state);
     let (max, mean, cv) = pass.model.pool_stats(&pass.groups);
-    let imbalance = pass.observe_imbalance(state, max, mean, cv);
+    // Imbalance is judged inside each zone (a partition stays in its zone): the zone spread
+    // worst in max/mean engages it. Without zones, that is the whole pool.
+    let (zmax, zmean, zcv) = pass.worst_zone_stats().1;
+    let imbalance = pass.observe_imbalance(state, zmax, zmean, zcv);
     pass.plan.stats = PlanStats {
         partitions: input.partitions.len(),
         workers: input.workers.len(),
@@ -140,7 +146,7 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
         rebalance::worker_overload(&mut pass, state, &overloaded);
     }
     if config.imbalance.mode != PolicyMode::Off && imbalance {
-        rebalance::imbalance(&mut pass, state, max / mean.max(f64::MIN_POSITIVE), cv);
+        rebalance::imbalance(&mut pass, state, zmax / zmean.max(f64::MIN_POSITIVE), zcv);
     }
     pass.plan
 }
@@ -156,6 +162,55 @@ pub(crate) struct Hot {
     pub growth_per_sec: f64,
 }
 
+/// Each worker's zone as a small index, for the zone rules of a pass.
+#[derive(Debug, Default)]
+pub(crate) struct Zones {
+    /// Per worker: index into `names`, or [`Zones::NONE`] for a worker without a zone.
+    pub of: Vec<u32>,
+    pub names: Vec<lb_common::ids::ZoneId>,
+}
+
+impl Zones {
+    /// A worker the topology gives no zone.
+    pub const NONE: u32 = u32::MAX;
+
+    fn of(input: &PlannerInput) -> Self {
+        let mut names: Vec<lb_common::ids::ZoneId> = Vec::new();
+        let of = input
+            .workers
+            .iter()
+            .map(|w| match &w.zone {
+                None => Self::NONE,
+                Some(z) => match names.iter().position(|n| n == z) {
+                    Some(i) => i as u32,
+                    None => {
+                        names.push(z.clone());
+                        (names.len() - 1) as u32
+                    }
+                },
+            })
+            .collect();
+        Self { of, names }
+    }
+
+    /// Whether workers `a` and `b` share a zone; a worker without one shares every zone (a
+    /// topology without zones is one zone).
+    pub fn same(&self, a: usize, b: usize) -> bool {
+        let (za, zb) = (self.of[a], self.of[b]);
+        za == zb || za == Self::NONE || zb == Self::NONE
+    }
+
+    /// Whether the topology has more than one zone (zone rules then matter at all).
+    pub fn several(&self) -> bool {
+        self.names.len() > 1
+    }
+
+    /// The name of worker `w`'s zone, `-` without one.
+    pub fn name(&self, w: usize) -> &str {
+        self.names.get(self.of[w] as usize).map_or("-", |z| z.as_str())
+    }
+}
+
 /// The working set of one pass.
 #[derive(Debug)]
 pub(crate) struct Pass<'a> {
@@ -164,6 +219,7 @@ pub(crate) struct Pass<'a> {
     pub now_ms: i64,
     pub model: Model,
     pub groups: Vec<Option<GroupId>>,
+    pub zones: Zones,
     pub plan: Plan,
     proposed_this_pass: u32,
     /// Per partition: over its own limit and splittable (supported, load not on one key or an

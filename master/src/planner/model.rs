@@ -291,6 +291,20 @@ impl Model {
         self.drain[w]
     }
 
+    /// The load over the capacity of the healthy workers `keep` accepts, taken together (one
+    /// zone's), in the tightest dimension; infinite without capacity.
+    pub fn ratio_of_workers(&self, keep: impl Fn(usize) -> bool) -> f64 {
+        let (mut l, mut c) = (Load::default(), Load::default());
+        for w in (0..self.cap.len()).filter(|&w| self.healthy[w] && keep(w)) {
+            l.add(self.worker_load[w], 1.0);
+            c.add(self.cap[w], 1.0);
+        }
+        if c.ops <= 0.0 && c.bytes <= 0.0 && c.cpu <= 0.0 {
+            return f64::INFINITY;
+        }
+        ratio(l, c)
+    }
+
     /// Worker `w`'s ratio with `extra` load added.
     pub fn ratio_plus(&self, w: usize, extra: Load) -> f64 {
         let mut l = self.worker_load[w];
@@ -420,9 +434,14 @@ impl Model {
 
     /// Max, mean and CV of the ratios of the healthy ungrouped workers (the shared pool).
     pub fn pool_stats(&self, groups: &[Option<GroupId>]) -> (f64, f64, f64) {
+        self.pool_stats_where(groups, |_| true)
+    }
+
+    /// [`Model::pool_stats`] over the pool workers `keep` accepts (one zone's).
+    pub fn pool_stats_where(&self, groups: &[Option<GroupId>], keep: impl Fn(usize) -> bool) -> (f64, f64, f64) {
         let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
         for (w, group) in groups.iter().enumerate().take(self.cap.len()) {
-            if self.healthy[w] && group.is_none() {
+            if self.healthy[w] && group.is_none() && keep(w) {
                 let r = self.worker_ratio(w);
                 n += 1.0;
                 sum += r;

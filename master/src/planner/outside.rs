@@ -28,6 +28,8 @@ pub struct OutsideCheck<'a> {
     high: f64,
     max_inflight_cluster: u32,
     max_inflight_per_worker: u32,
+    /// `zones.cross` lets load leave its zone.
+    cross_zones: bool,
     partitions: HashMap<&'a PartitionId, usize>,
     workers: HashMap<&'a WorkerId, usize>,
 }
@@ -41,6 +43,7 @@ impl<'a> OutsideCheck<'a> {
             high: config.worker_overload.high_watermark_ratio,
             max_inflight_cluster: config.caps.max_inflight_cluster,
             max_inflight_per_worker: config.caps.max_inflight_per_worker,
+            cross_zones: config.zones.cross == super::CrossZone::WhenFull,
             partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
             workers: input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect(),
         }
@@ -78,6 +81,24 @@ impl<'a> OutsideCheck<'a> {
             self.model.mark_action(moved);
             self.model.worker_actions[from] += 1;
             return Ok(());
+        }
+        let zone = |w: usize| self.input.workers[w].zone.as_ref();
+        if matches!(spec, ActionSpec::Merge { .. })
+            && !self.cross_zones
+            && zone(from).is_some()
+            && zone(to).is_some()
+            && zone(from) != zone(to)
+        {
+            return Err((
+                DeclineReason::CrossZone,
+                format!(
+                    "the merge would carry {} from zone {} to {} in zone {} (zones.cross = never)",
+                    self.input.partitions[moved].id,
+                    zone(from).map_or("-", |z| z.as_str()),
+                    self.input.workers[to].id,
+                    zone(to).map_or("-", |z| z.as_str()),
+                ),
+            ));
         }
         let (source_before, after) = (self.model.worker_ratio(from), self.model.ratio_with(to, moved, 1.0));
         if after <= self.high || (after <= 1.0 && after < source_before) {
@@ -129,6 +150,7 @@ mod tests {
             cpu_cores: 0.0,
             group: None,
             health: Health::Healthy,
+            zone: None,
             load: WorkerWindow { ops_per_sec: ops, ..Default::default() },
         };
         let part = |id: &str, range: KeyRange, owner: usize, ops: f64| PartitionView {

@@ -10,7 +10,7 @@ use lb_common::protocol::MAX_SPLIT_PIECES;
 
 use super::model::{Load, SketchShape, piece_load, piece_shares, sketch_shape, split_key, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, PolicyMode, Prediction, Proposal, Trigger};
-use super::rebalance::alt;
+use super::rebalance::{alt, nothing_helps};
 use super::state::{ExpectedDemand, PendingChild, PlannerState, Scatter};
 use super::{Hot, Pass};
 
@@ -112,7 +112,15 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                 // cooldown of the piece that keeps the id.
                 let horizon_secs = pass.config.caps.cooldown_secs as f64;
                 let projected = h.demand_ops + h.growth_per_sec.max(0.0) * horizon_secs;
-                match plan_split_into(pass, p, pieces, projected) {
+                // Its own zone first; across zones only when `zones.cross` allows and its zone
+                // has no room for the pieces.
+                let mut planned = plan_split_into(pass, p, pieces, projected, false);
+                if pass.may_cross_zones()
+                    && planned.as_ref().is_err_and(|e| e.0 == DeclineReason::DestinationOverloaded)
+                {
+                    planned = plan_split_into(pass, p, pieces, projected, true);
+                }
+                match planned {
                     Ok(plan) => propose_split_into(pass, state, h, plan, trigger, alts),
                     Err((reason, why)) => pass.decline(
                         Policy::PartitionOverload,
@@ -240,13 +248,16 @@ struct SplitIntoPlan {
 /// piece is scattered once measured, as after a split in place), else on the coolest worker of
 /// the pool that [`Pass::destination_allows`] it, the pieces already placed, the load in flight
 /// and the capacity a source lends to its streams counted, each piece carrying its share of
-/// `projected_demand` (what a growing load reaches within the cooldown). The error names the
+/// `projected_demand` (what a growing load reaches within the cooldown). Receivers are of the
+/// partition's own zone; with `may_cross`, a piece none of them has the room for (none merely
+/// at its action cap) goes to the coolest worker of the coolest other zone. The error names the
 /// piece no worker can take.
 fn plan_split_into(
     pass: &Pass<'_>,
     p: usize,
     k: usize,
     projected_demand: f64,
+    may_cross: bool,
 ) -> Result<SplitIntoPlan, (DeclineReason, String)> {
     let info = &pass.input.partitions[p];
     let Some(sketch) = info.stats.sketch.as_ref() else {
@@ -290,22 +301,43 @@ fn plan_split_into(
         let mut own = extra(owner, &added);
         own.add(l, 1.0);
         let own_ratio = pass.model.ratio_plus(owner, own) / pass.model.drain_factor(owner);
-        for w in 0..pass.input.workers.len() {
-            if own_ratio <= high {
-                best = Some((owner, own_ratio));
+        // Its own zone first; another zone only when none of its own allows the piece and
+        // `zones.cross` lets it cross (the coolest zone, then its coolest worker).
+        // A zone is full when its workers lack the load room, not when they are at their action
+        // cap (that passes within a move's time): a capped worker of its own zone keeps it home.
+        let mut capped_home = false;
+        for crossing in [false, true] {
+            if crossing
+                && (!may_cross
+                    || !pass.zones.several()
+                    || capped_home
+                    || best.is_some_and(|(_, r)| pass.destination_allows(owner_before, r)))
+            {
                 break;
             }
-            let receiving = added.iter().filter(|(x, _)| *x == w).count() as u32;
-            let capped = w != owner && pass.model.worker_actions[w] + receiving >= cap;
-            if !pass.model.healthy[w] || pass.groups[w].is_some() || capped {
-                continue;
-            }
-            let mut e = extra(w, &added);
-            e.add(l, 1.0);
-            // Against what it has left while the streams from it run (a source lends capacity).
-            let r = pass.model.ratio_plus(w, e) / pass.model.drain_factor(w);
-            if best.is_none_or(|(_, b)| r < b) {
-                best = Some((w, r));
+            let mut best_key = (f64::INFINITY, f64::INFINITY);
+            for w in 0..pass.input.workers.len() {
+                if own_ratio <= high {
+                    best = Some((owner, own_ratio));
+                    break;
+                }
+                if !pass.model.healthy[w] || pass.groups[w].is_some() || pass.zones.same(owner, w) == crossing {
+                    continue;
+                }
+                let receiving = added.iter().filter(|(x, _)| *x == w).count() as u32;
+                if w != owner && pass.model.worker_actions[w] + receiving >= cap {
+                    capped_home |= !crossing;
+                    continue;
+                }
+                let mut e = extra(w, &added);
+                e.add(l, 1.0);
+                // Against what it has left while the streams from it run (a source lends capacity).
+                let r = pass.model.ratio_plus(w, e) / pass.model.drain_factor(w);
+                let key = (if crossing { pass.zone_ratio(w) } else { 0.0 }, r);
+                if key < best_key && (!crossing || pass.destination_allows(owner_before, r)) {
+                    best = Some((w, r));
+                    best_key = key;
+                }
             }
         }
         match best {
@@ -367,10 +399,22 @@ fn propose_split_into(
         .iter()
         .zip(&plan.dests)
         .zip(&plan.shares[1..])
-        .map(|((k, &w), s)| format!("{k} ({:.0} %) to {}", s * 100.0, pass.input.workers[w].id))
+        .map(|((k, &w), s)| {
+            let zone = if pass.zones.same(owner, w) { "" } else { pass.zones.name(w) };
+            let crossing = if zone.is_empty() { String::new() } else { format!(" in zone {zone}") };
+            format!("{k} ({:.0} %) to {}{crossing}", s * 100.0, pass.input.workers[w].id)
+        })
         .collect();
+    let crossing = plan.dests.iter().find(|&&w| !pass.zones.same(owner, w)).map_or(String::new(), |&w| {
+        let home = pass.zones.name(owner);
+        format!(
+            "; pieces cross from zone {home} to zone {} (at {:.2} of its capacity): no worker of zone {home} has room for them, and zones.cross = when_full",
+            pass.zones.name(w),
+            pass.zone_ratio(w)
+        )
+    });
     let reason = format!(
-        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split it into {n} pieces at the sketch's load quantiles in one action (the largest {:.0} % of its demand, {:.2} of a limit), first piece {:.0} % stays on {}; new pieces {}; its worker {:.2} -> {:.2}, the hottest receiver {:.2} -> {:.2}",
+        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split it into {n} pieces at the sketch's load quantiles in one action (the largest {:.0} % of its demand, {:.2} of a limit), first piece {:.0} % stays on {}; new pieces {}; its worker {:.2} -> {:.2}, the hottest receiver {:.2} -> {:.2}{crossing}",
         h.demand_ops,
         h.hysteresis.windows,
         largest * 100.0,
@@ -542,7 +586,7 @@ fn isolate(
         );
         return;
     }
-    let mut destination_full = false;
+    let (mut destination_full, mut cross_zone) = (false, false);
     if supports(&info.supported_actions, ActionKind::Group)
         && let Some((group, _)) = pass.isolation_group(p)
     {
@@ -582,12 +626,17 @@ fn isolate(
         let max_after = pass.model.worker_ratio(pass.model.owner[p] as usize).min(high);
         let found = pass.best_destination(p, None, max_after, &mut alts);
         destination_full |= found == Err(DeclineReason::DestinationOverloaded);
+        cross_zone |= found == Err(DeclineReason::CrossZone);
         if let Ok(e) = found {
             let predicted =
                 Prediction { target_before_ratio: ratio, target_after_ratio: ratio, ..pass.move_prediction(p, &e) };
             let reason = format!(
-                "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}: no dedicated group, so isolate it by moving it to the coolest worker {} ({:.2} -> {:.2})",
-                h.demand_ops, pass.input.workers[e.dest].id, e.dest_before, e.dest_after
+                "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}: no dedicated group, so isolate it by moving it to the coolest worker {} ({:.2} -> {:.2}){}",
+                h.demand_ops,
+                pass.input.workers[e.dest].id,
+                e.dest_before,
+                e.dest_after,
+                pass.zone_note(pass.model.owner[p] as usize, e.dest)
             );
             let proposal = Proposal {
                 spec: ActionSpec::Move { partition: id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
@@ -617,7 +666,7 @@ fn isolate(
     pass.decline(
         Policy::PartitionOverload,
         id.as_str(),
-        if destination_full { DeclineReason::DestinationOverloaded } else { DeclineReason::NoRemedy },
+        nothing_helps(cross_zone, destination_full),
         format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}"),
     );
 }
@@ -744,14 +793,15 @@ fn scatter_one(
     })?;
     let id = pass.input.partitions[p].id.clone();
     let reason = format!(
-        "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}",
+        "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}{}",
         child.parent,
         pass.input.workers[e.dest].id,
         e.dest_before,
         e.dest_after,
         child.from_worker,
         e.src_before,
-        e.src_after
+        e.src_after,
+        pass.zone_note(owner, e.dest)
     );
     let proposal = Proposal {
         spec: ActionSpec::Move { partition: id, to_worker: pass.input.workers[e.dest].id.clone() },

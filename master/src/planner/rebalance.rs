@@ -4,10 +4,11 @@
 use lb_common::ids::GroupId;
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
+use super::config::CrossZone;
 use super::model::{sketch_shape, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::state::PlannerState;
-use super::{MAX_ALTERNATIVES, Pass};
+use super::{MAX_ALTERNATIVES, Pass, Zones};
 
 /// Bytes in a GiB, for the move cost.
 const GIB: f64 = (1u64 << 30) as f64;
@@ -41,10 +42,56 @@ impl Pass<'_> {
         after <= self.config.worker_overload.high_watermark_ratio || (after <= 1.0 && after < source_before)
     }
 
+    /// Whether a partition may cross into another zone when its own has no room.
+    pub fn may_cross_zones(&self) -> bool {
+        self.config.zones.cross == CrossZone::WhenFull
+    }
+
+    /// The zone spread worst in max/mean among the pool's zones, with its max, mean and CV
+    /// (the whole pool when the topology has no zones).
+    pub fn worst_zone_stats(&self) -> (u32, (f64, f64, f64)) {
+        let mut zones: Vec<u32> = self.zones.of.clone();
+        zones.sort_unstable();
+        zones.dedup();
+        let mut worst = (Zones::NONE, (0.0, 0.0, 0.0));
+        let mut worst_mom = f64::NEG_INFINITY;
+        for z in zones {
+            let stats = self.model.pool_stats_where(&self.groups, |w| self.zones.of[w] == z);
+            let mom = if stats.1 > 0.0 { stats.0 / stats.1 } else { 0.0 };
+            if mom > worst_mom {
+                (worst, worst_mom) = ((z, stats), mom);
+            }
+        }
+        worst
+    }
+
+    /// The load ratio of worker `w`'s zone as a whole.
+    pub fn zone_ratio(&self, w: usize) -> f64 {
+        let z = self.zones.of[w];
+        self.model.ratio_of_workers(|x| self.zones.of[x] == z)
+    }
+
+    /// What a crossing from worker `from` to worker `to` says in a reason: empty inside a zone.
+    pub fn zone_note(&self, from: usize, to: usize) -> String {
+        if self.zones.same(from, to) {
+            return String::new();
+        }
+        format!(
+            "; crosses from zone {} to zone {} (at {:.2} of its capacity): no worker of zone {} has room, and zones.cross = when_full",
+            self.zones.name(from),
+            self.zones.name(to),
+            self.zone_ratio(to),
+            self.zones.name(from)
+        )
+    }
+
     /// The coolest eligible worker for partition `p` among the workers of `group` (None: the
-    /// shared pool), whose load after the move stays at or under `max_after` and that
-    /// [`Pass::destination_allows`], and that passes the gain test. Losers go to `alts`; the
-    /// error is why none won (`destination_overloaded`, `cap` or `no_gain`).
+    /// shared pool) in its owner's zone, whose load after the move stays at or under
+    /// `max_after` and that [`Pass::destination_allows`], and that passes the gain test; when
+    /// the source is over the high watermark, no worker of its zone has the room (none merely at
+    /// its action cap) and `zones.cross` allows it, the coolest such worker of the coolest other
+    /// zone, charged `cross_zone_cost_factor` times the move cost. Losers go to `alts`;
+    /// the error is why none won (`destination_overloaded`, `cap` or `no_gain`).
     pub fn best_destination(
         &self,
         p: usize,
@@ -55,29 +102,52 @@ impl Pass<'_> {
         let src = self.model.owner[p] as usize;
         let src_before = self.model.worker_ratio(src);
         let src_after = self.model.ratio_with(src, p, -1.0);
-        let cost = self.move_cost(p);
-        let (mut best, mut capped, mut full) = (None::<MoveEval>, 0usize, 0usize);
-        for w in 0..self.input.workers.len() {
-            if w == src || !self.model.healthy[w] || self.groups[w].as_ref() != group {
-                continue;
+        let id = &self.input.partitions[p].id;
+        let (mut capped, mut full, mut room_elsewhere, mut room_home) = (0usize, 0usize, 0usize, false);
+        let mut best = None::<MoveEval>;
+        for crossing in [false, true] {
+            // Crossing is for relief: only a source over the high watermark whose zone has no
+            // worker with the room (one merely at its action cap, which passes within a move's
+            // time, or one that would only end hotter than the source, keeps it home).
+            let high = self.config.worker_overload.high_watermark_ratio;
+            if crossing && (!self.zones.several() || best.is_some() || capped > 0 || room_home || src_before <= high) {
+                break;
             }
-            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
-                capped += 1;
-                continue;
-            }
-            let dest_before = self.model.worker_ratio(w);
-            let dest_after = self.model.ratio_with(w, p, 1.0);
-            if dest_after > max_after || !self.destination_allows(src_before, dest_after) {
-                full += 1;
-                continue;
-            }
-            let gain = src_before.max(dest_before) - src_after.max(dest_after);
-            let eval = MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost };
-            if best.is_none_or(|b| dest_after < b.dest_after) {
-                best = Some(eval);
+            // Not allowed to cross: other zones are only looked at to say whether they had room.
+            let probe = crossing && !self.may_cross_zones();
+            let cost = self.move_cost(p) * if crossing { self.config.zones.cross_zone_cost_factor } else { 1.0 };
+            // Crossing, the coolest zone first (a crossing balances zones), then the coolest worker.
+            let mut best_key = (f64::INFINITY, f64::INFINITY);
+            for w in 0..self.input.workers.len() {
+                if w == src || !self.model.healthy[w] || self.groups[w].as_ref() != group {
+                    continue;
+                }
+                if self.zones.same(src, w) == crossing {
+                    continue;
+                }
+                if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
+                    capped += usize::from(!probe);
+                    continue;
+                }
+                let dest_before = self.model.worker_ratio(w);
+                let dest_after = self.model.ratio_with(w, p, 1.0);
+                room_home |= !crossing && self.destination_allows(src_before, dest_after);
+                if dest_after > max_after || !self.destination_allows(src_before, dest_after) {
+                    full += usize::from(!probe);
+                    continue;
+                }
+                if probe {
+                    room_elsewhere += 1;
+                    continue;
+                }
+                let key = (if crossing { self.zone_ratio(w) } else { 0.0 }, dest_after);
+                if key < best_key {
+                    let gain = src_before.max(dest_before) - src_after.max(dest_after);
+                    best = Some(MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost });
+                    best_key = key;
+                }
             }
         }
-        let id = &self.input.partitions[p].id;
         if capped > 0 {
             alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
         }
@@ -91,8 +161,16 @@ impl Pass<'_> {
                 ),
             ));
         }
+        if room_elsewhere > 0 {
+            alts.push(alt(
+                format!("move {id} to {room_elsewhere} workers of other zones with room"),
+                format!("zones.cross = never: it stays in zone {}", self.zones.name(src)),
+            ));
+        }
         let Some(b) = best else {
-            return Err(if full > 0 {
+            return Err(if room_elsewhere > 0 {
+                DeclineReason::CrossZone
+            } else if full > 0 {
                 DeclineReason::DestinationOverloaded
             } else if capped > 0 {
                 DeclineReason::Cap
@@ -127,6 +205,13 @@ impl Pass<'_> {
             return Err(format!("group {group} has no healthy worker to take it"));
         };
         let dest_id = &self.input.workers[dest].id;
+        if !self.zones.same(src, dest) {
+            return Err(format!(
+                "the storage would put it on {dest_id} in zone {}, out of its zone {}: a group's isolation stays in its zone",
+                self.zones.name(dest),
+                self.zones.name(src)
+            ));
+        }
         if self.model.worker_actions[dest] >= self.config.caps.max_inflight_per_worker {
             return Err(format!("the storage would put it on {dest_id}, which is at its concurrent action cap"));
         }
@@ -179,9 +264,10 @@ impl Pass<'_> {
     /// coolest with it. `None` when the topology has no group with a healthy worker.
     pub fn isolation_group(&self, p: usize) -> Option<(GroupId, usize)> {
         let mut best: Option<(GroupId, usize, f64)> = None;
+        let owner = self.model.owner[p] as usize;
         for w in 0..self.input.workers.len() {
             let Some(g) = &self.groups[w] else { continue };
-            if !self.model.healthy[w] || w == self.model.owner[p] as usize {
+            if !self.model.healthy[w] || w == owner || !self.zones.same(owner, w) {
                 continue;
             }
             let r = self.model.ratio_with(w, p, 1.0);
@@ -190,6 +276,18 @@ impl Pass<'_> {
             }
         }
         best.map(|(g, w, _)| (g, w))
+    }
+}
+
+/// Why nothing relieved a subject: only other zones had room, every place was full, or no
+/// remedy applied.
+pub fn nothing_helps(cross_zone: bool, destination_full: bool) -> DeclineReason {
+    if cross_zone {
+        DeclineReason::CrossZone
+    } else if destination_full {
+        DeclineReason::DestinationOverloaded
+    } else {
+        DeclineReason::NoRemedy
     }
 }
 
@@ -259,7 +357,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 let (fa, fb) = (a.2 >= excess, b.2 >= excess);
                 fb.cmp(&fa).then(if fa { a.2.total_cmp(&b.2) } else { b.2.total_cmp(&a.2) })
             });
-            let (mut done, mut destination_full) = (false, false);
+            let (mut done, mut destination_full, mut cross_zone) = (false, false, false);
             for &(k, p, share) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
                 tried[k] = true;
                 let info = &pass.input.partitions[p];
@@ -321,11 +419,17 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 }
                 let found = pass.best_destination(p, None, low.max(pass.model.worker_ratio(w) - share), &mut alts);
                 destination_full |= found == Err(DeclineReason::DestinationOverloaded);
+                cross_zone |= found == Err(DeclineReason::CrossZone);
                 if let Ok(e) = found {
                     let prediction = pass.move_prediction(p, &e);
                     let reason = format!(
-                        "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows: move {} ({:.2} of it) to the coolest worker with headroom {} ({:.2} -> {:.2})",
-                        info.id, share, pass.input.workers[e.dest].id, e.dest_before, e.dest_after
+                        "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows: move {} ({:.2} of it) to the coolest worker with headroom {} ({:.2} -> {:.2}){}",
+                        info.id,
+                        share,
+                        pass.input.workers[e.dest].id,
+                        e.dest_before,
+                        e.dest_after,
+                        pass.zone_note(w, e.dest)
                     );
                     let spec = ActionSpec::Move {
                         partition: info.id.clone(),
@@ -381,7 +485,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 pass.decline(
                     Policy::WorkerOverload,
                     wid.as_str(),
-                    if destination_full { DeclineReason::DestinationOverloaded } else { DeclineReason::NoRemedy },
+                    nothing_helps(cross_zone, destination_full),
                     format!(
                         "at {ratio:.2} of capacity, no move passes: {}",
                         if why.is_empty() { "no movable partition".into() } else { why }
@@ -402,12 +506,14 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
     let cfg = &pass.config.imbalance;
     let (release_mom, release_cv) = (cfg.release_max_over_mean, cfg.release_cv);
     loop {
-        let (max, mean, now_cv) = pass.model.pool_stats(&pass.groups);
+        // The zone spread worst: a partition stays in its zone, so each zone balances on its own.
+        let (zone, (max, mean, now_cv)) = pass.worst_zone_stats();
         if mean <= 0.0 || (max / mean < release_mom && now_cv < release_cv) {
             return;
         }
-        let mut order: Vec<usize> =
-            (0..pass.input.workers.len()).filter(|&w| pass.model.healthy[w] && pass.groups[w].is_none()).collect();
+        let mut order: Vec<usize> = (0..pass.input.workers.len())
+            .filter(|&w| pass.model.healthy[w] && pass.groups[w].is_none() && pass.zones.of[w] == zone)
+            .collect();
         if order.len() < 2 {
             return;
         }
@@ -475,7 +581,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
                     chosen = Some((p, e));
                     break;
                 }
-                Err(DeclineReason::DestinationOverloaded) => why_not = DeclineReason::DestinationOverloaded,
+                Err(r @ (DeclineReason::DestinationOverloaded | DeclineReason::CrossZone)) => why_not = r,
                 Err(_) => {}
             }
         }
@@ -492,8 +598,15 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
         let info = &pass.input.partitions[p];
         let prediction = pass.move_prediction(p, &e);
         let reason = format!(
-            "imbalance: max/mean {max_over_mean:.2}, cv {cv:.2} for {hot_windows} windows; move {} from the hottest worker {sid} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2})",
-            info.id, e.src_before, e.src_after, pass.input.workers[e.dest].id, e.dest_before, e.dest_after
+            "imbalance: max/mean {max_over_mean:.2}, cv {cv:.2} for {hot_windows} windows{}; move {} from the hottest worker {sid} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2}){}",
+            if pass.zones.names.is_empty() { String::new() } else { format!(" in zone {}", pass.zones.name(src)) },
+            info.id,
+            e.src_before,
+            e.src_after,
+            pass.input.workers[e.dest].id,
+            e.dest_before,
+            e.dest_after,
+            pass.zone_note(src, e.dest)
         );
         let proposal = Proposal {
             spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },

@@ -58,6 +58,7 @@ pub(crate) fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &
             cpu_cores: 0.0,
             group: groups.iter().find(|g| g.0 == w).map(|g| GroupId::new(g.1).expect("id")),
             health: Health::Healthy,
+            zone: None,
             load: WorkerWindow { ops_per_sec: worker_ops[w], ..WorkerWindow::default() },
         })
         .collect();

@@ -392,6 +392,8 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
         cpu_cores: 0.0,
         group: None,
         health: Health::Healthy,
+        zone: None,
+        rack: None,
     };
     let topology = Topology {
         version: 1,
@@ -444,7 +446,15 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
         version: 1,
         workers: ["w1", "w2"]
             .iter()
-            .map(|w| WorkerInfo { id: wid(w), capacity: cap, cpu_cores: 0.0, group: None, health: Health::Healthy })
+            .map(|w| WorkerInfo {
+                id: wid(w),
+                capacity: cap,
+                cpu_cores: 0.0,
+                group: None,
+                health: Health::Healthy,
+                zone: None,
+                rack: None,
+            })
             .collect(),
         partitions: parts
             .iter()

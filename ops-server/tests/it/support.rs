@@ -70,6 +70,8 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
         cpu_cores: 0.0,
         group: group.map(|g| g.parse().expect("id")),
         health: Health::Healthy,
+        zone: None,
+        rack: None,
     };
     let partition = |id: &str, owner: &str, start: u64| PartitionInfo {
         id: id.parse().expect("id"),
@@ -98,6 +100,7 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
             dataset_shards: 4,
             load_balancing: lb_common::protocol::LoadBalancing::Fingerprint,
             shard_owners: vec!["w-1".parse().expect("id"); 8],
+            zones: Vec::new(),
         }],
         new_group_dedicates_owner: false,
         multi_way_split: false,

@@ -109,6 +109,8 @@ impl Dataset {
             dataset_shards: self.dataset_shards,
             load_balancing: self.load_balancing,
             shard_owners,
+            // The testbed's datasets live in every zone.
+            zones: Vec::new(),
         }
     }
 }

@@ -22,7 +22,7 @@ pub mod traffic;
 
 use std::collections::HashMap;
 
-use lb_common::ids::{GroupId, Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::ids::{GroupId, Key, KeyRange, PartitionId, TableId, TenantId, WorkerId, ZoneId};
 use lb_common::placement::nodes::NodeTable;
 use lb_common::protocol::{ActionKind, Capacity, Health, PartitionInfo, Topology, WorkerInfo};
 
@@ -38,6 +38,7 @@ pub struct Workers {
     pub capacity: Vec<Capacity>,
     pub group: Vec<Option<GroupId>>,
     pub health: Vec<Health>,
+    pub zone: Vec<Option<ZoneId>>,
     index: HashMap<WorkerId, usize>,
 }
 
@@ -54,13 +55,14 @@ impl Workers {
         self.index.get(id).copied()
     }
 
-    pub fn push(&mut self, id: WorkerId, capacity: Capacity, group: Option<GroupId>) -> usize {
+    pub fn push(&mut self, id: WorkerId, capacity: Capacity, group: Option<GroupId>, zone: Option<ZoneId>) -> usize {
         let i = self.ids.len();
         self.index.insert(id.clone(), i);
         self.ids.push(id);
         self.capacity.push(capacity);
         self.group.push(group);
         self.health.push(Health::Healthy);
+        self.zone.push(zone);
         i
     }
 
@@ -174,8 +176,10 @@ impl Cluster {
                 group_of[next] = Some(g.group.clone());
             }
         }
-        for (i, group) in group_of.into_iter().enumerate() {
-            workers.push(worker_name(i as u32), capacity, group);
+        let zone_of = spec.zones.iter().flat_map(|z| std::iter::repeat_n(Some(z.zone.clone()), z.workers as usize));
+        let zone_of = zone_of.chain(std::iter::repeat(None));
+        for ((i, group), zone) in group_of.into_iter().enumerate().zip(zone_of) {
+            workers.push(worker_name(i as u32), capacity, group, zone);
         }
         let ungrouped: Vec<u32> = (0..workers.len() as u32).filter(|&w| workers.group[w as usize].is_none()).collect();
         let placeable = if ungrouped.is_empty() { (0..workers.len() as u32).collect() } else { ungrouped };
@@ -270,6 +274,8 @@ impl Cluster {
                 cpu_cores: 0.0,
                 group: w.group[i].clone(),
                 health: w.health[i],
+                zone: w.zone[i].clone(),
+                rack: None,
             })
             .collect();
         let p = &self.partitions;

@@ -4,7 +4,7 @@
 //! matching `apply_*` re-resolves ids (indices shift on merges) and only then mutates, so an
 //! invalid request never changes anything. Every applied change bumps [`Cluster::version`].
 
-use lb_common::ids::{DatasetId, GroupId, Key, PartitionId, TenantId, WorkerId};
+use lb_common::ids::{DatasetId, GroupId, Key, PartitionId, TenantId, WorkerId, ZoneId};
 use lb_common::protocol::{Capacity, GroupTarget, Health, LoadBalancing};
 
 use super::Cluster;
@@ -339,12 +339,15 @@ impl Cluster {
     }
 
     /// A worker goes down: each of its partitions fails over to the next healthy worker (by
-    /// index, wrapping), as a replica would take over, and its shards leave the node table.
+    /// index, wrapping) of its own zone, as a replica there would take over, or of any zone when
+    /// its zone has none left; its shards leave the node table.
     pub fn worker_lost(&mut self, id: &WorkerId) -> Result<(), LayoutError> {
         let w = self.healthy_worker(id)?;
         self.workers.health[w] = Health::Down;
         let n = self.workers.len();
-        let Some(heir) = (1..n).map(|k| (w + k) % n).find(|&x| self.workers.is_up(x)) else {
+        let next_up = || (1..n).map(|k| (w + k) % n).filter(|&x| self.workers.is_up(x));
+        let zone = &self.workers.zone[w];
+        let Some(heir) = next_up().find(|&x| &self.workers.zone[x] == zone).or_else(|| next_up().next()) else {
             return Ok(());
         };
         for owner in &mut self.partitions.owner {
@@ -364,11 +367,12 @@ impl Cluster {
         id: &WorkerId,
         capacity: Capacity,
         group: Option<GroupId>,
+        zone: Option<ZoneId>,
     ) -> Result<(), LayoutError> {
         if self.workers.find(id).is_some() {
             return Err(LayoutError::DuplicateWorker(id.clone()));
         }
-        self.workers.push(id.clone(), capacity, group);
+        self.workers.push(id.clone(), capacity, group, zone);
         self.load.resize_workers(self.workers.len());
         self.nodes
             .set_tokens(id.as_str(), self.tokens_per_worker)

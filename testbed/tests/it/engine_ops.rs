@@ -304,3 +304,41 @@ fn random_splits_merges_and_moves_keep_every_table_tiling_the_key_space() {
         assert!((demand - total_demand).abs() < 1e-6 * total_demand, "demand is conserved: {demand}");
     }
 }
+
+#[test]
+fn zones_show_in_the_topology_and_a_lost_workers_partitions_fail_over_inside_its_zone() {
+    let path = crate::support::scenarios_dir().join("zones.toml");
+    let s = lb_testbed::scenario::Scenario::load(&path).expect("zones.toml loads");
+    let mut e = Engine::new(&s);
+    let zone_of = |e: &Engine, id: &WorkerId| {
+        e.topology().workers.iter().find(|x| &x.id == id).and_then(|x| x.zone.clone()).map(|z| z.to_string())
+    };
+    // Four workers per zone, in order.
+    for (i, zone) in
+        ["eu-1a", "eu-1a", "eu-1a", "eu-1a", "eu-1b", "eu-1b", "eu-1b", "eu-1b", "eu-1c"].iter().enumerate()
+    {
+        assert_eq!(zone_of(&e, &w(&format!("w-{i:04}"))).as_deref(), Some(*zone), "w-{i:04}");
+    }
+    let lost = w("w-0001");
+    let held: Vec<_> = e.topology().partitions.iter().filter(|p| p.owner == lost).map(|p| p.id.clone()).collect();
+    assert!(!held.is_empty());
+    step_secs(&mut e, 301);
+    let topo = e.topology();
+    for id in &held {
+        let owner = &topo.partitions.iter().find(|p| &p.id == id).expect("still there").owner;
+        assert_eq!(zone_of(&e, owner).as_deref(), Some("eu-1a"), "{id} failed over to {owner}, in its own zone");
+    }
+    // A zone with no worker left fails over to another zone: its data must go somewhere.
+    let mut e = Engine::new(&s);
+    let mut gone = Vec::new();
+    for i in 0..4 {
+        gone.push(w(&format!("w-{i:04}")));
+    }
+    for id in &gone[..3] {
+        e.cluster.worker_lost(id).expect("lost");
+    }
+    let last = e.topology().partitions.iter().filter(|p| p.owner == gone[3]).count();
+    assert!(last > 0, "the zone's survivor holds its partitions");
+    e.cluster.worker_lost(&gone[3]).expect("lost");
+    assert!(e.topology().partitions.iter().all(|p| !gone.contains(&p.owner)), "they left for another zone");
+}

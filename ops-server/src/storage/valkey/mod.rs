@@ -482,6 +482,8 @@ impl Inner {
                 cpu_cores: MAIN_THREAD_CORES,
                 group: groups.get(&p.worker).map(|(g, _)| g.clone()),
                 health: p.health,
+                zone: None,
+                rack: None,
             })
             .collect();
         let limit =
