@@ -157,6 +157,11 @@ pub fn dashboards() -> Vec<Dashboard> {
                         )])
                         .key()
                         .about("Load as a share of capacity; the high watermark is the worker-overload policy's."),
+                        panel("Zone load", Lines, "percentunit", &[(
+                            r#"max by (zone) (lb_master_zone_load_ratio{instance=~"$instance"})"#,
+                            "{{zone}}",
+                        )])
+                        .about("Each availability zone's load as a share of its capacity (empty without zones): lb balances inside a zone and crosses only under [planner.zones] cross = when_full."),
                         panel("Cluster throughput", Lines, "ops", &[(
                             r#"max(lb_master_cluster_ops_per_second{instance=~"$instance"})"#,
                             "served ops/s",

@@ -133,6 +133,12 @@ pub const CATALOG: &[MetricDef] = &[
         "Each worker's load as a ratio of its capacity, as of the last pass (one series per worker).",
     ),
     MetricDef::new(
+        "lb_master_zone_load_ratio",
+        Gauge,
+        &["zone"],
+        "Each availability zone's load as a ratio of its capacity, as of the last pass: its healthy workers' load ratios weighted by their ops capacity (one series per zone; none without zones).",
+    ),
+    MetricDef::new(
         "lb_master_hot_partitions",
         Gauge,
         &[],
@@ -378,6 +384,9 @@ pub fn record_pass(plan: &Plan, input: &PlannerInput, relief: &mut ReliefClock, 
     for (w, ratio) in input.workers.iter().zip(&plan.worker_load_ratios) {
         metrics::gauge!("lb_master_worker_load_ratio", "worker" => w.id.as_str().to_owned()).set(*ratio);
     }
+    for (zone, ratio) in zone_load_ratios(input, &plan.worker_load_ratios) {
+        metrics::gauge!("lb_master_zone_load_ratio", "zone" => zone).set(ratio);
+    }
     for &(policy, reason, n) in &plan.declined_counts {
         metrics::counter!("lb_master_declines_total", "policy" => policy.as_str(), "reason" => reason.as_str())
             .increment(u64::from(n));
@@ -389,9 +398,43 @@ pub fn record_pass(plan: &Plan, input: &PlannerInput, relief: &mut ReliefClock, 
     metrics::gauge!("lb_master_hotspot_age_seconds").set(relief.oldest_age_secs(now_ms));
 }
 
+/// Each zone's load ratio: its healthy workers' ratios weighted by their ops capacity (each
+/// worker's ratio is its tightest dimension's), in zone order.
+pub fn zone_load_ratios(input: &PlannerInput, worker_ratios: &[f64]) -> Vec<(String, f64)> {
+    let mut zones: std::collections::BTreeMap<&str, (f64, f64)> = std::collections::BTreeMap::new();
+    for (w, ratio) in input.workers.iter().zip(worker_ratios) {
+        if let Some(zone) = &w.zone
+            && w.health == lb_common::protocol::Health::Healthy
+        {
+            let weight = w.capacity.ops_per_sec.max(f64::MIN_POSITIVE);
+            let e = zones.entry(zone.as_str()).or_default();
+            e.0 += ratio * weight;
+            e.1 += weight;
+        }
+    }
+    zones.into_iter().map(|(z, (sum, weight))| (z.to_owned(), sum / weight)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zone_load_is_the_capacity_weighted_mean_of_its_healthy_workers() {
+        let mut input = crate::planner::tests::cluster(&[1.0, 1.0, 1.0, 1.0], &[0, 1, 2, 3], 4, &[]);
+        for (w, z) in input.workers.iter_mut().zip(["a", "a", "b", "b"]) {
+            w.zone = Some(z.parse().expect("zone"));
+        }
+        input.workers[1].capacity.ops_per_sec *= 3.0;
+        input.workers[3].health = lb_common::protocol::Health::Down;
+        let ratios = zone_load_ratios(&input, &[0.8, 0.4, 0.6, 0.9]);
+        assert_eq!(ratios.len(), 2);
+        assert_eq!(ratios[0].0, "a");
+        assert!((ratios[0].1 - (0.8 + 3.0 * 0.4) / 4.0).abs() < 1e-12, "{ratios:?}");
+        assert_eq!(ratios[1], ("b".to_owned(), 0.6), "the down worker is left out");
+        input.workers.iter_mut().for_each(|w| w.zone = None);
+        assert!(zone_load_ratios(&input, &[0.8, 0.4, 0.6, 0.9]).is_empty(), "no zones, no series");
+    }
 
     fn key(t: &str) -> (TenantId, TableId) {
         (TenantId::new("acme").expect("valid"), TableId::new(t).expect("valid"))
