@@ -395,9 +395,11 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
         zone: None,
         rack: None,
     };
+    let mut zoned = worker("w3");
+    zoned.zone = Some("eu-1b".parse().expect("zone"));
     let topology = Topology {
         version: 1,
-        workers: vec![worker("w1"), worker("w2"), worker("w3")],
+        workers: vec![worker("w1"), worker("w2"), zoned],
         partitions: vec![info("a", "w1"), info("b", "w2")],
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
@@ -407,6 +409,9 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
     let health: Vec<Health> = input.workers.iter().map(|w| w.health).collect();
     // w3 never reported (a new, empty worker): nothing to miss, it stays a destination.
     assert_eq!(health, vec![Health::Healthy, Health::Degraded, Health::Healthy]);
+    // The planner sees each worker's zone as the topology gives it.
+    let zones: Vec<Option<&str>> = input.workers.iter().map(|w| w.zone.as_ref().map(|z| z.as_str())).collect();
+    assert_eq!(zones, [None, None, Some("eu-1b")]);
 }
 
 /// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
