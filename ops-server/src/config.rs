@@ -346,6 +346,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("storage.valkey.poll_interval_ms = 1") && !err.contains("hunter2"), "{err}");
+        let zones = "[storage]\nkind = \"valkey\"\n[storage.valkey]\nseeds = [\"127.0.0.1:7001\"]\n\
+                     [storage.valkey.zones]\n\"127.0.0.1:7001\" = \"eu-1a\"\n";
+        assert!(parse(zones).is_ok(), "{:?}", parse(zones));
+        let err = parse(&zones.replace("eu-1a", "eu 1a")).unwrap_err();
+        assert!(err.contains(r#"storage.valkey.zones."127.0.0.1:7001" = eu 1a: must be a valid zone id"#), "{err}");
         // The HTTP form is unchanged, and does not take a valkey table.
         assert!(parse("[storage]\nurl = \"http://127.0.0.1:7300\"\n").is_ok());
         let err = parse("[storage]\nurl = \"http://127.0.0.1:7300\"\n[storage.valkey]\nseeds = []\nnode_ops_per_sec = 1\nnode_bytes_per_sec = 1\n").unwrap_err();

@@ -257,6 +257,9 @@ async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
         redis::cmd("SET").arg(k).arg(v).query_async::<()>(&mut conn).await.expect("SET");
     }
     let back = (target + 1) % 3;
+    let mut client = cluster.connect(back).await.expect("connect");
+    let set_zone = redis::cmd("CONFIG").arg("SET").arg("availability-zone").arg("eu-1a").to_owned();
+    client.query("CONFIG SET", &set_zone).await.expect("zone set");
     let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, back) };
     let op = storage.submit(&request("acl-move", spec)).await.expect("submitted by the ACL user");
     assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
@@ -264,6 +267,75 @@ async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
     assert_eq!(owner_of(&topology, hot), &worker(&cluster, back));
     let p = topology.partitions.iter().find(|p| p.id == partition_id(hot)).expect("hot slot");
     assert!(p.stored_bytes >= 10 * 20, "SLOT-STATS and INFO are allowed: {}", p.stored_bytes);
+    let zone = topology.workers.iter().find(|w| w.id == worker(&cluster, back)).and_then(|w| w.zone.clone());
+    assert_eq!(zone.as_ref().map(|z| z.as_str()), Some("eu-1a"), "the node's zone is read with +info alone");
+}
+
+/// Sets node `index`'s `availability-zone` at runtime (lost when the node restarts).
+async fn set_zone(cluster: &LocalCluster, index: usize, zone: &str) {
+    let mut conn = raw(&cluster.addr(index)).await;
+    redis::cmd("CONFIG").arg("SET").arg("availability-zone").arg(zone).query_async::<()>(&mut conn).await.expect("set");
+}
+
+/// The zone of each node's worker, by node index.
+fn zones(topology: &Topology, cluster: &LocalCluster) -> Vec<Option<String>> {
+    (0..cluster.len())
+        .map(|i| {
+            let w = topology.workers.iter().find(|w| w.id == worker(cluster, i)).expect("worker listed");
+            assert_eq!(w.rack, None, "valkey has no rack");
+            w.zone.as_ref().map(|z| z.as_str().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_come_from_the_config_map_then_the_nodes_own_setting() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = LocalClusterConfig::new(3, dir.path().join("cluster"));
+    // Every node starts in eu-1c; runtime CONFIG SETs below change some, until a restart.
+    config.extra_args = vec!["--availability-zone".to_owned(), "eu-1c".to_owned()];
+    let mut cluster = LocalCluster::start(config).await.expect("cluster starts");
+    set_zone(&cluster, 0, "eu-1a").await;
+    set_zone(&cluster, 2, "").await; // unset: no zone
+    let mut adapter = adapter_config(&cluster);
+    // Node 1 says eu-1c; the config's mapping wins.
+    adapter.zones.insert(cluster.addr(1).to_string(), "eu-1b".to_owned());
+    let some = |z: &str| Some(z.to_owned());
+
+    let storage = ValkeyStorage::new(adapter.clone()).expect("adapter");
+    let first = storage.topology().await.expect("topology");
+    assert_eq!(zones(&first, &cluster), [some("eu-1a"), some("eu-1b"), None]);
+
+    // Read once, then cached: a change on the node shows after ZONE_REFRESH (a minute) or a new
+    // connection, not on the next topology.
+    set_zone(&cluster, 0, "eu-1d").await;
+    set_zone(&cluster, 1, "eu-1d").await;
+    let again = storage.topology().await.expect("topology");
+    assert_eq!(zones(&again, &cluster), [some("eu-1a"), some("eu-1b"), None]);
+    assert_eq!(again.version, first.version, "nothing changed as far as the adapter knows");
+
+    // A setting that is no valid id is no zone, never a failed topology.
+    set_zone(&cluster, 2, "eu 1a/bad").await;
+    let fresh = ValkeyStorage::new(adapter.clone()).expect("adapter");
+    let read = fresh.topology().await.expect("an invalid zone fails nothing");
+    assert_eq!(zones(&read, &cluster), [some("eu-1d"), some("eu-1b"), None]);
+    assert_eq!(read.workers.len(), 3);
+
+    // A restarted node is read again on the new connection (it is back in eu-1c, its start-up
+    // setting), well before ZONE_REFRESH: the first topology after the restart reconnects, the
+    // next one reads.
+    cluster.restart(0).await.expect("node 0 restarts");
+    let started = Instant::now();
+    let after = loop {
+        let topology = storage.topology().await.expect("topology");
+        if zones(&topology, &cluster)[0] == some("eu-1c") {
+            break topology;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "zone never re-read: {:?}", zones(&topology, &cluster));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(zones(&after, &cluster), [some("eu-1c"), some("eu-1b"), None]);
+    assert!(after.version > first.version, "a zone change is a topology change");
 }
 
 /// The permissions the adapter needs, as documented in configs/ops-server-valkey.toml.

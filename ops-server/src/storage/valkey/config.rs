@@ -15,6 +15,8 @@
 //! # node_bytes_per_sec = 200000000
 //! # [storage.valkey.workers]                      # explicit names win over the scheme
 //! # "10.0.0.5:6379" = "cache-a"
+//! # [storage.valkey.zones]                        # zone per node; wins over the node's own
+//! # "10.0.0.5:6379" = "eu-1a"
 //! ```
 //!
 //! Naming, which the agent's Valkey source matches: partition `slot-NNNNN` (the slot number,
@@ -22,6 +24,10 @@
 //! `slots`, key range `[s << 50, ((s + 1) << 50) - 1]`; worker id per primary from `workers`
 //! (keyed by the `ip:port` that `CLUSTER NODES` shows), else from `worker_ids`. Each agent's
 //! `worker_id` must be set to the id of the node it watches.
+//!
+//! Zones: a worker's zone is its entry in `zones` (keyed like `workers`), else the node's own
+//! `availability-zone` setting (Valkey 8.0+, read from `INFO server`, which the least ACL user
+//! may run; empty = none), else none. Valkey has no rack setting, so no worker has a rack.
 //!
 //! Capacity: a primary executes every command on one main thread, so each worker's capacity is
 //! `cpu_cores = 1` and its load is that thread's busy time, which its agent reads from `INFO`
@@ -31,7 +37,7 @@
 
 use std::collections::BTreeMap;
 
-use lb_common::ids::{TenantId, WorkerId};
+use lb_common::ids::{TenantId, WorkerId, ZoneId};
 use lb_common::validate::Scope;
 use lb_valkey::NodeAddr;
 use serde::{Deserialize, Serialize};
@@ -70,6 +76,11 @@ pub struct ValkeyStorageConfig {
     /// `ip:port` as `CLUSTER NODES` shows it → worker id; wins over `worker_ids`.
     #[serde(default)]
     pub workers: BTreeMap<String, String>,
+    /// `ip:port` as `CLUSTER NODES` shows it → availability zone (a valid id, e.g. `eu-1a`).
+    /// Wins over the node's own `availability-zone` setting; a node in neither has no zone.
+    /// Map replicas too: one that is promoted keeps its zone.
+    #[serde(default)]
+    pub zones: BTreeMap<String, String>,
     /// Optional caps on what one primary serves, beside its main thread's one core (which is
     /// always a dimension): the same for every node; absent, not planned on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +131,7 @@ impl std::fmt::Debug for ValkeyStorageConfig {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("worker_ids", &self.worker_ids)
             .field("workers", &self.workers)
+            .field("zones", &self.zones)
             .field("node_ops_per_sec", &self.node_ops_per_sec)
             .field("node_bytes_per_sec", &self.node_bytes_per_sec)
             .field("slot_limit", &self.slot_limit)
@@ -142,6 +154,7 @@ impl ValkeyStorageConfig {
             password: None,
             worker_ids: WorkerIdScheme::default(),
             workers: BTreeMap::new(),
+            zones: BTreeMap::new(),
             node_ops_per_sec: None,
             node_bytes_per_sec: None,
             slot_limit: None,
@@ -162,6 +175,10 @@ impl ValkeyStorageConfig {
         for (addr, id) in &self.workers {
             s.check(parse_addr(addr).is_some(), &format!("workers.{addr:?}"), addr, "key must be ip:port");
             s.check(WorkerId::new(id.clone()).is_ok(), &format!("workers.{addr:?}"), id, "must be a valid worker id");
+        }
+        for (addr, zone) in &self.zones {
+            s.check(parse_addr(addr).is_some(), &format!("zones.{addr:?}"), addr, "key must be ip:port");
+            s.check(ZoneId::new(zone.clone()).is_ok(), &format!("zones.{addr:?}"), zone, "must be a valid zone id");
         }
         s.check(self.username.is_none() || self.password.is_some(), "username", "set", "needs a password");
         s.check(self.password.as_ref().is_none_or(|p| !p.is_empty()), "password", "<redacted>", "must not be empty");
@@ -199,6 +216,13 @@ impl ValkeyStorageConfig {
         };
         WorkerId::new(text).ok()
     }
+
+    /// The zone `zones` gives the node at `addr`, if any (keys compare as addresses, so
+    /// `[::1]:7001` matches `::1` port 7001).
+    pub fn configured_zone(&self, addr: &NodeAddr) -> Option<ZoneId> {
+        let (_, zone) = self.zones.iter().find(|(key, _)| parse_addr(key).as_ref() == Some(addr))?;
+        ZoneId::new(zone.clone()).ok()
+    }
 }
 
 /// `host:port` (the last `:` separates the port, so a bare IPv6 address parses too).
@@ -232,6 +256,8 @@ fn default_bytes_per_key() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use lb_common::validate::Validator;
+
     use super::*;
 
     #[test]
@@ -245,6 +271,30 @@ mod tests {
         assert_eq!(id(&config, "10.0.0.6", 6379).as_str(), "valkey-10.0.0.6-6379");
         assert_eq!(parse_addr("[::1]:7001"), Some(NodeAddr::new("::1", 7001)));
         assert_eq!(parse_addr("nope"), None);
+    }
+
+    #[test]
+    fn zones_are_validated_by_field_and_looked_up_by_address() {
+        let mut config = ValkeyStorageConfig::new(vec!["127.0.0.1:7001".into()]);
+        config.zones.insert("10.0.1.5:6379".into(), "eu-1a".into());
+        config.zones.insert("[::1]:7001".into(), "eu-1b".into());
+        let mut v = Validator::new();
+        config.validate_into(&mut v.at("storage").at("valkey"));
+        assert!(v.finish().is_ok());
+        let zone = |c: &ValkeyStorageConfig, host: &str, port| c.configured_zone(&NodeAddr::new(host, port));
+        assert_eq!(zone(&config, "10.0.1.5", 6379).map(|z| z.to_string()).as_deref(), Some("eu-1a"));
+        assert_eq!(zone(&config, "::1", 7001).map(|z| z.to_string()).as_deref(), Some("eu-1b"));
+        assert_eq!(zone(&config, "10.0.1.5", 6380), None);
+
+        config.zones.insert("10.0.1.6:6379".into(), "eu 1a".into());
+        config.zones.insert("no-port".into(), "eu-1c".into());
+        let mut v = Validator::new();
+        config.validate_into(&mut v.at("storage").at("valkey"));
+        let err = v.finish().expect_err("bad zones");
+        let text = err.to_string();
+        assert!(text.contains(r#"storage.valkey.zones."10.0.1.6:6379" = eu 1a: must be a valid zone id"#), "{text}");
+        assert!(text.contains(r#"storage.valkey.zones."no-port" = no-port: key must be ip:port"#), "{text}");
+        assert_eq!(err.errors.len(), 2, "only the two bad entries: {text}");
     }
 
     #[test]

@@ -45,6 +45,12 @@
 //! left ([`Inner::resume`]). Which node is dedicated to which slot is restored from the actions
 //! that succeeded before ([`StorageAdapter::remember`]), and holds while the node owns that slot
 //! alone.
+//!
+//! A worker's zone is its entry in `storage.valkey.zones`, else the node's own
+//! `availability-zone` (Valkey 8.0+), read with `INFO server` — the `+info` the least ACL user
+//! already has; `CONFIG GET` would need more — on the topology read after the adapter connects
+//! to the node, then again at most every [`ZONE_REFRESH`] ([`Inner::read_zone`]). A setting that
+//! is no valid zone id is logged once and read as no zone.
 
 pub mod config;
 mod plan;
@@ -54,12 +60,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{ActionId, GroupId, OperationId, PartitionId, TableId, TenantId, WorkerId, derived_id};
+use lb_common::ids::{ActionId, GroupId, OperationId, PartitionId, TableId, TenantId, WorkerId, ZoneId, derived_id};
 use lb_common::protocol::{
     ActionKind, ActionRecord, ActionSpec, AdminRequest, Capacity, GroupTarget, Health, Operation, OperationState,
     PartitionInfo, Topology, WorkerInfo,
 };
-use lb_valkey::reply::{ClusterNode, MigrationOperation, MigrationState, SlotMigration};
+use lb_valkey::reply::{ClusterNode, MigrationOperation, MigrationState, ParseError, SlotMigration};
 use lb_valkey::{ConnectOptions, NodeAddr, NodeClient, NodeError, NodeId, SLOT_COUNT, Slot, SlotRange};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -88,6 +94,11 @@ const UNPROCESSABLE: u16 = 422;
 /// A primary's capacity in CPU: the one main thread that executes every command (I/O threads
 /// only move bytes; see the agent's `source::valkey::rates`).
 const MAIN_THREAD_CORES: f64 = 1.0;
+/// How long a node's own zone setting, once read, is used before it is read again (besides
+/// after every new connection to the node): a zone is set when a node is deployed and rarely
+/// changes, so one `INFO server` (~1 KB) per node a minute costs nothing, and a
+/// `CONFIG SET availability-zone` at runtime shows within a minute.
+const ZONE_REFRESH: Duration = Duration::from_secs(60);
 
 /// Slot naming lives in `lb_valkey::naming`, shared with the agent that reports the slots.
 pub use lb_valkey::naming::{
@@ -148,6 +159,22 @@ struct Inner {
     /// holds them alone. Kept by slot, so what [`StorageAdapter::remember`] restores after a
     /// restart needs no cluster read.
     groups: Mutex<HashMap<Slot, GroupId>>,
+    /// Each node's own zone setting as last read, by address ([`Inner::read_zone`]).
+    zones: Mutex<HashMap<NodeAddr, NodeZone>>,
+}
+
+/// A node's own `availability-zone` as last read.
+#[derive(Debug)]
+struct NodeZone {
+    /// The node it was read from: another node at the address is read again.
+    node: NodeId,
+    /// The setting as the node gave it (empty: unset), so an invalid one is logged once.
+    setting: String,
+    zone: Option<ZoneId>,
+    read_at: Instant,
+    /// Cleared when the adapter opens a new connection to the address (the node may have been
+    /// restarted with another setting): read again at the next topology.
+    current: bool,
 }
 
 #[derive(Debug, Default)]
@@ -263,6 +290,7 @@ impl ValkeyStorage {
             submitting: tokio::sync::Mutex::new(()),
             layout: Mutex::new(Layout::default()),
             groups: Mutex::new(HashMap::new()),
+            zones: Mutex::new(HashMap::new()),
         };
         Ok(Self { inner: Arc::new(inner), stop: CancellationToken::new() })
     }
@@ -278,6 +306,40 @@ fn storage_error(error: &NodeError) -> StorageError {
         NodeError::Timeout { .. } | NodeError::Io { .. } | NodeError::Reply { .. } => {
             StorageError::Uncertain(error.to_string())
         }
+    }
+}
+
+/// The node's own `availability-zone` setting (Valkey 8.0+; empty when unset, and on servers
+/// without it): the `availability_zone:` line of `INFO server`, which only `+info` may run.
+async fn availability_zone(client: &mut NodeClient) -> Result<String, NodeError> {
+    const NAME: &str = "INFO server";
+    let value = client.query(NAME, redis::cmd("INFO").arg("server")).await?;
+    let text = match &value {
+        redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        redis::Value::VerbatimString { text, .. } => Some(text.as_str()),
+        _ => None,
+    };
+    let Some(text) = text else {
+        let detail = format!("expected a string, got {}", value_kind(&value));
+        let source = ParseError { command: NAME, field: "reply".to_owned(), detail };
+        return Err(NodeError::Reply { addr: client.addr().clone(), command: NAME, source });
+    };
+    Ok(zone_setting(text).to_owned())
+}
+
+/// The value of the `availability_zone:` line of an `INFO` text, trimmed; empty without one.
+fn zone_setting(info: &str) -> &str {
+    info.lines().find_map(|line| line.strip_prefix("availability_zone:")).map_or("", str::trim)
+}
+
+/// What kind of reply a value is, for an error message (never its payload).
+fn value_kind(value: &redis::Value) -> &'static str {
+    match value {
+        redis::Value::Nil => "nil",
+        redis::Value::Int(_) => "an integer",
+        redis::Value::Array(_) => "an array",
+        redis::Value::Map(_) => "a map",
+        _ => "another type",
     }
 }
 
@@ -346,6 +408,9 @@ impl Inner {
         }
         let client = NodeClient::connect(addr, &self.options).await?;
         self.clients.lock().expect("clients lock is never poisoned").insert(addr.clone(), client.clone());
+        if let Some(zone) = self.zones.lock().expect("zones lock is never poisoned").get_mut(addr) {
+            zone.current = false;
+        }
         Ok(client)
     }
 
@@ -449,12 +514,74 @@ impl Inner {
         Some((stats.into_iter().map(|s| (s.slot, s.key_count)).collect(), per_key))
     }
 
+    /// Whether the node's own zone setting has to be read (again): not when the config maps the
+    /// node (the mapping wins) or the node is down (its last reading stands).
+    fn zone_due(&self, primary: &Primary) -> bool {
+        if primary.health == Health::Down || self.config.configured_zone(&primary.addr).is_some() {
+            return false;
+        }
+        match self.zones.lock().expect("zones lock is never poisoned").get(&primary.addr) {
+            Some(read) => read.node != primary.id || !read.current || read.read_at.elapsed() >= ZONE_REFRESH,
+            None => true,
+        }
+    }
+
+    /// Reads the node's `availability-zone` (`INFO server`, within the command timeout) into
+    /// the cache. A setting that is no valid zone id is no zone, logged once per node and
+    /// value; a failed read keeps the last reading and is tried again at the next topology.
+    async fn read_zone(&self, primary: &Primary) {
+        let addr = &primary.addr;
+        let setting = match self.read(addr, async |c: &mut NodeClient| availability_zone(c).await).await {
+            Ok(setting) => setting,
+            Err(error) => {
+                warn!(%addr, %error, "cannot read the node's availability zone; keeping the last one read");
+                return;
+            }
+        };
+        let mut zones = self.zones.lock().expect("zones lock is never poisoned");
+        let seen = zones.get(addr).is_some_and(|z| z.node == primary.id && z.setting == setting);
+        let zone = match setting.as_str() {
+            "" => None,
+            text => match ZoneId::new(text) {
+                Ok(zone) => Some(zone),
+                Err(error) => {
+                    if !seen {
+                        warn!(%addr, node = %primary.id, worker = %primary.worker, availability_zone = %text, %error,
+                            "the node's availability-zone is not a valid zone id; the worker has no zone (set storage.valkey.zones to give it one)");
+                    }
+                    None
+                }
+            },
+        };
+        let read = NodeZone { node: primary.id.clone(), setting, zone, read_at: Instant::now(), current: true };
+        zones.insert(addr.clone(), read);
+    }
+
+    /// The worker's zone: the configured one, else the node's own as last read.
+    fn zone_of(&self, primary: &Primary) -> Option<ZoneId> {
+        self.config.configured_zone(&primary.addr).or_else(|| {
+            let zones = self.zones.lock().expect("zones lock is never poisoned");
+            zones.get(&primary.addr).filter(|z| z.node == primary.id).and_then(|z| z.zone.clone())
+        })
+    }
+
     async fn topology(self: &Arc<Self>) -> Result<Topology, StorageError> {
         let view = self.read_view().await?;
         let mut tasks = tokio::task::JoinSet::new();
-        for primary in view.primaries.iter().filter(|p| p.health != Health::Down && !p.slots.is_empty()) {
-            let (this, addr) = (self.clone(), primary.addr.clone());
-            tasks.spawn(async move { this.node_keys(&addr).await });
+        for primary in view.primaries.iter().filter(|p| p.health != Health::Down) {
+            let (keys, zone) = (!primary.slots.is_empty(), self.zone_due(primary));
+            if !keys && !zone {
+                continue;
+            }
+            let (this, primary) = (self.clone(), primary.clone());
+            tasks.spawn(async move {
+                // The zone first: a new connection it opens is then the one the key counts use,
+                // and does not mark the reading it just made as one of an older connection.
+                if zone {
+                    this.read_zone(&primary).await;
+                }
+                if keys { this.node_keys(&primary.addr).await } else { None }
+            });
         }
         let mut keys = vec![0u64; usize::from(SLOT_COUNT)];
         let mut bytes = vec![0u64; usize::from(SLOT_COUNT)];
@@ -466,7 +593,8 @@ impl Inner {
                 }
             }
         }
-        let version = self.layout_version(&view);
+        let zones: Vec<Option<ZoneId>> = view.primaries.iter().map(|p| self.zone_of(p)).collect();
+        let version = self.layout_version(&view, &zones);
         let groups = self.current_groups(&view);
         // One core of main thread per primary; the configured caps, if any, beside it.
         let capacity = Capacity {
@@ -476,14 +604,15 @@ impl Inner {
         let workers = view
             .primaries
             .iter()
-            .map(|p| WorkerInfo {
+            .zip(zones)
+            .map(|(p, zone)| WorkerInfo {
                 id: p.worker.clone(),
                 capacity,
                 cpu_cores: MAIN_THREAD_CORES,
                 group: groups.get(&p.worker).map(|(g, _)| g.clone()),
                 health: p.health,
-                zone: None,
-                rack: None,
+                zone,
+                rack: None, // Valkey has no rack setting
             })
             .collect();
         let limit =
@@ -516,13 +645,14 @@ impl Inner {
         })
     }
 
-    /// Bumps the version when owners, workers or health changed since the last read. The new
-    /// version is the wall clock in milliseconds (or the old one + 1 if that is not larger), so
-    /// it keeps increasing across ops-server restarts too, without any state of its own.
-    fn layout_version(&self, view: &View) -> u64 {
+    /// Bumps the version when owners, workers, health or zones (`zones[i]` of
+    /// `view.primaries[i]`) changed since the last read. The new version is the wall clock in
+    /// milliseconds (or the old one + 1 if that is not larger), so it keeps increasing across
+    /// ops-server restarts too, without any state of its own.
+    fn layout_version(&self, view: &View, zones: &[Option<ZoneId>]) -> u64 {
         let mut hasher = DefaultHasher::new();
-        for p in &view.primaries {
-            (&p.worker, &p.id, p.health as u8, &p.slots).hash(&mut hasher);
+        for (p, zone) in view.primaries.iter().zip(zones) {
+            (&p.worker, &p.id, p.health as u8, &p.slots, zone).hash(&mut hasher);
         }
         let fingerprint = hasher.finish();
         let mut layout = self.layout.lock().expect("layout lock is never poisoned");
@@ -1090,6 +1220,14 @@ mod tests {
             storage_error(&NodeError::Rejected { addr, command, message: "ERR x".into() }),
             StorageError::Rejected { status: 422, .. }
         ));
+    }
+
+    #[test]
+    fn the_zone_setting_is_the_availability_zone_line_of_info() {
+        let info = "# Server\r\nvalkey_version:9.1.2\r\navailability_zone:eu-1a\r\nlistener0:name=tcp\r\n";
+        assert_eq!(zone_setting(info), "eu-1a");
+        assert_eq!(zone_setting("# Server\r\navailability_zone:\r\ntcp_port:7001\r\n"), "", "unset");
+        assert_eq!(zone_setting("# Server\r\nredis_version:7.2.4\r\n"), "", "a server without the setting");
     }
 
     #[test]
