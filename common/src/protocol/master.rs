@@ -416,6 +416,9 @@ pub struct WorkerRow {
     pub id: WorkerId,
     pub in_topology: bool,
     pub health: Option<Health>,
+    /// Its availability zone, when the topology gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<crate::ids::ZoneId>,
     pub capacity: Option<Capacity>,
     pub window_secs: f64,
     pub ops_per_sec: f64,

@@ -223,9 +223,13 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
     // Workers.
     out.push('\n');
     out.push_str(&format!("{}\n", style.bold(&format!("workers (ops over {} s)", s.window_secs))));
-    let mut t = Table::new(&[
-        ("WORKER", Align::Left),
-        ("HEALTH", Align::Left),
+    // A ZONE column only where the topology has zones (most clusters' tables stay as narrow).
+    let zoned = s.workers.iter().any(|w| w.zone.is_some());
+    let mut columns = vec![("WORKER", Align::Left), ("HEALTH", Align::Left)];
+    if zoned {
+        columns.push(("ZONE", Align::Left));
+    }
+    columns.extend([
         ("OPS/S", Align::Right),
         ("REJECTED/S", Align::Right),
         ("CAPACITY/S", Align::Right),
@@ -233,6 +237,7 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
         ("", Align::Left),
         ("COVERED", Align::Right),
     ]);
+    let mut t = Table::new(&columns);
     for load in &s.overview.workers {
         let row = s.workers.iter().find(|w| w.id == load.worker);
         let health = row.and_then(|w| w.health).map(|h| {
@@ -245,9 +250,11 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
             Cell::painted(name, paint)
         });
         let ratio = load.capacity_ratio.filter(|_| !load.stale);
-        t.row(vec![
-            load.worker.as_str().into(),
-            health.unwrap_or_else(|| "-".into()),
+        let mut cells = vec![load.worker.as_str().into(), health.unwrap_or_else(|| "-".into())];
+        if zoned {
+            cells.push(row.and_then(|w| w.zone.as_ref()).map_or_else(|| "-".to_owned(), |z| z.to_string()).into());
+        }
+        cells.extend([
             // Not collected yet: the load is unknown, not 0.
             if load.stale { Cell::painted("stale".to_owned(), Some(Paint::Warn)) } else { fmt::num(load.value).into() },
             row.map(|w| fmt::num(w.rejected_per_sec)).unwrap_or_default().into(),
@@ -256,6 +263,7 @@ pub fn render(s: &Status, style: &Style, now_ms: i64) -> String {
             Cell::painted(ratio.map(|r| bar(r, 10)).unwrap_or_default(), ratio.and_then(ratio_paint)),
             row.map(|w| format!("{:.0}/{:.0} s", w.covered_secs, w.window_secs)).unwrap_or_default().into(),
         ]);
+        t.row(cells);
     }
     if t.is_empty() {
         out.push_str("no workers reported yet\n");

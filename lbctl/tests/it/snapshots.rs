@@ -38,6 +38,12 @@ fn check(name: &str, actual: &str) {
 fn status() {
     check("status", &status::render(&fixtures::status(false), &PLAIN, NOW_MS));
     check("status_halted_color", &status::render(&fixtures::status(true), &COLOR, NOW_MS));
+    // Where the topology has zones, a ZONE column (w-0003 has none: `-`).
+    let mut zoned = fixtures::status(false);
+    for (w, zone) in zoned.workers.iter_mut().zip(["eu-1a", "eu-1a", "eu-1b"]) {
+        w.zone = Some(zone.parse().expect("zone"));
+    }
+    check("status_zones", &status::render(&zoned, &PLAIN, NOW_MS));
 }
 
 #[test]

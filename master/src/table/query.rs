@@ -558,6 +558,7 @@ impl MetricsTable {
                     id: w.id.clone(),
                     in_topology: w.in_topology,
                     health: w.health,
+                    zone: w.zone.clone(),
                     capacity: w.capacity,
                     window_secs: win.2,
                     ops_per_sec: v(i, Metric::Ops).unwrap_or(0.0),

@@ -103,6 +103,8 @@ pub(crate) struct WorkerEntry {
     pub cpu_cores: f64,
     pub health: Option<Health>,
     pub group: Option<GroupId>,
+    /// The topology's availability zone of the worker.
+    pub zone: Option<lb_common::ids::ZoneId>,
     pub in_topology: bool,
 }
 
@@ -206,6 +208,7 @@ impl MetricsTable {
             cpu_cores: 0.0,
             health: None,
             group: None,
+            zone: None,
             in_topology: false,
         });
         self.worker_index.insert(id.clone(), i);
@@ -299,6 +302,7 @@ impl MetricsTable {
                 e.cpu_cores = w.cpu_cores;
                 e.health = Some(w.health);
                 e.group = w.group.clone();
+                e.zone = w.zone.clone();
             }
         }
         let mut seen = vec![false; self.partitions.len()];
