@@ -103,6 +103,12 @@ pub enum CrossZone {
     /// would pass the high watermark; one merely at its action cap keeps it home, as that
     /// passes): then to the coolest zone, charged `cross_zone_cost_factor` times the move cost.
     WhenFull,
+    /// As `when_full`, and zones are balanced too: while the hottest zone's load is over the
+    /// imbalance policy's `engage_max_over_mean` times the zones' mean, partitions move from its
+    /// hottest worker to the coolest worker of the coolest zone (until under
+    /// `release_max_over_mean`), each charged the crossing's cost and under the imbalance
+    /// policy's mode.
+    Balance,
 }
 
 /// Zones (the topology's `zone` per worker): a topology without zones is one zone.

@@ -148,6 +148,9 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     if config.imbalance.mode != PolicyMode::Off && imbalance {
         rebalance::imbalance(&mut pass, state, zmax / zmean.max(f64::MIN_POSITIVE), zcv);
     }
+    if config.imbalance.mode != PolicyMode::Off && config.zones.cross == CrossZone::Balance && pass.zones.several() {
+        rebalance::zone_imbalance(&mut pass, state);
+    }
     pass.plan
 }
 

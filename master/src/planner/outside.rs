@@ -43,7 +43,7 @@ impl<'a> OutsideCheck<'a> {
             high: config.worker_overload.high_watermark_ratio,
             max_inflight_cluster: config.caps.max_inflight_cluster,
             max_inflight_per_worker: config.caps.max_inflight_per_worker,
-            cross_zones: config.zones.cross == super::CrossZone::WhenFull,
+            cross_zones: config.zones.cross != super::CrossZone::Never,
             partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
             workers: input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect(),
         }

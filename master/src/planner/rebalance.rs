@@ -44,7 +44,7 @@ impl Pass<'_> {
 
     /// Whether a partition may cross into another zone when its own has no room.
     pub fn may_cross_zones(&self) -> bool {
-        self.config.zones.cross == CrossZone::WhenFull
+        self.config.zones.cross != CrossZone::Never
     }
 
     /// The zone spread worst in max/mean among the pool's zones, with its max, mean and CV
@@ -494,6 +494,139 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 break;
             }
         }
+    }
+}
+
+/// Zone imbalance (`zones.cross = balance`): while the hottest zone's load ratio is over the
+/// imbalance policy's `engage_max_over_mean` times the mean of the zones' (until under its
+/// `release_max_over_mean`), a move from the hottest zone's hottest worker to the coolest
+/// zone's coolest worker, of the partition nearest half their gap, each charged the crossing's
+/// cost and required to pass the gain test.
+pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
+    let mode = pass.config.imbalance.mode;
+    let cfg = &pass.config.imbalance;
+    let (engage, release, floor) = (cfg.engage_max_over_mean, cfg.release_max_over_mean, cfg.min_mean_ratio);
+    let mut first = true;
+    loop {
+        let mut zones: Vec<u32> = pass.zones.of.iter().copied().filter(|&z| z != Zones::NONE).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        let pool = |w: usize, z: u32| pass.zones.of[w] == z && pass.groups[w].is_none();
+        let ratios: Vec<(u32, f64)> = zones
+            .iter()
+            .map(|&z| (z, pass.model.ratio_of_workers(|w| pool(w, z))))
+            .filter(|(_, r)| r.is_finite())
+            .collect();
+        if ratios.len() < 2 {
+            return;
+        }
+        let mean = ratios.iter().map(|r| r.1).sum::<f64>() / ratios.len() as f64;
+        let (Some(&(hot, hot_ratio)), Some(&(cool, cool_ratio))) =
+            (ratios.iter().max_by(|a, b| a.1.total_cmp(&b.1)), ratios.iter().min_by(|a, b| a.1.total_cmp(&b.1)))
+        else {
+            return;
+        };
+        let spread = hot_ratio / mean.max(f64::MIN_POSITIVE);
+        // Engaged like the imbalance policy: over the engage band for its windows, until under
+        // the release band; moves this pass re-check against release.
+        if first {
+            first = false;
+            let over = mean >= floor && spread >= engage;
+            let under = mean < floor || spread < release;
+            if !state.zone_imbalance.observe(over, under, cfg.hot_windows) {
+                return;
+            }
+        } else if spread < release {
+            return;
+        }
+        let (hot_name, cool_name) = (pass.zones.names[hot as usize].clone(), pass.zones.names[cool as usize].clone());
+        let healthy = |w: &usize| pass.model.healthy[*w];
+        let coolest = |z: u32| {
+            (0..pass.input.workers.len())
+                .filter(|&w| pool(w, z) && healthy(&w))
+                .filter(|&w| pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker)
+                .min_by(|&a, &b| pass.model.worker_ratio(a).total_cmp(&pass.model.worker_ratio(b)))
+        };
+        let transient_max = cfg.max_source_transient_ratio;
+        let src = (0..pass.input.workers.len())
+            .filter(|&w| pool(w, hot) && healthy(&w))
+            .filter(|&w| pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker)
+            .filter(|&w| pass.model.transient_ratio_with_one_more_move(w) <= transient_max)
+            .max_by(|&a, &b| pass.model.worker_ratio(a).total_cmp(&pass.model.worker_ratio(b)));
+        let subject = format!("zone {hot_name}");
+        let (Some(src), Some(dest)) = (src, coolest(cool)) else {
+            let why = format!(
+                "zone {hot_name} at {hot_ratio:.2} of its capacity, {spread:.2} times the zones' mean: no worker of it can start a move, or none of zone {cool_name} can take one"
+            );
+            pass.decline(Policy::Imbalance, &subject, DeclineReason::SourceAtLimit, why);
+            return;
+        };
+        if let Err(why) = pass.caps_allow(&[src, dest]) {
+            pass.decline(Policy::Imbalance, &subject, DeclineReason::Cap, why);
+            return;
+        }
+        let (src_before, dest_before) = (pass.model.worker_ratio(src), pass.model.worker_ratio(dest));
+        let ideal = (src_before - dest_before) / 2.0;
+        let cost_factor = pass.config.zones.cross_zone_cost_factor;
+        let mut best: Option<(usize, MoveEval)> = None;
+        for &p in pass.model.partitions_on(src) {
+            let p = p as usize;
+            let info = &pass.input.partitions[p];
+            if pass.model.owner[p] as usize != src
+                || info.group.is_some()
+                || !supports(&info.supported_actions, ActionKind::Move)
+                || pass.splitting[p]
+                || pass.blocked(state, p).is_some()
+            {
+                continue;
+            }
+            let (src_after, dest_after) = (pass.model.ratio_with(src, p, -1.0), pass.model.ratio_with(dest, p, 1.0));
+            if dest_after > src_before || !pass.destination_allows(src_before, dest_after) {
+                continue;
+            }
+            let gain = src_before.max(dest_before) - src_after.max(dest_after);
+            let cost = pass.move_cost(p) * cost_factor;
+            if gain - cost < pass.config.caps.min_gain_ratio {
+                continue;
+            }
+            let e = MoveEval { dest, src_before, src_after, dest_before, dest_after, gain, cost };
+            let off = |e: &MoveEval| (e.src_before - e.src_after - ideal).abs();
+            if best.as_ref().is_none_or(|(_, b)| off(&e) < off(b)) {
+                best = Some((p, e));
+            }
+        }
+        let Some((p, e)) = best else {
+            let why = format!(
+                "zone {hot_name} at {hot_ratio:.2} of its capacity, {spread:.2} times the zones' mean: no partition of its hottest worker {} passes the gain test after the crossing's cost",
+                pass.input.workers[src].id
+            );
+            pass.decline(Policy::Imbalance, &subject, DeclineReason::NoGain, why);
+            return;
+        };
+        let info = &pass.input.partitions[p];
+        let reason = format!(
+            "zone imbalance: zone {hot_name} at {hot_ratio:.2} of its capacity, {spread:.2} times the zones' mean, zone {cool_name} at {cool_ratio:.2}; move {} from {} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2}), crossing zones (zones.cross = balance, cost {:.3} at {cost_factor} times a move in a zone)",
+            info.id,
+            pass.input.workers[src].id,
+            e.src_before,
+            e.src_after,
+            pass.input.workers[dest].id,
+            e.dest_before,
+            e.dest_after,
+            e.cost
+        );
+        let proposal = Proposal {
+            spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[dest].id.clone() },
+            policy: Policy::Imbalance,
+            mode,
+            origin: lb_common::protocol::Origin::Online,
+            reason,
+            trigger: Trigger { worker_load_ratio: Some(src_before), max_over_mean: Some(spread), ..Trigger::default() },
+            predicted: pass.move_prediction(p, &e),
+            rejected_alternatives: Vec::new(),
+        };
+        pass.model.apply_move(p, e.dest);
+        pass.propose(state, p, mode, proposal);
     }
 }
 

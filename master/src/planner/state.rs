@@ -88,6 +88,9 @@ pub struct PlannerState {
     pub partitions: HashMap<PartitionId, Hysteresis>,
     pub workers: HashMap<WorkerId, Hysteresis>,
     pub imbalance: Hysteresis,
+    /// The zones' spread (`zones.cross = balance`), engaged like the imbalance policy.
+    #[serde(default)]
+    pub zone_imbalance: Hysteresis,
     /// Partition → epoch millis until which it must not be acted on.
     pub cooldown_until_ms: HashMap<PartitionId, i64>,
     pub pending_children: Vec<PendingChild>,

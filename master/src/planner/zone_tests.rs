@@ -108,7 +108,7 @@ fn the_coolest_zone_takes_a_crossing() {
 #[test]
 fn each_zone_balances_on_its_own_and_zones_unequal_in_load_move_nothing() {
     // Zone a: both workers at 0.64; zone b: both at 0.16. The pool's max/mean is 1.6, but each
-    // zone is balanced: nothing moves, whatever `zones.cross` says (balancing is not relief).
+    // zone is balanced: nothing moves unless `zones.cross = balance` (balancing is not relief).
     let mut owners = Vec::new();
     for (w, n) in [(0usize, 8usize), (1, 8), (2, 2), (3, 2)] {
         owners.extend(std::iter::repeat_n(w, n));
@@ -131,6 +131,36 @@ fn each_zone_balances_on_its_own_and_zones_unequal_in_load_move_nothing() {
     let m = moves(&plan);
     assert!(!m.is_empty() && m.iter().all(|(_, to)| to == "w-1"), "{m:?}");
     assert!(plan.proposals[0].reason.contains("in zone a"), "{}", plan.proposals[0].reason);
+}
+
+#[test]
+fn zones_unequal_in_load_are_balanced_across_only_under_cross_balance() {
+    // Zone a at 0.64 on both workers, zone b at 0.16: balanced inside, 1.6 times apart.
+    let mut owners = Vec::new();
+    for (w, n) in [(0usize, 8usize), (1, 8), (2, 2), (3, 2)] {
+        owners.extend(std::iter::repeat_n(w, n));
+    }
+    let loads = vec![8_000.0; owners.len()];
+    let input = zoned(cluster(&loads, &owners, 4, &[]), &["a", "a", "b", "b"]);
+    let windows = i64::from(PlannerConfig::default().imbalance.hot_windows);
+    assert!(run(&input, &config(CrossZone::Balance), windows - 1).proposals.is_empty(), "engaged after its windows");
+    let plan = run(&input, &config(CrossZone::Balance), windows);
+    let m = moves(&plan);
+    assert!(!m.is_empty(), "{:?}", plan.rejected);
+    for (p, to) in &m {
+        assert!(to == "w-2" || to == "w-3", "{p} goes to zone b: {m:?}");
+    }
+    let p = &plan.proposals[0];
+    assert_eq!(p.policy, Policy::Imbalance);
+    assert!(
+        p.reason.contains("zone imbalance: zone a at 0.64") && p.reason.contains("zones.cross = balance"),
+        "{}",
+        p.reason
+    );
+    assert!((p.predicted.cost_ratio - PlannerConfig::default().caps.move_cost_ratio_per_gib * 4.0).abs() < 1e-12);
+    // It stops at the release band: the zones' loads after the moves are within 1.05 of their
+    // mean, or the caps stopped it.
+    assert!(m.len() <= PlannerConfig::default().caps.max_actions_per_pass as usize);
 }
 
 #[test]
