@@ -32,6 +32,13 @@ fn moves(plan: &Plan) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Four workers, w-0 and w-1 in zone a, w-2 and w-3 in zone b, worker `w` holding `n` partitions
+/// of 8k ops/s for each `(w, n)` of `counts`.
+fn two_zones(counts: &[(usize, usize)]) -> PlannerInput {
+    let owners: Vec<usize> = counts.iter().flat_map(|&(w, n)| std::iter::repeat_n(w, n)).collect();
+    zoned(cluster(&vec![8_000.0; owners.len()], &owners, 4, &[]), &["a", "a", "b", "b"])
+}
+
 fn run(input: &PlannerInput, config: &PlannerConfig, passes: i64) -> Plan {
     let mut state = PlannerState::default();
     let mut last = Plan::default();
@@ -109,24 +116,14 @@ fn the_coolest_zone_takes_a_crossing() {
 fn each_zone_balances_on_its_own_and_zones_unequal_in_load_move_nothing() {
     // Zone a: both workers at 0.64; zone b: both at 0.16. The pool's max/mean is 1.6, but each
     // zone is balanced: nothing moves unless `zones.cross = balance` (balancing is not relief).
-    let mut owners = Vec::new();
-    for (w, n) in [(0usize, 8usize), (1, 8), (2, 2), (3, 2)] {
-        owners.extend(std::iter::repeat_n(w, n));
-    }
-    let loads = vec![8_000.0; owners.len()];
-    let input = zoned(cluster(&loads, &owners, 4, &[]), &["a", "a", "b", "b"]);
+    let input = two_zones(&[(0, 8), (1, 8), (2, 2), (3, 2)]);
     for cross in [CrossZone::Never, CrossZone::WhenFull] {
         let plan = run(&input, &config(cross), 15);
         assert!(plan.proposals.is_empty(), "{cross:?}: {:?}", moves(&plan));
         assert!(!plan.stats.imbalance_engaged, "{cross:?}: judged per zone");
     }
     // One zone uneven inside: it balances, inside that zone.
-    let mut owners = Vec::new();
-    for (w, n) in [(0usize, 10usize), (1, 4), (2, 2), (3, 2)] {
-        owners.extend(std::iter::repeat_n(w, n));
-    }
-    let loads = vec![8_000.0; owners.len()];
-    let input = zoned(cluster(&loads, &owners, 4, &[]), &["a", "a", "b", "b"]);
+    let input = two_zones(&[(0, 10), (1, 4), (2, 2), (3, 2)]);
     let plan = run(&input, &config(CrossZone::WhenFull), 15);
     let m = moves(&plan);
     assert!(!m.is_empty() && m.iter().all(|(_, to)| to == "w-1"), "{m:?}");
@@ -136,12 +133,7 @@ fn each_zone_balances_on_its_own_and_zones_unequal_in_load_move_nothing() {
 #[test]
 fn zones_unequal_in_load_are_balanced_across_only_under_cross_balance() {
     // Zone a at 0.64 on both workers, zone b at 0.16: balanced inside, 1.6 times apart.
-    let mut owners = Vec::new();
-    for (w, n) in [(0usize, 8usize), (1, 8), (2, 2), (3, 2)] {
-        owners.extend(std::iter::repeat_n(w, n));
-    }
-    let loads = vec![8_000.0; owners.len()];
-    let input = zoned(cluster(&loads, &owners, 4, &[]), &["a", "a", "b", "b"]);
+    let input = two_zones(&[(0, 8), (1, 8), (2, 2), (3, 2)]);
     let windows = i64::from(PlannerConfig::default().imbalance.hot_windows);
     assert!(run(&input, &config(CrossZone::Balance), windows - 1).proposals.is_empty(), "engaged after its windows");
     let plan = run(&input, &config(CrossZone::Balance), windows);
