@@ -72,7 +72,10 @@ fn a_server_that_never_answers_fails_within_the_deadline() {
     let run = lbctl_with(&["--master", &url, "--timeout", "1s", "policy"], &[]);
     let line = run.fails(1);
     assert_eq!(line, format!("lbctl: master at {url}/api/v1/policy did not answer within 1000 ms (see --timeout)"));
-    assert!(run.took < Duration::from_secs(4), "the deadline holds: {:?}", run.took);
+    // The message proves the 1 s deadline fired; the bound only tells a deadline from a hang
+    // (without one this never returns). Not a speed check: a debug lbctl started beside the
+    // rest of the suite on two busy cores took 4.6 s end to end once.
+    assert!(run.took < Duration::from_secs(30), "the deadline holds: {:?}", run.took);
     drop(silent);
 }
 
