@@ -203,6 +203,12 @@ impl Zones {
         za == zb || za == Self::NONE || zb == Self::NONE
     }
 
+    /// Every zone index workers have: the named zones, then [`Zones::NONE`] if a worker has none.
+    pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+        let none = self.of.contains(&Self::NONE).then_some(Self::NONE);
+        (0..self.names.len() as u32).chain(none)
+    }
+
     /// Whether the topology has more than one zone (zone rules then matter at all).
     pub fn several(&self) -> bool {
         self.names.len() > 1

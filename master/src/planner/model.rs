@@ -273,17 +273,7 @@ impl Model {
     /// The ratio of all of `group`'s healthy workers together (load over capacity in the tightest
     /// dimension), with `extra` added: a group is one place, and its capacity is all its workers'.
     pub fn group_ratio_with(&self, groups: &[Option<GroupId>], group: &GroupId, extra: Load) -> f64 {
-        let (mut l, mut c) = (extra, Load::default());
-        for (w, g) in groups.iter().enumerate().take(self.cap.len()) {
-            if g.as_ref() == Some(group) && self.healthy[w] {
-                l.add(self.worker_load[w], 1.0);
-                c.add(self.cap[w], 1.0);
-            }
-        }
-        if c.ops <= 0.0 && c.bytes <= 0.0 && c.cpu <= 0.0 {
-            return f64::INFINITY;
-        }
-        ratio(l, c)
+        self.ratio_of_workers_with(|w| groups.get(w).is_some_and(|g| g.as_ref() == Some(group)), extra)
     }
 
     /// The share of worker `w`'s capacity left while the streams from it run (1 without any).
@@ -294,7 +284,12 @@ impl Model {
     /// The load over the capacity of the healthy workers `keep` accepts, taken together (one
     /// zone's), in the tightest dimension; infinite without capacity.
     pub fn ratio_of_workers(&self, keep: impl Fn(usize) -> bool) -> f64 {
-        let (mut l, mut c) = (Load::default(), Load::default());
+        self.ratio_of_workers_with(keep, Load::default())
+    }
+
+    /// [`Model::ratio_of_workers`] with `extra` load added to theirs.
+    fn ratio_of_workers_with(&self, keep: impl Fn(usize) -> bool, extra: Load) -> f64 {
+        let (mut l, mut c) = (extra, Load::default());
         for w in (0..self.cap.len()).filter(|&w| self.healthy[w] && keep(w)) {
             l.add(self.worker_load[w], 1.0);
             c.add(self.cap[w], 1.0);

@@ -316,6 +316,8 @@ fn plan_split_into(
                 break;
             }
             let mut best_key = (f64::INFINITY, f64::INFINITY);
+            // Crossing, the coolest zone first; at home, no zone term (an empty list reads 0).
+            let zone_ratio = if crossing { pass.zone_ratios_by_worker() } else { Vec::new() };
             for w in 0..pass.input.workers.len() {
                 if own_ratio <= high {
                     best = Some((owner, own_ratio));
@@ -333,7 +335,7 @@ fn plan_split_into(
                 e.add(l, 1.0);
                 // Against what it has left while the streams from it run (a source lends capacity).
                 let r = pass.model.ratio_plus(w, e) / pass.model.drain_factor(w);
-                let key = (if crossing { pass.zone_ratio(w) } else { 0.0 }, r);
+                let key = (zone_ratio.get(w).copied().unwrap_or(0.0), r);
                 if key < best_key && (!crossing || pass.destination_allows(owner_before, r)) {
                     best = Some((w, r));
                     best_key = key;

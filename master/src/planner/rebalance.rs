@@ -50,12 +50,9 @@ impl Pass<'_> {
     /// The zone spread worst in max/mean among the pool's zones, with its max, mean and CV
     /// (the whole pool when the topology has no zones).
     pub fn worst_zone_stats(&self) -> (u32, (f64, f64, f64)) {
-        let mut zones: Vec<u32> = self.zones.of.clone();
-        zones.sort_unstable();
-        zones.dedup();
         let mut worst = (Zones::NONE, (0.0, 0.0, 0.0));
         let mut worst_mom = f64::NEG_INFINITY;
-        for z in zones {
+        for z in self.zones.indices() {
             let stats = self.model.pool_stats_where(&self.groups, |w| self.zones.of[w] == z);
             let mom = if stats.1 > 0.0 { stats.0 / stats.1 } else { 0.0 };
             if mom > worst_mom {
@@ -69,6 +66,13 @@ impl Pass<'_> {
     pub fn zone_ratio(&self, w: usize) -> f64 {
         let z = self.zones.of[w];
         self.model.ratio_of_workers(|x| self.zones.of[x] == z)
+    }
+
+    /// Each worker's zone's load ratio, every zone computed once (for a scan over the workers).
+    pub fn zone_ratios_by_worker(&self) -> Vec<f64> {
+        let by_zone: Vec<(u32, f64)> =
+            self.zones.indices().map(|z| (z, self.model.ratio_of_workers(|x| self.zones.of[x] == z))).collect();
+        self.zones.of.iter().map(|z| by_zone.iter().find(|(i, _)| i == z).map_or(f64::INFINITY, |r| r.1)).collect()
     }
 
     /// What a crossing from worker `from` to worker `to` says in a reason: empty inside a zone.
@@ -116,6 +120,7 @@ impl Pass<'_> {
             // Not allowed to cross: other zones are only looked at to say whether they had room.
             let probe = crossing && !self.may_cross_zones();
             let cost = self.move_cost(p) * if crossing { self.config.zones.cross_zone_cost_factor } else { 1.0 };
+            let zone_ratio = if crossing { self.zone_ratios_by_worker() } else { Vec::new() };
             // Crossing, the coolest zone first (a crossing balances zones), then the coolest worker.
             let mut best_key = (f64::INFINITY, f64::INFINITY);
             for w in 0..self.input.workers.len() {
@@ -140,7 +145,7 @@ impl Pass<'_> {
                     room_elsewhere += 1;
                     continue;
                 }
-                let key = (if crossing { self.zone_ratio(w) } else { 0.0 }, dest_after);
+                let key = (zone_ratio.get(w).copied().unwrap_or(0.0), dest_after);
                 if key < best_key {
                     let gain = src_before.max(dest_before) - src_after.max(dest_after);
                     best = Some(MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost });
@@ -508,13 +513,9 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
     let (engage, release, floor) = (cfg.engage_max_over_mean, cfg.release_max_over_mean, cfg.min_mean_ratio);
     let mut first = true;
     loop {
-        let mut zones: Vec<u32> = pass.zones.of.iter().copied().filter(|&z| z != Zones::NONE).collect();
-        zones.sort_unstable();
-        zones.dedup();
         let pool = |w: usize, z: u32| pass.zones.of[w] == z && pass.groups[w].is_none();
-        let ratios: Vec<(u32, f64)> = zones
-            .iter()
-            .map(|&z| (z, pass.model.ratio_of_workers(|w| pool(w, z))))
+        let ratios: Vec<(u32, f64)> = (0..pass.zones.names.len() as u32)
+            .map(|z| (z, pass.model.ratio_of_workers(|w| pool(w, z))))
             .filter(|(_, r)| r.is_finite())
             .collect();
         if ratios.len() < 2 {
