@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lb_common::config::ServiceConfig;
 use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, RuntimeConfig};
-use lb_common::protocol::ActionKind;
+use lb_common::protocol::{ActionKind, TextLimits};
 use lb_common::validate::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
@@ -194,11 +194,41 @@ impl KindTimeouts {
 pub struct LimitsConfig {
     /// Per token (or per anonymous caller); over it answers 429.
     pub requests_per_sec: u64,
+    /// An action's and the halt switch's `reason`, 422 over it; the wire contract's 4 KiB by
+    /// default (the ops server keeps every action's reason in memory and in its audit), down to
+    /// 1 KiB, which the master's own reasons never pass.
+    pub max_reason_bytes: usize,
+    /// An action's `policy` name: 64 bytes by default, down to 32.
+    pub max_policy_bytes: usize,
+    /// A registered agent's `address` (and a heartbeat's, a fencing announcement's `leader`):
+    /// 256 bytes by default (`https://`, any DNS name and a port), down to 64.
+    pub max_address_bytes: usize,
+    /// A registered agent's `version`: 64 bytes by default, down to 16.
+    pub max_version_bytes: usize,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { requests_per_sec: DEFAULT_REQUESTS_PER_SEC }
+        let text = TextLimits::default();
+        Self {
+            requests_per_sec: DEFAULT_REQUESTS_PER_SEC,
+            max_reason_bytes: text.max_reason_bytes,
+            max_policy_bytes: text.max_policy_bytes,
+            max_address_bytes: text.max_address_bytes,
+            max_version_bytes: text.max_version_bytes,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// The free-text limits the HTTP handlers check requests against.
+    pub fn text(&self) -> TextLimits {
+        TextLimits {
+            max_reason_bytes: self.max_reason_bytes,
+            max_policy_bytes: self.max_policy_bytes,
+            max_address_bytes: self.max_address_bytes,
+            max_version_bytes: self.max_version_bytes,
+        }
     }
 }
 
@@ -272,7 +302,10 @@ impl ServiceConfig for OpsServerConfig {
         }
         drop(to);
         drop(ex);
-        v.at("limits").range_u64("requests_per_sec", self.limits.requests_per_sec, 1, 1_000_000);
+        let mut limits = v.at("limits");
+        limits.range_u64("requests_per_sec", self.limits.requests_per_sec, 1, 1_000_000);
+        self.limits.text().validate_into(&mut limits);
+        drop(limits);
         v.finish()
     }
 }

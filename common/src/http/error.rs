@@ -67,9 +67,14 @@ impl ApiError {
 }
 
 impl From<ValidationError> for ApiError {
-    /// 422 naming every bad field.
+    /// 422 naming every bad field, with `field` set when there is just one.
     fn from(err: ValidationError) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", err.to_string())
+        let one = (err.errors.len() == 1).then(|| err.first().field.clone());
+        let reply = Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", err.to_string());
+        match one {
+            Some(field) => reply.with_field(field),
+            None => reply,
+        }
     }
 }
 

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{ActionId, DatasetId, GroupId, Key, OperationId, PartitionId, TableId, TenantId, WorkerId};
 use crate::validate::{ValidationError, Validator};
 
+use super::limits::TextLimits;
+
 /// Deepest actor path accepted: tenant, table and two levels below (for example an SRE's name).
 pub const MAX_ACTOR_PATH_DEPTH: usize = 4;
 /// 4 KiB: a reason is a sentence with its numbers (the planner's longest are ~400 bytes); ten
@@ -48,8 +50,23 @@ pub struct ActionRequest {
 #[serde(deny_unknown_fields)]
 pub struct FencingRequest {
     pub leader_epoch: u64,
-    /// The master's advertised address, for the audit and for people.
+    /// The master's advertised address, for the audit and for people; at most the server's
+    /// `max_address_bytes`, printable.
     pub leader: String,
+}
+
+impl FencingRequest {
+    /// The leader's name within `limits` and printable (it is logged); the error names the field.
+    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), ValidationError> {
+        let mut v = Validator::new();
+        v.at("").check(
+            self.leader.len() <= limits.max_address_bytes && self.leader.chars().all(|c| !c.is_control()),
+            "leader",
+            self.leader.escape_debug(),
+            &format!("must be at most {} printable bytes", limits.max_address_bytes),
+        );
+        v.finish()
+    }
 }
 
 /// `GET /v1/fencing` (and the answer to `POST`): the newest leadership term the ops server has
@@ -339,9 +356,25 @@ pub struct EventsResponse {
 #[serde(deny_unknown_fields)]
 pub struct HaltRequest {
     pub halted: bool,
-    /// Why, shown in `GET /v1/halt` and the audit log until the next change.
+    /// Why, shown in `GET /v1/halt` and the audit log until the next change; at most the
+    /// server's `max_reason_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl HaltRequest {
+    /// The reason within `limits`; the error names the field.
+    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), ValidationError> {
+        let len = self.reason.as_ref().map_or(0, String::len);
+        let mut v = Validator::new();
+        v.at("").check(
+            len <= limits.max_reason_bytes,
+            "reason",
+            format!("{len} bytes"),
+            &format!("must be at most {} bytes", limits.max_reason_bytes),
+        );
+        v.finish()
+    }
 }
 
 /// Reply of `GET` and `POST /v1/halt`.
@@ -365,22 +398,28 @@ pub struct HaltStatus {
 pub const MAX_SPLIT_PIECES: usize = 16;
 
 impl ActionRequest {
-    /// Checks what serde cannot; the error names the field.
+    /// Checks what serde cannot, with the contract's text limits; the error names the field.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        self.validate_with(&TextLimits::default())
+    }
+
+    /// [`ActionRequest::validate`] with a server's configured text limits.
+    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), ValidationError> {
+        let (max_reason, max_policy) = (limits.max_reason_bytes, limits.max_policy_bytes);
         let mut v = Validator::new();
         let mut root = v.at("");
         root.check(!self.reason.trim().is_empty(), "reason", "\"\"", "must say why");
         root.check(
-            self.reason.len() <= MAX_REASON_BYTES,
+            self.reason.len() <= max_reason,
             "reason",
             format!("{} bytes", self.reason.len()),
-            &format!("must be at most {MAX_REASON_BYTES} bytes"),
+            &format!("must be at most {max_reason} bytes"),
         );
         root.check(
-            self.policy.as_ref().is_none_or(|p| p.len() <= MAX_POLICY_BYTES && crate::ids::validate_id(p).is_ok()),
+            self.policy.as_ref().is_none_or(|p| p.len() <= max_policy && crate::ids::validate_id(p).is_ok()),
             "policy",
             format!("{} bytes", self.policy.as_ref().map_or(0, String::len)),
-            &format!("must be a policy name (an id of at most {MAX_POLICY_BYTES} bytes)"),
+            &format!("must be a policy name (an id of at most {max_policy} bytes)"),
         );
         root.check(
             (1..=MAX_ACTOR_PATH_DEPTH).contains(&self.actor_path.len()),

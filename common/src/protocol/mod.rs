@@ -11,6 +11,7 @@
 
 pub mod actions;
 pub mod error;
+pub mod limits;
 pub mod master;
 pub mod offline;
 pub mod placement;
@@ -23,6 +24,7 @@ pub mod storage;
 
 pub use actions::*;
 pub use error::ErrorBody;
+pub use limits::{TextLimits, cut_text};
 pub use master::*;
 pub use offline::*;
 pub use placement::*;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{TenantId, WorkerId};
+use crate::protocol::limits::TextLimits;
 use crate::protocol::samples::{Cursor, HourlyRollup, Sample};
 
 /// `POST /v1/agents/register` body. Registering again (after a restart) replaces the entry.
@@ -36,25 +37,50 @@ impl RegisterRequest {
     /// whitespace or control characters (it is logged and dialled); the version is short and
     /// printable.
     pub fn validate(&self) -> Result<(), crate::validate::ValidationError> {
+        self.validate_with(&TextLimits::default())
+    }
+
+    /// [`RegisterRequest::validate`] with a server's configured text limits.
+    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), crate::validate::ValidationError> {
         let mut v = crate::validate::Validator::new();
         let mut root = v.at("");
-        let printable = |s: &str| s.chars().all(|c| !c.is_control() && !c.is_whitespace());
-        let a = &self.address;
-        let url_ok = (a.starts_with("http://") || a.starts_with("https://"))
-            && reqwest::Url::parse(a).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+        check_address(&mut root, "address", &self.address, limits.max_address_bytes);
+        let max_version = limits.max_version_bytes;
         root.check(
-            a.len() <= MAX_ADDRESS_BYTES && printable(a) && url_ok,
-            "address",
-            a.escape_debug(),
-            &format!("must be an http:// or https:// URL with a host, at most {MAX_ADDRESS_BYTES} bytes"),
-        );
-        root.check(
-            self.version.len() <= MAX_VERSION_BYTES && printable(&self.version),
+            self.version.len() <= max_version && printable(&self.version),
             "version",
             self.version.escape_debug(),
-            &format!("must be at most {MAX_VERSION_BYTES} printable bytes"),
+            &format!("must be at most {max_version} printable bytes"),
         );
         drop(root);
+        v.finish()
+    }
+}
+
+/// No whitespace or control characters: the value is logged and dialled.
+fn printable(s: &str) -> bool {
+    s.chars().all(|c| !c.is_control() && !c.is_whitespace())
+}
+
+/// An agent's address: an `http://` or `https://` URL with a host, at most `max_bytes`.
+fn check_address(v: &mut crate::validate::Scope<'_>, field: &str, a: &str, max_bytes: usize) {
+    let url_ok = (a.starts_with("http://") || a.starts_with("https://"))
+        && reqwest::Url::parse(a).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+    v.check(
+        a.len() <= max_bytes && printable(a) && url_ok,
+        field,
+        a.escape_debug(),
+        &format!("must be an http:// or https:// URL with a host, at most {max_bytes} bytes"),
+    );
+}
+
+impl HeartbeatRequest {
+    /// The address, when sent, as a registration's; the error names the field.
+    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), crate::validate::ValidationError> {
+        let mut v = crate::validate::Validator::new();
+        if let Some(address) = &self.address {
+            check_address(&mut v.at(""), "address", address, limits.max_address_bytes);
+        }
         v.finish()
     }
 }

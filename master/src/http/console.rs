@@ -186,6 +186,7 @@ async fn set_halt(
     let cfg = shared.config.borrow().clone();
     let caller = identify(&cfg.auth, &headers)?;
     require(&caller, &[Role::Operator], "halt or resume the executor")?;
+    request.validate_with(&lb_common::protocol::TextLimits::default())?;
     tracing::warn!(by = %caller.name, halted = request.halted, "halt switch changed through the master");
     // The ops server audits the token it sees (none when its auth is off): the reason says who.
     let by = format!("by {} through the master", caller.name);

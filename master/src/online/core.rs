@@ -669,7 +669,8 @@ fn action_request(
         spec: proposal.spec.clone(),
         origin: proposal.origin,
         policy: Some(proposal.policy.as_str().to_owned()),
-        reason,
+        // Any ops server takes this much, whatever its configured `max_reason_bytes`.
+        reason: lb_common::protocol::cut_text(&reason, lb_common::protocol::limits::MIN_REASON_BYTES),
         actor_path,
         leader_epoch: None,
     }

@@ -222,6 +222,21 @@ async fn every_endpoint_refuses_hostile_input_with_the_error_body_and_changes_no
     ] {
         cases.push((base.to_owned(), case(format!("GET {path}"), "GET", path, token)));
     }
+    // Free text over the contract's limits on bodies that are otherwise valid.
+    let long = "x".repeat(5_000);
+    for (base, path, token, body) in [
+        (&ops_url, "/v1/halt", OPERATOR, format!("{{\"halted\": true, \"reason\": \"{long}\"}}")),
+        (&master_url, "/api/v1/halt", OPERATOR, format!("{{\"halted\": true, \"reason\": \"{long}\"}}")),
+        (&ops_url, "/v1/fencing", SERVICE, format!("{{\"leader_epoch\": 9, \"leader\": \"{long}\"}}")),
+        (
+            &ops_url,
+            "/v1/agents/heartbeat",
+            AGENT,
+            format!("{{\"worker_id\": \"w-1\", \"latest_cursor\": 0, \"address\": \"http://{long}\"}}"),
+        ),
+    ] {
+        cases.push((base.to_owned(), json(format!("{path}: 5,000 bytes of text"), path, Some(token), body)));
+    }
     let long_id = format!("/v1/actions/{}", "a".repeat(200));
     cases.push((ops_url.clone(), case("an id over 128 bytes", "GET", long_id, Some(VIEWER))));
 
@@ -274,5 +289,8 @@ async fn every_endpoint_refuses_hostile_input_with_the_error_body_and_changes_no
     let halt = client.get(format!("{ops_url}/v1/halt")).bearer_auth(VIEWER).send().await.expect("halt");
     let halt: serde_json::Value = halt.json().await.expect("halt body");
     assert_eq!(halt["halted"], false, "the executor was not halted");
+    let fencing = client.get(format!("{ops_url}/v1/fencing")).bearer_auth(VIEWER).send().await.expect("fencing");
+    let fencing: serde_json::Value = fencing.json().await.expect("fencing body");
+    assert!(fencing["newest_epoch"].is_null(), "no leadership term announced: {fencing}");
     assert!(master.stop(STOP).await && agent.stop(STOP).await && ops.stop(STOP).await);
 }

@@ -55,6 +55,7 @@ pub async fn announce_epoch(
     Extension(caller): Extension<Caller>,
     ApiJson(request): ApiJson<FencingRequest>,
 ) -> Result<ApiJson<FencingStatus>, ApiError> {
+    request.validate_with(&state.config.borrow().limits.text())?;
     let who = format!("{} ({})", caller.name, request.leader);
     state.fencing.admit(request.leader_epoch, &who, None, now_ms()).await.map_err(fencing_error)?;
     fencing_status(State(state)).await
@@ -74,7 +75,7 @@ pub async fn submit(
     Extension(caller): Extension<Caller>,
     ApiJson(request): ApiJson<ActionRequest>,
 ) -> Result<(StatusCode, ApiJson<ActionRecord>), ApiError> {
-    request.validate()?;
+    request.validate_with(&state.config.borrow().limits.text())?;
     if let Some(epoch) = request.leader_epoch {
         state.fencing.admit(epoch, &caller.name, Some(&request.id), now_ms()).await.map_err(fencing_error)?;
     }
@@ -183,11 +184,12 @@ pub async fn set_halt(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<HaltRequest>,
-) -> ApiJson<HaltStatus> {
+) -> Result<ApiJson<HaltStatus>, ApiError> {
+    req.validate_with(&state.config.borrow().limits.text())?;
     let reason = req.reason.filter(|r| !r.trim().is_empty());
     tracing::warn!(by = %caller.name, halted = req.halted, reason = reason.as_deref().unwrap_or(""), "executor halt switch changed");
     state.executor.set_halt(req.halted, &caller.name, reason);
-    ApiJson(halt_status_of(&state))
+    Ok(ApiJson(halt_status_of(&state)))
 }
 
 /// The storage system's topology, read through the ops server (cached for two seconds, dropped

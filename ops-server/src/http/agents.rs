@@ -51,7 +51,7 @@ pub async fn register(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> Result<ApiJson<RegisterResponse>, ApiError> {
-    req.validate()?;
+    req.validate_with(&state.config.borrow().limits.text())?;
     let (worker_id, address) = (req.worker_id.clone(), req.address.clone());
     let down_after_ms = state.config.borrow().registry.down_after_ms;
     let warnings = match tokio::time::timeout(TOPOLOGY_CHECK_DEADLINE, state.executor.topology()).await {
@@ -73,6 +73,7 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     ApiJson(beat): ApiJson<HeartbeatRequest>,
 ) -> Result<ApiJson<RegisterResponse>, ApiError> {
+    beat.validate_with(&state.config.borrow().limits.text())?;
     match state.registry.heartbeat(&beat, now_ms()) {
         Beat::Ok => Ok(ApiJson(reply(&state, Vec::new()))),
         Beat::Unknown => {

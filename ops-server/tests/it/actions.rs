@@ -1,6 +1,7 @@
 //! Actions end to end over real HTTP: every kind, every failure path, idempotency, limits and
 //! fairness under a burst, restart, and bad input.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lb_common::http::ClientError;
@@ -359,6 +360,86 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
     assert!(listed.actions.is_empty(), "nothing was recorded");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(storage.submissions.lock().expect("lock").is_empty(), "nothing ran");
+    assert!(s.server.stop(STOP).await);
+}
+
+/// `[limits]`'s free-text limits (issue 17): the contract's ceilings by default, lower where
+/// configured, live on reload; a refusal names the field and the limit, and changes nothing.
+#[tokio::test]
+async fn free_text_over_the_configured_limits_is_refused_and_the_limits_reload_live() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let refused = |err: &ClientError, field: &str, limit: usize| {
+        matches!(err, ClientError::Status { status, body, .. } if status.as_u16() == 422
+            && body.field.as_deref() == Some(field) && body.error.contains(&format!("at most {limit}")))
+    };
+    let with_reason =
+        |id: &str, bytes: usize| ActionRequest { reason: "r".repeat(bytes), ..action(id, split("p1"), "acme") };
+
+    // The contract's ceilings by default: 4 KiB of reason, no more, on an action and the halt.
+    let err = s.master.post::<_, ActionRecord>("/v1/actions", &with_reason("t-0", 4097)).await.expect_err("over");
+    assert!(refused(&err, "reason", 4096), "{err}");
+    let halt = HaltRequest { halted: true, reason: Some("h".repeat(4097)) };
+    let err = s.sre.post::<_, HaltStatus>("/v1/halt", &halt).await.expect_err("over");
+    assert!(refused(&err, "reason", 4096), "{err}");
+    let fencing = FencingRequest { leader_epoch: 7, leader: "m".repeat(257) };
+    let err = s.master.post::<_, FencingStatus>("/v1/fencing", &fencing).await.expect_err("over");
+    assert!(refused(&err, "leader", 256), "{err}");
+
+    // Lowered in the config, live.
+    let mut cfg = (**s.config.borrow()).clone();
+    cfg.limits.max_reason_bytes = 1024;
+    cfg.limits.max_address_bytes = 64;
+    cfg.limits.max_version_bytes = 16;
+    s.config.send(Arc::new(cfg)).expect("reload");
+    let err = s.master.post::<_, ActionRecord>("/v1/actions", &with_reason("t-1", 1025)).await.expect_err("over");
+    assert!(refused(&err, "reason", 1024), "{err}");
+    let halt = HaltRequest { halted: true, reason: Some("h".repeat(1025)) };
+    let err = s.sre.post::<_, HaltStatus>("/v1/halt", &halt).await.expect_err("over");
+    assert!(refused(&err, "reason", 1024), "{err}");
+    let long_address = format!("http://{}.example:7101", "a".repeat(60));
+    let register = RegisterRequest {
+        worker_id: "w-1".parse().expect("id"),
+        address: long_address.clone(),
+        version: "0.1.0".into(),
+        tenant: None,
+    };
+    let err = s.agent.post::<_, RegisterResponse>("/v1/agents/register", &register).await.expect_err("over");
+    assert!(refused(&err, "address", 64), "{err}");
+    let register = RegisterRequest { address: "http://127.0.0.1:7101".into(), version: "v".repeat(17), ..register };
+    let err = s.agent.post::<_, RegisterResponse>("/v1/agents/register", &register).await.expect_err("over");
+    assert!(refused(&err, "version", 16), "{err}");
+    let beat = HeartbeatRequest {
+        worker_id: "w-1".parse().expect("id"),
+        latest_cursor: Cursor(0),
+        address: Some(long_address),
+    };
+    let err = s.agent.post::<_, RegisterResponse>("/v1/agents/heartbeat", &beat).await.expect_err("over");
+    assert!(refused(&err, "address", 64), "{err}");
+    let fencing = FencingRequest { leader_epoch: 7, leader: "m".repeat(65) };
+    let err = s.master.post::<_, FencingStatus>("/v1/fencing", &fencing).await.expect_err("over");
+    assert!(refused(&err, "leader", 64), "{err}");
+
+    // Nothing of it stayed.
+    let listed: ActionsResponse = s.viewer.get("/v1/actions").await.expect("list");
+    assert!(listed.actions.is_empty(), "no action recorded: {:?}", listed.actions);
+    let status: HaltStatus = s.viewer.get("/v1/halt").await.expect("halt");
+    assert!(!status.halted, "not halted");
+    let agents: AgentsResponse = s.viewer.get("/v1/agents").await.expect("agents");
+    assert!(agents.agents.is_empty(), "no agent registered");
+    let fenced: FencingStatus = s.viewer.get("/v1/fencing").await.expect("fencing");
+    assert_eq!(fenced.newest_epoch, None, "no epoch announced");
+
+    // Within the limits, the same requests are taken.
+    let taken = s.master.post::<_, ActionRecord>("/v1/actions", &with_reason("t-2", 1024)).await.expect("taken");
+    assert_eq!(taken.request.reason.len(), 1024);
+    assert_eq!(wait_done(&s.viewer, "t-2").await.state, ActionState::Succeeded);
+    let register = RegisterRequest { version: "v".repeat(16), ..register };
+    s.agent.post::<_, RegisterResponse>("/v1/agents/register", &register).await.expect("registered");
+    let halt = HaltRequest { halted: true, reason: Some("h".repeat(1024)) };
+    assert!(s.sre.post::<_, HaltStatus>("/v1/halt", &halt).await.expect("halted").halted);
+    assert_eq!(storage.submissions.lock().expect("lock").len(), 1, "the one action ran");
     assert!(s.server.stop(STOP).await);
 }
 
