@@ -38,6 +38,8 @@ impl MetricsTable {
             }
             let newest = &mut self.workers[w as usize].last_sample_ms;
             *newest = Some(newest.map_or(sample.timestamp_ms, |t| t.max(sample.timestamp_ms)));
+            let slot = self.geo.slot_of(sample.timestamp_ms - 1);
+            self.newest_slot = Some(self.newest_slot.map_or(slot, |s| s.max(slot)));
             match &sample.data {
                 SampleData::Partition(p) => self.ingest_partition(w, sample, p, &mut stats),
                 SampleData::Host(h) => self.ingest_host(w, sample, h, &mut stats),

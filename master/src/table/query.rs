@@ -156,9 +156,12 @@ impl RateReader<'_> {
             RateBasis::Reported => {
                 let e = t.entry(i);
                 let (_, own, _) = t.pseries.sum(i, View::Col(super::metric::COL_OPS), a, b);
-                let by_worker = e.last_worker.map_or(0.0, |w| match e.first_slot {
-                    // Younger than the window: only the seconds since its first sample count.
-                    Some(first) if first > a => t.wseries.sum(w, View::Col(super::metric::COL_OPS), first, b).1,
+                // Born at its first sample, or earlier when the table knew it before that (the
+                // topology listed it while its worker left it out of reports: idle, not new).
+                let born = e.first_slot.map(|first| first.min(e.created_slot));
+                let by_worker = e.last_worker.map_or(0.0, |w| match born {
+                    // Younger than the window: only the seconds since it was born count.
+                    Some(born) if born > a => t.wseries.sum(w, View::Col(super::metric::COL_OPS), born, b).1,
                     // Precomputed for a whole pass; a single read sums its one worker.
                     _ => self
                         .worker_covered

@@ -83,6 +83,10 @@ pub(crate) struct PartitionEntry {
     pub stored_bytes: u64,
     pub latest_ts_ms: Option<i64>,
     pub first_slot: Option<i64>,
+    /// The slot after the newest the table had ingested when this entry was made (`i64::MIN`
+    /// when it had none): a partition the topology listed before it ever reported was idle since then, not
+    /// young, for the seconds its worker reported (reports list only active partitions).
+    pub created_slot: i64,
     /// Not in the latest topology (split, merged away or dropped); history stays until evicted.
     pub gone: bool,
     pub sketch: Option<Box<KeySketch>>,
@@ -137,6 +141,8 @@ pub struct MetricsTable {
     pub(crate) tenants: Vec<TenantId>,
     pub(crate) tenant_index: HashMap<TenantId, u32>,
     pub(crate) live_partitions: usize,
+    /// The newest fine slot any accepted sample reached.
+    pub(crate) newest_slot: Option<i64>,
 }
 
 impl MetricsTable {
@@ -184,6 +190,7 @@ impl MetricsTable {
             tenants: vec![],
             tenant_index: HashMap::new(),
             live_partitions: 0,
+            newest_slot: None,
         })
     }
 
@@ -261,6 +268,7 @@ impl MetricsTable {
             stored_bytes: 0,
             latest_ts_ms: None,
             first_slot: None,
+            created_slot: self.newest_slot.map_or(i64::MIN, |s| s + 1),
             gone: false,
             sketch: None,
             sketch_range: None,

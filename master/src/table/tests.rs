@@ -205,6 +205,45 @@ fn a_partition_left_out_of_its_workers_reports_reads_idle_and_a_silent_worker_st
 }
 
 #[test]
+fn a_partition_the_topology_listed_before_its_first_report_is_idle_since_then_not_new() {
+    let mut t = table();
+    let w = wid("w1");
+    // The topology lists p1 and p2 from the start; w1 reports for 30 s, each second with its
+    // host stats and p1, and leaves p2 out (idle) until one burst of 100 ops in its 30th second.
+    t.apply_topology(&topo(&[("p1", range(0, 99), "w1"), ("p2", range(100, 199), "w1")]));
+    let mut samples = Vec::new();
+    for k in 1..=30u64 {
+        samples.push(host_at(3 * k, k as i64));
+        samples.push(sample(3 * k + 1, T0_MS + k as i64 * 1000, pstats("p1", "t", range(0, 99), 50)));
+    }
+    samples.push(sample(200, T0_MS + 30_000, pstats("p2", "t", range(100, 199), 100)));
+    t.ingest(&w, &samples, T0_MS + 30_000);
+    let p2 =
+        t.partition_rates(&pid("p2"), secs(10), T0_MS + 30_000, RateBasis::Reported).expect("query").expect("known");
+    // One busy second of ten: 10 ops/s, not the 100 of a partition born a second ago.
+    assert!((p2.ops_per_sec - 10.0).abs() < 0.1, "{}", p2.ops_per_sec);
+    let rows = t.partitions_with(secs(10), T0_MS + 30_000, RateBasis::Reported).expect("rows");
+    let row = rows.iter().find(|r| r.id.as_str() == "p2").expect("row");
+    assert!((row.ops_per_sec - 10.0).abs() < 0.1, "the pass's reader agrees: {}", row.ops_per_sec);
+
+    // A partition the topology lists later (a split's new side) is young from then on.
+    t.apply_topology(&topo(&[
+        ("p1", range(0, 99), "w1"),
+        ("p2", range(100, 149), "w1"),
+        ("p3", range(150, 199), "w1"),
+    ]));
+    let mut later = Vec::new();
+    for k in 31..=32u64 {
+        later.push(host_at(300 + 3 * k, k as i64));
+        later.push(sample(300 + 3 * k + 1, T0_MS + k as i64 * 1000, pstats("p3", "t", range(150, 199), 300)));
+    }
+    t.ingest(&w, &later, T0_MS + 32_000);
+    let p3 =
+        t.partition_rates(&pid("p3"), secs(10), T0_MS + 32_000, RateBasis::Reported).expect("query").expect("known");
+    assert!((p3.ops_per_sec - 300.0).abs() < 0.5, "its real rate over its own two seconds: {}", p3.ops_per_sec);
+}
+
+#[test]
 fn a_partition_two_seconds_old_reads_its_real_rate_over_the_seconds_it_reported() {
     let mut t = table();
     // p1 reported for 30 s; p2 (a split's new side) only for the last 2.
