@@ -4,11 +4,14 @@
 //! days past `offline.retention_days`, and runs one offline pass on a blocking thread; the
 //! findings go to the online loop's offline analyzer through [`FindingsSlot`].
 //!
-//! **Which hours.** Each round asks for the hours from the newest one archived (per worker; at
-//! the first round of a fresh archive, the whole look-back) up to the last complete hour, and
-//! always the two hours before that again: an agent folds a late report into an hour it already
-//! served, and the archive's merge keeps the more complete copy. A restart loses nothing: the
-//! archive on disk says where to resume.
+//! **Which hours.** Each round asks every agent for the hours from the newest one archived (over
+//! all workers; at the first round of a fresh archive, the whole look-back) up to the last
+//! complete hour, and always the two hours before that again: an agent folds a late report into
+//! an hour it already served, and the archive's merge keeps the more complete copy. A worker
+//! that answers while its own newest archived hour is older than that (its agent was down or
+//! unreachable longer, or it is new) is then asked alone for what it missed, back to the
+//! look-back; its rows wait until that succeeds. A restart loses nothing: the archive on disk
+//! says where to resume.
 //!
 //! **On demand.** `POST /api/v1/offline/pass` wakes the loop for a round now; the next one
 //! still comes an interval after it.
@@ -22,6 +25,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use lb_common::clients::OpsClient;
+use lb_common::ids::WorkerId;
 use lb_common::protocol::{CollectStatus, HourlyRollup, RollupsCollectRequest};
 use lb_offline::{Archive, DAY_MS, HOUR_MS};
 use tokio_util::sync::CancellationToken;
@@ -130,12 +134,13 @@ pub async fn archive_round(
 ) -> Result<Vec<String>, String> {
     let to_ms = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
     let oldest = to_ms - i64::from(section.lookback_hours) * HOUR_MS;
-    let newest = {
+    let last_hours = {
         let archive = archive.clone();
-        tokio::task::spawn_blocking(move || newest_archived(&archive, now_ms)).await.map_err(|e| e.to_string())?
+        tokio::task::spawn_blocking(move || last_archived_hours(&archive, now_ms)).await.map_err(|e| e.to_string())?
     };
+    let newest = last_hours.values().copied().max();
     let from_ms = newest.map_or(oldest, |h| (h - LATE_HOURS * HOUR_MS).max(oldest));
-    let request = RollupsCollectRequest { from_ms, to_ms, agent_deadline_ms: None };
+    let request = RollupsCollectRequest { from_ms, to_ms, agent_deadline_ms: None, workers: vec![] };
     let reply = ops.collect_rollups(&request).await.map_err(|e| e.to_string())?;
     let mut silent = Vec::new();
     let mut by_worker: BTreeMap<String, Vec<HourlyRollup>> = BTreeMap::new();
@@ -147,6 +152,33 @@ pub async fn archive_round(
             continue;
         }
         by_worker.entry(agent.worker_id.to_string()).or_default().extend(agent.rollups);
+    }
+    // A worker back from an outage longer than the late hours (or new) is asked alone for the
+    // hours it missed. Until that succeeds its rows wait: archived, they would make its newest
+    // hour recent and hide the hole for good.
+    if let Some(catch_up) = lagging(by_worker.keys(), &last_hours, from_ms, oldest) {
+        let workers: Vec<WorkerId> = catch_up.workers.iter().filter_map(|w| w.parse().ok()).collect();
+        let request =
+            RollupsCollectRequest { from_ms: catch_up.from_ms, to_ms: from_ms, agent_deadline_ms: None, workers };
+        let answered = match ops.collect_rollups(&request).await {
+            Ok(reply) => reply.agents.into_iter().filter(|a| a.status == CollectStatus::Ok).collect(),
+            Err(error) => {
+                warn!(%error, "catch-up of lagging workers' rollups failed; their rows wait for the next round");
+                Vec::new()
+            }
+        };
+        let mut caught_up = std::collections::BTreeSet::new();
+        for agent in answered {
+            let worker = agent.worker_id.to_string();
+            info!(%worker, from_ms = catch_up.from_ms, to_ms = from_ms, rows = agent.rollups.len(), "archive caught up on a lagging worker");
+            by_worker.entry(worker.clone()).or_default().extend(agent.rollups);
+            caught_up.insert(worker);
+        }
+        for worker in catch_up.workers.iter().filter(|w| !caught_up.contains(*w)) {
+            warn!(%worker, "lagging worker not caught up; its rollups wait for the next round");
+            by_worker.remove(worker);
+            silent.push(worker.clone());
+        }
     }
     let archive = archive.clone();
     let retention = section.retention_days;
@@ -173,13 +205,81 @@ pub async fn archive_round(
     Ok(silent)
 }
 
-/// The newest hour archived for any worker in the last two days.
-fn newest_archived(archive: &Archive, now_ms: i64) -> Option<i64> {
+/// Each worker's newest archived hour, from the last two days' files.
+fn last_archived_hours(archive: &Archive, now_ms: i64) -> BTreeMap<String, i64> {
     [now_ms, now_ms - DAY_MS]
         .into_iter()
         .flat_map(|ms| std::fs::read_dir(archive.day_dir(ms)).into_iter().flatten())
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".parquet")).map(str::to_owned))
-        .filter_map(|worker| archive.last_hour(&worker, now_ms))
-        .max()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|worker| archive.last_hour(&worker, now_ms).map(|h| (worker, h)))
+        .collect()
+}
+
+/// Workers to ask again, alone, for older hours, and from when.
+#[derive(Debug, PartialEq, Eq)]
+struct CatchUp {
+    from_ms: i64,
+    workers: Vec<String>,
+}
+
+/// The workers of `answered` whose own newest archived hour leaves a whole hour uncovered
+/// before `from_ms` (none in the last two days' files: from `oldest`), with the earliest hour
+/// any of them needs, late hours included; `None` when every worker is level.
+fn lagging<'a>(
+    answered: impl Iterator<Item = &'a String>,
+    last_hours: &BTreeMap<String, i64>,
+    from_ms: i64,
+    oldest: i64,
+) -> Option<CatchUp> {
+    let mut out: Option<CatchUp> = None;
+    for worker in answered {
+        let need = match last_hours.get(worker) {
+            Some(&h) if h + HOUR_MS >= from_ms => continue,
+            Some(&h) => (h - LATE_HOURS * HOUR_MS).max(oldest),
+            None => oldest,
+        };
+        if need >= from_ms {
+            continue;
+        }
+        let c = out.get_or_insert(CatchUp { from_ms: need, workers: vec![] });
+        c.from_ms = c.from_ms.min(need);
+        c.workers.push(worker.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_behind_by_more_than_the_late_hours_or_new_is_caught_up_alone() {
+        let t0 = 1_000 * HOUR_MS;
+        let oldest = t0 - 168 * HOUR_MS;
+        let newest = t0 - HOUR_MS;
+        let from = newest - LATE_HOURS * HOUR_MS;
+        let last: BTreeMap<String, i64> = [
+            ("level".to_owned(), newest),
+            ("late-window".to_owned(), from - HOUR_MS),
+            ("down-5h".to_owned(), newest - 5 * HOUR_MS),
+            ("down-a-week".to_owned(), oldest - 24 * HOUR_MS),
+        ]
+        .into();
+        let answered: Vec<String> = ["level", "late-window", "down-5h", "new", "down-a-week"].map(str::to_owned).into();
+        let c = lagging(answered.iter(), &last, from, oldest).expect("some lag");
+        // `late-window` archived the hour just before the window: nothing is missing.
+        assert_eq!(c.workers, ["down-5h", "new", "down-a-week"]);
+        // The new worker needs the whole look-back; the week-old one no more than that.
+        assert_eq!(c.from_ms, oldest);
+        let only: Vec<String> = vec!["down-5h".to_owned()];
+        let c = lagging(only.iter(), &last, from, oldest).expect("lag");
+        assert_eq!(c, CatchUp { from_ms: newest - (5 + LATE_HOURS) * HOUR_MS, workers: only.clone() });
+        let level: Vec<String> = vec!["level".to_owned(), "late-window".to_owned()];
+        assert_eq!(lagging(level.iter(), &last, from, oldest), None);
+        // A fresh archive asks everything from the look-back already: nobody lags.
+        assert_eq!(lagging(answered.iter(), &BTreeMap::new(), oldest, oldest), None);
+    }
 }

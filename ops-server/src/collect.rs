@@ -96,8 +96,8 @@ pub async fn collect(
     CollectResponse { agents: replies }
 }
 
-/// The rollups fan-out (`POST /v1/collect/rollups`): each agent's hourly rollups of the asked
-/// hours, in parallel with the same per-agent deadline as collection. The master archives them
+/// The rollups fan-out (`POST /v1/collect/rollups`): each agent's (or each named agent's) hourly
+/// rollups of the asked hours, in parallel with the same per-agent deadline as collection. The master archives them
 /// hourly, so a slow agent costs its deadline once an hour.
 pub async fn collect_rollups(
     registry: &Registry,
@@ -112,7 +112,10 @@ pub async fn collect_rollups(
     let query = RollupsQuery { from_ms: request.from_ms, to_ms: request.to_ms };
     let mut tasks = JoinSet::new();
     let mut replies = Vec::new();
-    for agent in registry.list(now_ms, down_after_ms) {
+    let asked = |agent: &lb_common::protocol::AgentInfo| {
+        request.workers.is_empty() || request.workers.contains(&agent.worker_id)
+    };
+    for agent in registry.list(now_ms, down_after_ms).into_iter().filter(asked) {
         if agent.state == AgentState::Down {
             replies.push(AgentRollups {
                 worker_id: agent.worker_id,

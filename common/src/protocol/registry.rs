@@ -177,6 +177,11 @@ pub struct RollupsCollectRequest {
     /// Deadline for each agent; the ops server caps it at its own configured maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_deadline_ms: Option<u64>,
+    /// Ask only these agents (the master's catch-up of workers whose archive is behind); empty:
+    /// every registered agent. Additive, but the request refuses unknown fields: upgrade the
+    /// ops server before the master.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerId>,
 }
 
 /// Reply of `POST /v1/collect/rollups`: one entry per registered agent, whatever happened to it.

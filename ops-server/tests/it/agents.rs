@@ -148,7 +148,12 @@ async fn rollups_fan_out_to_every_agent_and_say_which_returned_none() {
         let _: RegisterResponse = s.agent.post("/v1/agents/register", &register(w, u)).await.expect("register");
     }
     let hour = recent_hour_ms();
-    let request = RollupsCollectRequest { from_ms: hour, to_ms: hour + 3_600_000, agent_deadline_ms: Some(2_000) };
+    let request = RollupsCollectRequest {
+        from_ms: hour,
+        to_ms: hour + 3_600_000,
+        agent_deadline_ms: Some(2_000),
+        workers: vec![],
+    };
     let reply: RollupsCollectResponse = s.master.post("/v1/collect/rollups", &request).await.expect("rollups");
     let by = |w: &str| reply.agents.iter().find(|a| a.worker_id.as_str() == w).expect("every agent answers");
     let a = by("w-a");
@@ -157,6 +162,11 @@ async fn rollups_fan_out_to_every_agent_and_say_which_returned_none() {
     assert!(a.rollups.iter().all(|r| r.hour_start_ms == hour && r.read_ops == 30 && r.sample_count == 3));
     assert_eq!(by("w-dead").status, CollectStatus::Error);
     assert!(by("w-dead").rollups.is_empty());
+    // Named agents only (the master's catch-up of one worker): the others are not asked.
+    let only = RollupsCollectRequest { workers: vec!["w-a".parse().expect("id")], ..request.clone() };
+    let reply: RollupsCollectResponse = s.master.post("/v1/collect/rollups", &only).await.expect("rollups");
+    assert_eq!(reply.agents.iter().map(|a| a.worker_id.as_str()).collect::<Vec<_>>(), ["w-a"]);
+    assert_eq!(reply.agents[0].rollups.len(), 3);
     // The master's route: an agent token may not read every agent's history.
     let err = s.agent.post::<_, RollupsCollectResponse>("/v1/collect/rollups", &request).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::FORBIDDEN));
