@@ -38,11 +38,9 @@ pub struct Record<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum RecordData<'a> {
     /// `partition_ref` is the store's id of the partition's identity row.
-    Partition {
-        partition_ref: i64,
-        stats: &'a PartitionStats,
-    },
-    Host(&'a HostStats),
+    Partition { partition_ref: i64, stats: &'a PartitionStats },
+    /// `agent_sampled`: a reading of the agent's own sampler, not its worker's.
+    Host { stats: &'a HostStats, agent_sampled: bool },
 }
 
 #[derive(Debug)]
@@ -80,11 +78,20 @@ impl Segment {
         let entry = &self.entries[i];
         let end = self.entries.get(i + 1).map_or(self.data.len(), |e| e.offset as usize);
         let mut r = Reader(&self.data[entry.offset as usize..end]);
-        let data = match &entry.identity {
-            Some(id) => SampleData::Partition(decode_partition(&mut r, id)),
-            None => SampleData::Host(decode_host(&mut r)),
+        let (data, agent_sampled) = match &entry.identity {
+            Some(id) => (SampleData::Partition(decode_partition(&mut r, id)), false),
+            None => {
+                let agent_sampled = r.byte() != 0;
+                (SampleData::Host(decode_host(&mut r)), agent_sampled)
+            }
         };
-        Sample { cursor: Cursor(entry.cursor), timestamp_ms: self.timestamp_ms, interval_ms: self.interval_ms, data }
+        Sample {
+            cursor: Cursor(entry.cursor),
+            timestamp_ms: self.timestamp_ms,
+            interval_ms: self.interval_ms,
+            data,
+            agent_sampled,
+        }
     }
 }
 
@@ -140,8 +147,9 @@ impl Window {
                     encode_partition(&mut segment.data, stats);
                     Some(self.identity(partition_ref, stats))
                 }
-                RecordData::Host(host) => {
-                    encode_host(&mut segment.data, host);
+                RecordData::Host { stats, agent_sampled } => {
+                    segment.data.push(u8::from(agent_sampled));
+                    encode_host(&mut segment.data, stats);
                     None
                 }
             };
@@ -434,7 +442,7 @@ mod tests {
                 cursor: Cursor(c),
                 timestamp_ms: c as i64 * 1000,
                 interval_ms: 1000,
-                data: RecordData::Host(&stats),
+                data: RecordData::Host { stats: &stats, agent_sampled: false },
             })
             .collect();
         w.append(records, max_age_ms, max_bytes);
@@ -459,13 +467,13 @@ mod tests {
             cursor: Cursor(9),
             timestamp_ms: 6000,
             interval_ms: 250,
-            data: RecordData::Host(&hosts[0]),
+            data: RecordData::Host { stats: &hosts[0], agent_sampled: true },
         });
         records.push(Record {
             cursor: Cursor(10),
             timestamp_ms: 6000,
             interval_ms: 250,
-            data: RecordData::Host(&hosts[1]),
+            data: RecordData::Host { stats: &hosts[1], agent_sampled: false },
         });
         w.append(records, u64::MAX, usize::MAX);
         let served = w.read_after(Cursor(0), 100).expect("in memory");
@@ -478,6 +486,9 @@ mod tests {
         }
         assert_eq!(served[4].data, SampleData::Host(hosts[0].clone()));
         assert_eq!((served[5].cursor, served[5].interval_ms), (Cursor(10), 250));
+        // The agent's own reading is told from the report's.
+        assert_eq!((served[4].agent_sampled, served[5].agent_sampled), (true, false));
+        assert!(served[..4].iter().all(|s| !s.agent_sampled));
         let sketch = parts[0].sketch.as_ref().expect("even partitions have one");
         let SampleData::Partition(first) = &served[0].data else { panic!() };
         assert!(first.sketch.as_ref().expect("sketch").sequential_write_ratio.is_sign_negative(), "-0.0 kept");

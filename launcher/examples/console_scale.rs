@@ -101,6 +101,7 @@ fn second(topology: &Topology, ts_ms: i64, cursors: &mut [u64]) -> Vec<(WorkerId
                 stored_bytes: 1 << 30,
                 sketch: None,
             }),
+            agent_sampled: false,
         });
     }
     out

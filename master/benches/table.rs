@@ -90,6 +90,7 @@ impl Cluster {
                 timestamp_ms: ts_ms,
                 interval_ms,
                 data: SampleData::Partition(s),
+                agent_sampled: false,
             });
         }
         out

@@ -365,7 +365,7 @@ impl MetricStore {
 
 const SAMPLE_COLUMNS: &str = "s.cursor, s.ts_ms, s.interval_ms, p.tenant, p.table_name, p.partition_id, p.range_start,
      p.range_end, s.read_ops, s.write_ops, s.read_bytes, s.write_bytes, s.errors, s.rejected, s.cpu_time_us,
-     s.stored_bytes, s.latency_p50_us, s.latency_p99_us, s.sketch, s.host";
+     s.stored_bytes, s.latency_p50_us, s.latency_p99_us, s.sketch, s.host, s.agent_sampled";
 
 fn read_after(conn: &Connection, after: Cursor, limit: usize) -> Result<Vec<Sample>, StoreError> {
     let sql = format!(
@@ -439,7 +439,7 @@ fn load_window(conn: &Connection, config: &AgentConfig, latest: Cursor) -> Resul
         if let Some(row) = row
             && let Some(sample) = row_to_sample(row)?
         {
-            chunk.push((sample, row.get(20)?));
+            chunk.push((sample, row.get(21)?));
         }
         if chunk.len() == RELOAD_CHUNK || (row.is_none() && !chunk.is_empty()) {
             window.append(chunk.iter().map(record), config.window.duration_ms, max_bytes);
@@ -456,7 +456,7 @@ fn record((sample, partition_ref): &(Sample, Option<i64>)) -> Record<'_> {
         (SampleData::Partition(stats), Some(partition_ref)) => {
             RecordData::Partition { partition_ref: *partition_ref, stats }
         }
-        (SampleData::Host(host), _) => RecordData::Host(host),
+        (SampleData::Host(host), _) => RecordData::Host { stats: host, agent_sampled: sample.agent_sampled },
         (SampleData::Partition(_), None) => unreachable!("partition rows always have a partition_ref"),
     };
     Record { cursor: sample.cursor, timestamp_ms: sample.timestamp_ms, interval_ms: sample.interval_ms, data }
@@ -515,7 +515,8 @@ fn row_to_sample(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<Sample>> {
             })
         }
     };
-    Ok(Some(Sample { cursor, timestamp_ms, interval_ms, data }))
+    let agent_sampled: bool = r.get(20)?;
+    Ok(Some(Sample { cursor, timestamp_ms, interval_ms, data, agent_sampled }))
 }
 
 fn read_rollups(conn: &Connection, from_ms: i64, to_ms: i64) -> Result<Vec<HourlyRollup>, StoreError> {

@@ -71,6 +71,8 @@ const MIGRATIONS: &[&str] = &[
     // 2: when a rollup's stored_bytes was sampled, so a late, older sample cannot overwrite it
     // (rows from before keep the oldest possible time: the next sample replaces their size).
     "ALTER TABLE rollups ADD COLUMN stored_bytes_ts_ms INTEGER NOT NULL DEFAULT -9223372036854775808;",
+    // 3: host readings of the agent's own sampler, told from its worker's (`Sample::agent_sampled`).
+    "ALTER TABLE samples ADD COLUMN agent_sampled INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The agent's sample store.

@@ -276,7 +276,7 @@ impl Writer {
                         staged.rows += 1;
                     }
                     if let Some(host) = &report.host {
-                        let cursor = insert_host_sample(&tx, report.timestamp_ms, report.interval_ms, host)?;
+                        let cursor = insert_host_sample(&tx, report.timestamp_ms, report.interval_ms, host, false)?;
                         last_cursor = Cursor(cursor as u64);
                         staged.records.push(StagedRecord { cursor: last_cursor, command, source: Source::Host });
                         staged.rows += 1;
@@ -285,7 +285,7 @@ impl Writer {
                     staged.outcomes.push(Outcome::Report(ReportOutcome { duplicate: false, last_cursor }));
                 }
                 Command::Host { timestamp_ms, interval_ms, stats, .. } => {
-                    let cursor = insert_host_sample(&tx, *timestamp_ms, *interval_ms, stats)?;
+                    let cursor = insert_host_sample(&tx, *timestamp_ms, *interval_ms, stats, true)?;
                     staged.records.push(StagedRecord { cursor: Cursor(cursor as u64), command, source: Source::Host });
                     staged.rows += 1;
                     staged.outcomes.push(Outcome::Host(Cursor(cursor as u64)));
@@ -416,13 +416,16 @@ impl StagedRecord {
                 cursor: self.cursor,
                 timestamp_ms: report.timestamp_ms,
                 interval_ms: report.interval_ms,
-                data: RecordData::Host(report.host.as_ref().expect("staged only when present")),
+                data: RecordData::Host {
+                    stats: report.host.as_ref().expect("staged only when present"),
+                    agent_sampled: false,
+                },
             },
             (Command::Host { timestamp_ms, interval_ms, stats, .. }, _) => Record {
                 cursor: self.cursor,
                 timestamp_ms: *timestamp_ms,
                 interval_ms: *interval_ms,
-                data: RecordData::Host(stats),
+                data: RecordData::Host { stats, agent_sampled: true },
             },
             _ => unreachable!("records point at ingest commands"),
         }
@@ -514,13 +517,17 @@ fn insert_partition_sample(
     Ok(tx.last_insert_rowid())
 }
 
-fn insert_host_sample(tx: &Transaction<'_>, ts_ms: i64, interval_ms: u64, host: &HostStats) -> rusqlite::Result<i64> {
+/// A host row: the report's host stats, or (`agent_sampled`) a reading of the agent's own.
+fn insert_host_sample(
+    tx: &Transaction<'_>,
+    ts_ms: i64,
+    interval_ms: u64,
+    host: &HostStats,
+    agent_sampled: bool,
+) -> rusqlite::Result<i64> {
     let json = serde_json::to_string(host).expect("host stats serialise");
-    tx.prepare_cached("INSERT INTO samples (ts_ms, interval_ms, host) VALUES (?1, ?2, ?3)")?.execute(params![
-        ts_ms,
-        to_sql(interval_ms),
-        json
-    ])?;
+    tx.prepare_cached("INSERT INTO samples (ts_ms, interval_ms, host, agent_sampled) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![ts_ms, to_sql(interval_ms), json, agent_sampled])?;
     Ok(tx.last_insert_rowid())
 }
 

@@ -52,6 +52,55 @@ async fn ingest_then_pull_by_cursor_across_a_restart_loses_and_repeats_nothing()
     assert!(agent.stop(STOP).await);
 }
 
+/// A host reading of the agent's own sampler is told from one a report carried, in memory and
+/// from SQLite after a restart: the master counts only the worker's own as a reported second.
+#[tokio::test]
+async fn the_agents_own_host_readings_are_marked_and_a_reports_are_not() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut cfg = config(dir.path(), None);
+    cfg.host = lb_agent::config::HostConfig { enabled: true, interval_ms: 100 };
+    let (agent, _cfg, client) = start(cfg.clone()).await;
+    let mut with_host = report(1, 2);
+    with_host.host = Some(lb_common::protocol::HostStats {
+        cpu_ratio: 0.25,
+        cpu_cores: 4,
+        memory_used_bytes: 1,
+        memory_total_bytes: 2,
+        net_rx_bytes_per_sec: 0.0,
+        net_tx_bytes_per_sec: 0.0,
+        disk_read_bytes_per_sec: 0.0,
+        disk_write_bytes_per_sec: 0.0,
+    });
+    client.post::<_, ReportAck>("/v1/report", &with_host).await.expect("ack");
+    let hosts = |samples: &[lb_common::protocol::Sample]| -> (usize, usize) {
+        let host: Vec<_> = samples.iter().filter(|s| matches!(s.data, SampleData::Host(_))).collect();
+        (host.iter().filter(|s| s.agent_sampled).count(), host.iter().filter(|s| !s.agent_sampled).count())
+    };
+    let mut own = 0;
+    for _ in 0..100 {
+        own = hosts(&pull_all(&client, 0).await.0).0;
+        if own >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(own >= 2, "the sampler's readings are marked: {own}");
+    let (samples, _, _) = pull_all(&client, 0).await;
+    assert_eq!(hosts(&samples).1, 1, "the report's host stats are not marked");
+    assert!(samples.iter().filter(|s| matches!(s.data, SampleData::Partition(_))).all(|s| !s.agent_sampled));
+    assert!(agent.stop(STOP).await);
+
+    // From SQLite: a 1 s window holds only the newest readings; the rest is read from the file.
+    cfg.host.enabled = false;
+    cfg.window.duration_ms = 1_000;
+    let (agent, _cfg, client) = start(cfg).await;
+    let (again, _, _) = pull_all(&client, 0).await;
+    let (own_again, report_host) = hosts(&again);
+    assert!(own_again >= own, "{own_again} of the sampler's readings, still marked");
+    assert_eq!(report_host, 1);
+    assert!(agent.stop(STOP).await);
+}
+
 #[tokio::test]
 async fn a_retried_report_is_not_counted_twice() {
     let dir = tempfile::tempdir().expect("dir");

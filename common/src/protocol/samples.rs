@@ -50,6 +50,12 @@ pub struct Sample {
     pub timestamp_ms: i64,
     pub interval_ms: u64,
     pub data: SampleData,
+    /// A host reading the agent took itself (its `/proc` sampler), not one its worker reported:
+    /// it says the host is up, not that the worker reported that second, so the master does not
+    /// count it as a reported second (a pushing worker that stopped reads as missing data, not
+    /// as idle). Absent: false, as every sample of older agents.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agent_sampled: bool,
 }
 
 /// What a sample describes.

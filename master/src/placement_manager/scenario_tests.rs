@@ -71,6 +71,7 @@ impl Sim {
                         timestamp_ms: report.timestamp_ms,
                         interval_ms: report.interval_ms,
                         data: SampleData::Partition(p),
+                        agent_sampled: false,
                     }
                 })
                 .collect();

@@ -227,6 +227,7 @@ fn usage_is_extracted_from_the_metrics_table() {
                     timestamp_ms: T0 + s * 1000,
                     interval_ms: 1000,
                     data: SampleData::Partition(p),
+                    agent_sampled: false,
                 }
             })
             .collect();

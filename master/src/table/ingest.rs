@@ -144,9 +144,12 @@ impl MetricsTable {
         }
         let finite = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
         // The worker reported this second: its load columns read zero unless partition samples
-        // add to them, so a report that listed no partition (all idle) still counts as one.
-        for col in [COL_OPS, COL_WRITE_OPS, COL_BYTES, COL_CPU, COL_REJECTED, COL_ERRORS] {
-            self.wseries.write(w, col, slot, 0.0);
+        // add to them, so a report that listed no partition (all idle) still counts as one. A
+        // reading of the agent's own sampler says only that the host is up.
+        if !sample.agent_sampled {
+            for col in [COL_OPS, COL_WRITE_OPS, COL_BYTES, COL_CPU, COL_REJECTED, COL_ERRORS] {
+                self.wseries.write(w, col, slot, 0.0);
+            }
         }
         self.wseries.write(w, COL_HOST_CPU, slot, finite(h.cpu_ratio));
         self.wseries.write(w, COL_NET_BYTES, slot, finite(h.net_rx_bytes_per_sec) + finite(h.net_tx_bytes_per_sec));

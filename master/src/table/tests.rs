@@ -46,7 +46,13 @@ fn pstats(id: &str, table: &str, r: KeyRange, ops: u64) -> PartitionStats {
 }
 
 fn sample(cursor: u64, ts_ms: i64, stats: PartitionStats) -> Sample {
-    Sample { cursor: Cursor(cursor), timestamp_ms: ts_ms, interval_ms: 1000, data: SampleData::Partition(stats) }
+    Sample {
+        cursor: Cursor(cursor),
+        timestamp_ms: ts_ms,
+        interval_ms: 1000,
+        data: SampleData::Partition(stats),
+        agent_sampled: false,
+    }
 }
 
 fn table() -> MetricsTable {
@@ -162,7 +168,13 @@ fn host_at(cursor: u64, k: i64) -> Sample {
         disk_read_bytes_per_sec: 0.0,
         disk_write_bytes_per_sec: 0.0,
     };
-    Sample { cursor: Cursor(cursor), timestamp_ms: T0_MS + k * 1000, interval_ms: 1000, data: SampleData::Host(h) }
+    Sample {
+        cursor: Cursor(cursor),
+        timestamp_ms: T0_MS + k * 1000,
+        interval_ms: 1000,
+        data: SampleData::Host(h),
+        agent_sampled: false,
+    }
 }
 
 #[test]
@@ -202,6 +214,36 @@ fn a_partition_left_out_of_its_workers_reports_reads_idle_and_a_silent_worker_st
     let worker = &t.workers(secs(10), now).expect("workers")[0];
     assert_eq!(worker.covered_secs, 5.0, "half the window is missing");
     assert!((worker.ops_per_sec - 35.0).abs() < 0.1, "(5 x 50 + 100) over 10 s: {}", worker.ops_per_sec);
+}
+
+#[test]
+fn the_agents_own_host_readings_do_not_make_a_silent_worker_look_reported() {
+    let mut t = table();
+    let w = wid("w1");
+    // A pushing worker (its reports carry no host stats) reports p1 for 20 s and then stops;
+    // its agent's own sampler goes on every second.
+    let mut samples = Vec::new();
+    for k in 1..=30i64 {
+        let mut own = host_at(2 * k as u64, k);
+        own.agent_sampled = true;
+        samples.push(own);
+        if k <= 20 {
+            samples.push(sample(2 * k as u64 + 1, T0_MS + k * 1000, pstats("p1", "t", range(0, 99), 50)));
+        }
+    }
+    t.ingest(&w, &samples, T0_MS + 30_000);
+    let worker = &t.workers(secs(10), T0_MS + 30_000).expect("workers")[0];
+    assert_eq!(worker.covered_secs, 0.0, "the last 10 s are missing data, not idle seconds");
+    let p1 =
+        t.partition_rates(&pid("p1"), secs(10), T0_MS + 30_000, RateBasis::Reported).expect("query").expect("known");
+    assert_eq!(p1.ops_per_sec, 0.0, "nothing reported, nothing read");
+    // The host readings still feed the worker's host series.
+    let cpu = t.worker_load(&w, Metric::HostCpu, secs(10), T0_MS + 30_000).expect("known");
+    assert!((cpu.mean - 0.5).abs() < 1e-6, "{cpu:?}");
+    // Over a window that reaches back into the reported seconds, p1 reads what it served then.
+    let p1 =
+        t.partition_rates(&pid("p1"), secs(20), T0_MS + 30_000, RateBasis::Reported).expect("query").expect("known");
+    assert!((p1.ops_per_sec - 50.0).abs() < 0.1, "{}", p1.ops_per_sec);
 }
 
 #[test]
@@ -333,7 +375,13 @@ fn host_samples_feed_the_worker_series() {
         disk_read_bytes_per_sec: 0.0,
         disk_write_bytes_per_sec: 0.0,
     };
-    let s = Sample { cursor: Cursor(1), timestamp_ms: now, interval_ms: 1000, data: SampleData::Host(host) };
+    let s = Sample {
+        cursor: Cursor(1),
+        timestamp_ms: now,
+        interval_ms: 1000,
+        data: SampleData::Host(host),
+        agent_sampled: false,
+    };
     let st = t.ingest(&wid("w1"), &[s], now);
     assert_eq!(st.accepted_host, 1);
     let l = t.worker_load(&wid("w1"), Metric::HostCpu, secs(5), now).expect("known");
