@@ -34,7 +34,9 @@ pub use lb_offline::{Archive, ArchiveError, Coverage, MergeCandidate, PeakForeca
 
 use crate::online::OnlineConfig;
 use crate::online::analyzer::{AnalysisContext, Analyzer, Findings as AnalyzerFindings};
-use crate::planner::{OutsideCheck, PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger};
+use crate::planner::{
+    DeclineReason, OutsideCheck, PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger,
+};
 
 /// `[offline]`: the offline analyzer's cadence, archive and policies. `configs/master.toml`
 /// says why each default is what it is.
@@ -283,6 +285,9 @@ pub struct OfflineAnalyzer {
     split_at_ms: HashMap<PartitionId, i64>,
     /// The findings whose merges were proposed.
     merges_from_ms: Option<i64>,
+    /// Their merges declined only for a cap (the pass's, or in flight): tried again every pass
+    /// until proposed or declined for another reason.
+    merges_capped: Vec<(PartitionId, PartitionId)>,
     /// (hour, pre-splits proposed in it).
     presplits: (i64, u32),
 }
@@ -381,6 +386,8 @@ impl Analyzer for OfflineAnalyzer {
         let Some(found) = self.slot.latest() else { return AnalyzerFindings::default() };
         let section = &config.offline;
         let mut busy = busy_set(ctx.input, ctx.planner_state, now);
+        // What the planner proposed in this pass acts on its partitions too.
+        busy.extend(ctx.earlier.iter().flat_map(crate::planner::partitions_of).cloned());
         let mut proposals = Vec::new();
         let index: HashMap<&PartitionId, usize> =
             ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
@@ -388,18 +395,24 @@ impl Analyzer for OfflineAnalyzer {
         // partition stays on the left's owner, so the right's load lands there.
         let mut check = None;
         let mut admit = |spec: &ActionSpec, policy: Policy| {
-            let check = check.get_or_insert_with(|| OutsideCheck::new(ctx.input, &config.planner, now));
+            let check =
+                check.get_or_insert_with(|| OutsideCheck::new(ctx.input, &config.planner, now).after(&ctx.earlier));
             let admitted = check.admit(spec);
             if let Err((reason, why)) = &admitted {
                 tracing::info!(spec = ?spec, policy = policy.as_str(), %why, "offline proposal declined");
                 metrics::counter!("lb_master_declines_total", "policy" => policy.as_str(), "reason" => reason.as_str())
                     .increment(1);
             }
-            admitted.is_ok()
+            admitted.map_err(|(reason, _)| reason)
         };
-        if section.merge_mode != PolicyMode::Off && self.merges_from_ms != Some(found.at_ms) {
+        let fresh = self.merges_from_ms != Some(found.at_ms);
+        if section.merge_mode != PolicyMode::Off && (fresh || !self.merges_capped.is_empty()) {
             self.merges_from_ms = Some(found.at_ms);
-            for m in &found.merges {
+            let retry = std::mem::take(&mut self.merges_capped);
+            let due = |m: &&lb_common::protocol::OfflineMerge| {
+                fresh || retry.iter().any(|(l, r)| l == &m.left && r == &m.right)
+            };
+            for m in found.merges.iter().filter(due) {
                 let (Some(&l), Some(&r)) = (index.get(&m.left), index.get(&m.right)) else { continue };
                 let (lp, rp) = (&ctx.input.partitions[l], &ctx.input.partitions[r]);
                 let now_demand =
@@ -413,8 +426,13 @@ impl Analyzer for OfflineAnalyzer {
                     continue;
                 }
                 let spec = ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() };
-                if !admit(&spec, Policy::Merge) {
-                    continue;
+                match admit(&spec, Policy::Merge) {
+                    Ok(()) => {}
+                    Err(DeclineReason::Cap) => {
+                        self.merges_capped.push((m.left.clone(), m.right.clone()));
+                        continue;
+                    }
+                    Err(_) => continue,
                 }
                 busy.insert(lp.id.clone());
                 busy.insert(rp.id.clone());
@@ -475,7 +493,7 @@ impl Analyzer for OfflineAnalyzer {
                         continue;
                     };
                     let spec = ActionSpec::Split { partition: p.id.clone(), split_key: key };
-                    if !admit(&spec, Policy::PeakAhead) {
+                    if admit(&spec, Policy::PeakAhead).is_err() {
                         continue;
                     }
                     busy.insert(p.id.clone());
@@ -561,7 +579,100 @@ pub fn median_key(range: KeyRange, buckets: Option<&[u64]>) -> Option<Key> {
 
 #[cfg(test)]
 mod tests {
+    use lb_common::protocol::{Capacity, Health, OfflineMerge};
+
     use super::*;
+    use crate::planner::{PartitionView, PartitionWindow, WorkerView, WorkerWindow};
+
+    /// Ten cold neighbours on one worker of 10,000 ops/s, and an offline pass that found the
+    /// five pairs among them to merge.
+    fn cold_table() -> (PlannerInput, Findings) {
+        let w0: lb_common::ids::WorkerId = "w0".parse().expect("id");
+        let input = PlannerInput {
+            workers: vec![WorkerView {
+                id: w0.clone(),
+                capacity: Capacity { ops_per_sec: 10_000.0, bytes_per_sec: 1e12 },
+                cpu_cores: 0.0,
+                group: None,
+                health: Health::Healthy,
+                zone: None,
+                load: WorkerWindow { ops_per_sec: 100.0, ..Default::default() },
+            }],
+            partitions: (0..10u64)
+                .map(|i| PartitionView {
+                    id: format!("p{i}").parse().expect("id"),
+                    tenant: "t".parse().expect("id"),
+                    table: "x".parse().expect("id"),
+                    range: KeyRange { start: Key(i * 100), end: Key(i * 100 + 99) },
+                    owner: w0.clone(),
+                    group: None,
+                    stored_bytes: 0,
+                    limit: Some(Capacity { ops_per_sec: 1_000.0, bytes_per_sec: 1e12 }),
+                    supported_actions: ActionKind::ALL.to_vec(),
+                    stats: PartitionWindow { ops_per_sec: 10.0, ..Default::default() },
+                })
+                .collect(),
+            in_flight: Vec::new(),
+            new_group_dedicates_owner: false,
+            multi_way_split: false,
+        };
+        let merges = (0..5)
+            .map(|k| OfflineMerge {
+                tenant: "t".parse().expect("id"),
+                table: "x".parse().expect("id"),
+                left: format!("p{}", 2 * k).parse().expect("id"),
+                right: format!("p{}", 2 * k + 1).parse().expect("id"),
+                combined_peak_ops_per_sec: 20.0,
+                limit_ops_per_sec: 1_000.0,
+                hours_judged: 168,
+                periodic: false,
+                to_worker: w0.clone(),
+                reason: "cold".into(),
+            })
+            .collect();
+        (input, Findings { at_ms: 1, merges, ..Default::default() })
+    }
+
+    #[test]
+    fn merges_over_the_pass_cap_wait_for_the_next_pass_and_share_it_with_the_planner() {
+        let (input, found) = cold_table();
+        let slot = FindingsSlot::fed();
+        slot.publish(found);
+        let mut analyzer = OfflineAnalyzer::new(slot);
+        let mut config = OnlineConfig::default();
+        config.offline.merge_mode = PolicyMode::Auto;
+        config.planner.caps.max_actions_per_pass = 2;
+        config.planner.caps.max_inflight_per_worker = 100;
+        let mut state = PlannerState::default();
+        let mut pass = |earlier: Vec<ActionSpec>, now_ms: i64| -> Vec<String> {
+            let mut ctx = AnalysisContext {
+                input: &input,
+                datasets: &[],
+                dataset_usage: &[],
+                window_end_ms: now_ms,
+                planner_state: &mut state,
+                now_ms,
+                earlier,
+            };
+            let found = analyzer.analyze(&mut ctx, &config);
+            found
+                .proposals
+                .iter()
+                .map(|p| match &p.spec {
+                    ActionSpec::Merge { left, .. } => left.to_string(),
+                    other => panic!("a merge expected: {other:?}"),
+                })
+                .collect()
+        };
+        // The planner took one of the pass's two actions: one merge now, the others wait. It
+        // splits p1, so the first pair is not merged in the same pass.
+        let planned = ActionSpec::Split { partition: "p1".parse().expect("id"), split_key: Key(150) };
+        assert_eq!(pass(vec![planned], 1_000), ["p2"]);
+        // The next passes propose the ones that waited (the proposed one is not repeated).
+        assert_eq!(pass(Vec::new(), 2_000), ["p4", "p6"]);
+        assert_eq!(pass(Vec::new(), 3_000), ["p8"]);
+        assert!(pass(Vec::new(), 4_000).is_empty(), "all but the split's pair proposed, none twice");
+    }
 
     #[test]
     fn the_median_key_follows_the_sketch_and_stays_inside_the_range() {

@@ -15,7 +15,7 @@
 //! - [`OfflineAnalyzer`]: merges and splits ahead of recurring peaks, from the findings of the
 //!   offline passes over the archive ([`crate::offline`]), origin `offline`.
 
-use lb_common::protocol::{DatasetInfo, PlacementRules};
+use lb_common::protocol::{ActionSpec, DatasetInfo, PlacementRules};
 
 use super::core::OnlineConfig;
 use crate::offline::{FindingsSlot, OfflineAnalyzer};
@@ -35,6 +35,10 @@ pub struct AnalysisContext<'a> {
     /// feedback.
     pub planner_state: &'a mut PlannerState,
     pub now_ms: i64,
+    /// What the analyzers before this one proposed in this pass: not in flight yet, but it will
+    /// be, so a later analyzer checks its own proposals with these counted
+    /// ([`crate::planner::OutsideCheck::after`]).
+    pub earlier: Vec<ActionSpec>,
 }
 
 /// What an analyzer found.

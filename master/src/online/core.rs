@@ -432,6 +432,7 @@ impl OnlineCore {
             window_end_ms: obs.window_end_ms,
             planner_state: &mut self.planner,
             now_ms,
+            earlier: Vec::new(),
         };
         let mut proposals = Vec::new();
         for a in &mut self.analyzers {
@@ -439,6 +440,7 @@ impl OnlineCore {
             if let Some(plan) = found.plan {
                 out.plan = plan;
             }
+            ctx.earlier.extend(found.proposals.iter().map(|p| p.spec.clone()));
             proposals.extend(found.proposals);
         }
         if let Some(command) = self.analysis_record(&out.plan, obs.window_end_ms, now_ms) {

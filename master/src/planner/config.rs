@@ -44,7 +44,8 @@ pub const DEFAULT_IMBALANCE_MIN_MEAN_RATIO: f64 = 0.05;
 /// keeps the load there and the stream drains it): stricter blocks all balancing above ~0.8
 /// (measured: at 1.0 the zipf-skew scenario ends at max/mean 1.24 instead of under 1.10).
 pub const DEFAULT_MAX_SOURCE_TRANSIENT_RATIO: f64 = 1.05;
-/// 8 proposals per pass: neon's storage controller plans up to 64, but lb runs every second.
+/// 8 proposals per pass (the offline analyzer's merges and pre-splits of the pass included):
+/// neon's storage controller plans up to 64, but lb runs every second.
 pub const DEFAULT_MAX_ACTIONS_PER_PASS: u32 = 8;
 /// 2 concurrent actions touching one worker: a move drains its source 20 %; two is the ceiling.
 pub const DEFAULT_MAX_INFLIGHT_PER_WORKER: u32 = 2;

@@ -1,12 +1,17 @@
 //! Actions decided outside the planner's pass — the offline analyzer's merges and pre-splits,
 //! the move back of a harmful move — checked as the planner checks its own, on the same model
 //! (in-flight actions counted where they land):
-//! - **the in-flight caps**: one more action on the cluster (`max_inflight_cluster`) and on each
-//!   worker it touches (`max_inflight_per_worker`) must fit;
+//! - **the caps**: one more action on the cluster (`max_inflight_cluster`) and on each worker it
+//!   touches (`max_inflight_per_worker`) must fit, and one more in the pass
+//!   (`max_actions_per_pass`, shared with what the planner proposed in the same pass);
 //! - **where it puts load**: an offline merge keeps the merged partition on the left's owner,
 //!   so the right's load lands there; a move back lands on the source. A place may take load
 //!   that leaves it at or under the high watermark, or, as the lesser evil, under capacity and
 //!   cooler than the source stays (the planner's own rule for its moves).
+//!
+//! What the planner proposed earlier in the same pass is not in flight yet, but it will be:
+//! [`OutsideCheck::after`] counts it first, where it lands and in the caps, so an offline merge
+//! cannot land on the worker a planner move of the same pass just filled.
 //!
 //! Manual actions are an operator's explicit choice and are not refused here.
 
@@ -19,6 +24,16 @@ use super::input::PlannerInput;
 use super::model::{Model, partitions_of};
 use super::{DeclineReason, PlannerConfig};
 
+/// Where an action puts load on the check's view.
+enum Effect {
+    /// Partition `moved`'s load lands on worker `to` (`what` says how, for the decline).
+    Lands { moved: usize, to: usize, what: &'static str },
+    /// It stays on its worker (a split, a group, a reshard of its partition).
+    InPlace(usize),
+    /// A target this view does not know.
+    Unknown,
+}
+
 /// Checks actions one after another against the pass's view; each admitted one counts (in the
 /// caps, and where it lands) for the next.
 #[derive(Debug)]
@@ -28,6 +43,9 @@ pub struct OutsideCheck<'a> {
     high: f64,
     max_inflight_cluster: u32,
     max_inflight_per_worker: u32,
+    max_actions_per_pass: u32,
+    /// Actions of this pass so far: counted earlier ones and admitted ones.
+    proposed: u32,
     /// `zones.cross` lets load leave its zone.
     cross_zones: bool,
     partitions: HashMap<&'a PartitionId, usize>,
@@ -43,43 +61,88 @@ impl<'a> OutsideCheck<'a> {
             high: config.worker_overload.high_watermark_ratio,
             max_inflight_cluster: config.caps.max_inflight_cluster,
             max_inflight_per_worker: config.caps.max_inflight_per_worker,
+            max_actions_per_pass: config.caps.max_actions_per_pass,
+            proposed: 0,
             cross_zones: config.zones.cross != super::CrossZone::Never,
             partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
             workers: input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect(),
         }
     }
 
+    /// Counts `earlier` (the actions the planner proposed earlier in the same pass) as admitted,
+    /// unchecked: where they land and in the caps.
+    pub fn after(mut self, earlier: &[ActionSpec]) -> Self {
+        for spec in earlier {
+            match self.effect(spec) {
+                Effect::Lands { moved, to, .. } => {
+                    let from = self.model.owner[moved] as usize;
+                    if from == to {
+                        self.count_in_place(moved, from);
+                    } else {
+                        self.model.apply_move(moved, to);
+                    }
+                }
+                Effect::InPlace(p) => self.count_in_place(p, self.model.owner[p] as usize),
+                Effect::Unknown => {}
+            }
+            self.proposed += 1;
+        }
+        self
+    }
+
+    /// Where `spec` puts load, on this view.
+    fn effect(&self, spec: &ActionSpec) -> Effect {
+        match spec {
+            ActionSpec::Merge { left, right } => match (self.partitions.get(left), self.partitions.get(right)) {
+                (Some(&l), Some(&r)) => {
+                    Effect::Lands { moved: r, to: self.model.owner[l] as usize, what: "the merged partition stays on" }
+                }
+                _ => Effect::Unknown,
+            },
+            ActionSpec::Move { partition, to_worker } => {
+                match (self.partitions.get(partition), self.workers.get(to_worker)) {
+                    (Some(&p), Some(&w)) => Effect::Lands { moved: p, to: w, what: "the move lands on" },
+                    _ => Effect::Unknown,
+                }
+            }
+            other => match partitions_of(other).first().and_then(|id| self.partitions.get(id)) {
+                Some(&p) => Effect::InPlace(p),
+                None => Effect::Unknown,
+            },
+        }
+    }
+
+    fn count_in_place(&mut self, p: usize, owner: usize) {
+        self.model.mark_action(p);
+        self.model.worker_actions[owner] += 1;
+    }
+
     /// `Ok` (and the action counted), or why not, with the reason a decline is counted under.
     /// Kinds that put no load on another worker only answer to the caps; targets this view does
     /// not know pass (the submission's own validation refuses those).
     pub fn admit(&mut self, spec: &ActionSpec) -> Result<(), (DeclineReason, String)> {
-        let (moved, to, what) = match spec {
-            ActionSpec::Merge { left, right } => match (self.partitions.get(left), self.partitions.get(right)) {
-                (Some(&l), Some(&r)) => (r, self.model.owner[l] as usize, "the merged partition stays on"),
-                _ => return Ok(()),
-            },
-            ActionSpec::Move { partition, to_worker } => {
-                match (self.partitions.get(partition), self.workers.get(to_worker)) {
-                    (Some(&p), Some(&w)) => (p, w, "the move lands on"),
-                    _ => return Ok(()),
-                }
-            }
-            other => {
-                let Some(&p) = partitions_of(other).first().and_then(|id| self.partitions.get(id)) else {
-                    return Ok(());
-                };
+        let admitted = self.check_and_apply(spec);
+        if admitted.is_ok() {
+            self.proposed += 1;
+        }
+        admitted
+    }
+
+    fn check_and_apply(&mut self, spec: &ActionSpec) -> Result<(), (DeclineReason, String)> {
+        let (moved, to, what) = match self.effect(spec) {
+            Effect::Lands { moved, to, what } => (moved, to, what),
+            Effect::InPlace(p) => {
                 let owner = self.model.owner[p] as usize;
                 self.caps_allow(&[owner])?;
-                self.model.mark_action(p);
-                self.model.worker_actions[owner] += 1;
+                self.count_in_place(p, owner);
                 return Ok(());
             }
+            Effect::Unknown => return Ok(()),
         };
         let from = self.model.owner[moved] as usize;
         self.caps_allow(&[from, to])?;
         if from == to {
-            self.model.mark_action(moved);
-            self.model.worker_actions[from] += 1;
+            self.count_in_place(moved, from);
             return Ok(());
         }
         let zone = |w: usize| self.input.workers[w].zone.as_ref();
@@ -115,6 +178,15 @@ impl<'a> OutsideCheck<'a> {
     }
 
     fn caps_allow(&self, workers: &[usize]) -> Result<(), (DeclineReason, String)> {
+        if self.proposed >= self.max_actions_per_pass {
+            return Err((
+                DeclineReason::Cap,
+                format!(
+                    "cap: max_actions_per_pass ({}) reached, the planner's proposals of this pass included",
+                    self.max_actions_per_pass
+                ),
+            ));
+        }
         if self.model.cluster_actions >= self.max_inflight_cluster {
             return Err((
                 DeclineReason::Cap,
@@ -216,6 +288,41 @@ mod tests {
         assert_eq!(reason, DeclineReason::Cap);
         assert!(why.starts_with("cap: worker w0 already has"), "{why}");
         check.admit(&split("b")).expect("w1 still has room");
+    }
+
+    #[test]
+    fn what_the_planner_proposed_earlier_in_the_pass_counts_where_it_lands_and_in_the_caps() {
+        let mut config = PlannerConfig::default();
+        config.caps.max_inflight_per_worker = 10;
+        // Alone, the merge fits: w0 at 0.30 takes b's 200 (0.50).
+        let roomy = input(0.0);
+        OutsideCheck::new(&roomy, &config, 0).admit(&merge()).expect("fits alone");
+        // The planner moved c (450 ops/s) onto w0 in the same pass: w0 would carry 0.95.
+        let mut busy = input(0.0);
+        busy.partitions.push(PartitionView {
+            id: "c".parse().expect("id"),
+            owner: "w1".parse().expect("id"),
+            range: KeyRange { start: Key(200), end: Key(299) },
+            stats: PartitionWindow { ops_per_sec: 450.0, ..Default::default() },
+            ..busy.partitions[1].clone()
+        });
+        busy.workers[1].load.ops_per_sec += 450.0;
+        let planned = ActionSpec::Move { partition: "c".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        let (reason, why) = OutsideCheck::new(&busy, &config, 0)
+            .after(std::slice::from_ref(&planned))
+            .admit(&merge())
+            .expect_err("w0 is filled by the planner's move");
+        assert_eq!(reason, DeclineReason::DestinationOverloaded);
+        assert!(why.contains("0.95 of its capacity"), "{why}");
+        // The per-pass cap is shared with the planner's proposals.
+        config.caps.max_actions_per_pass = 1;
+        let split = ActionSpec::Split { partition: "b".parse().expect("id"), split_key: Key(150) };
+        let (reason, why) = OutsideCheck::new(&roomy, &config, 0)
+            .after(std::slice::from_ref(&split))
+            .admit(&merge())
+            .expect_err("the pass is full");
+        assert_eq!(reason, DeclineReason::Cap);
+        assert!(why.starts_with("cap: max_actions_per_pass (1) reached"), "{why}");
     }
 
     #[test]
