@@ -10,8 +10,9 @@
 //! an hour it already served, and the archive's merge keeps the more complete copy. A worker
 //! that answers while its own newest archived hour is older than that (its agent was down or
 //! unreachable longer, or it is new) is then asked alone for what it missed, back to the
-//! look-back; its rows wait until that succeeds. A restart loses nothing: the archive on disk
-//! says where to resume.
+//! look-back; when that fails, its recent rows are archived anyway and the hole is logged and
+//! counted (`lb_master_archive_catch_up_failures_total`). A restart loses nothing: the archive
+//! on disk says where to resume.
 //!
 //! **On demand.** `POST /api/v1/offline/pass` wakes the loop for a round now; the next one
 //! still comes an interval after it.
@@ -154,8 +155,9 @@ pub async fn archive_round(
         by_worker.entry(agent.worker_id.to_string()).or_default().extend(agent.rollups);
     }
     // A worker back from an outage longer than the late hours (or new) is asked alone for the
-    // hours it missed. Until that succeeds its rows wait: archived, they would make its newest
-    // hour recent and hide the hole for good.
+    // hours it missed. If that fails (an ops server too old for `workers`, a deadline), its
+    // recent rows are archived all the same and the hole is named: holding them back would
+    // stall its archive on every round the catch-up keeps failing.
     if let Some(catch_up) = lagging(by_worker.keys(), &last_hours, from_ms, oldest) {
         let workers: Vec<WorkerId> = catch_up.workers.iter().filter_map(|w| w.parse().ok()).collect();
         let request =
@@ -163,7 +165,7 @@ pub async fn archive_round(
         let answered = match ops.collect_rollups(&request).await {
             Ok(reply) => reply.agents.into_iter().filter(|a| a.status == CollectStatus::Ok).collect(),
             Err(error) => {
-                warn!(%error, "catch-up of lagging workers' rollups failed; their rows wait for the next round");
+                warn!(%error, "catch-up of lagging workers' rollups failed");
                 Vec::new()
             }
         };
@@ -175,9 +177,8 @@ pub async fn archive_round(
             caught_up.insert(worker);
         }
         for worker in catch_up.workers.iter().filter(|w| !caught_up.contains(*w)) {
-            warn!(%worker, "lagging worker not caught up; its rollups wait for the next round");
-            by_worker.remove(worker);
-            silent.push(worker.clone());
+            warn!(%worker, from_ms = catch_up.from_ms, to_ms = from_ms, "lagging worker not caught up: these hours may be missing from its archive");
+            metrics::counter!("lb_master_archive_catch_up_failures_total").increment(1);
         }
     }
     let archive = archive.clone();

@@ -181,11 +181,13 @@ impl LeadershipConfig {
             "must be a non-empty etcd key prefix without spaces",
         );
         if let Some(url) = &self.advertise {
+            // It is announced to the ops server (`FencingRequest.leader`), which refuses more.
+            let max = lb_common::protocol::MAX_ADDRESS_BYTES;
             v.check(
-                url.starts_with("http://") || url.starts_with("https://"),
+                (url.starts_with("http://") || url.starts_with("https://")) && url.len() <= max,
                 "advertise",
                 url,
-                "must be an http:// or https:// URL",
+                &format!("must be an http:// or https:// URL of at most {max} bytes"),
             );
         }
         v.range_u64("lease_ttl_secs", self.lease_ttl_secs, 2, 60);

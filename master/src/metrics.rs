@@ -70,6 +70,12 @@ pub const CATALOG: &[MetricDef] = &[
         &[],
         "Archive files that could not be read: skipped by a pass, or moved aside before a rewrite.",
     ),
+    MetricDef::new(
+        "lb_master_archive_catch_up_failures_total",
+        Counter,
+        &[],
+        "Workers whose missed hours could not be fetched when they came back behind the archive: those hours may be missing.",
+    ),
     // The analysis pass.
     MetricDef::new(
         "lb_master_analysis_passes_total",
@@ -284,6 +290,7 @@ pub const CATALOG: &[MetricDef] = &[
 /// verdict are the events an SRE looks for.
 pub fn initialize() {
     use lb_common::protocol::{ActionKind, DeclineReason, Policy, PolicyMode, Verdict};
+    metrics::counter!("lb_master_archive_catch_up_failures_total").increment(0);
     for policy in Policy::ALL {
         for mode in [PolicyMode::DryRun, PolicyMode::Auto] {
             metrics::counter!("lb_master_proposals_total", "policy" => policy.as_str(), "mode" => mode.as_str())

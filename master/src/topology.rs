@@ -17,9 +17,10 @@ pub async fn run(shared: Shared, cancel: CancellationToken) {
         let cfg = shared.config.borrow().clone();
         match crate::ops_client(&cfg).topology().await {
             Ok(topology) => {
+                let read_at_ms = chrono::Utc::now().timestamp_millis();
                 let previous = shared.topology.read().expect("topology lock is never poisoned").clone();
                 let mut table = shared.table.write().expect("table lock is never poisoned");
-                table.apply_topology(&topology);
+                table.apply_topology_at(&topology, Some(read_at_ms));
                 // Splits and merges keep their history linked.
                 for link in previous.map(|old| lineage::lineage(&old, &topology)).unwrap_or_default() {
                     let result = match &link {

@@ -200,9 +200,6 @@ pub struct LimitsConfig {
     pub max_reason_bytes: usize,
     /// An action's `policy` name: 64 bytes by default, down to 32.
     pub max_policy_bytes: usize,
-    /// A registered agent's `address` (and a heartbeat's, a fencing announcement's `leader`):
-    /// 256 bytes by default (`https://`, any DNS name and a port), down to 64.
-    pub max_address_bytes: usize,
     /// A registered agent's `version`: 64 bytes by default, down to 16.
     pub max_version_bytes: usize,
 }
@@ -214,7 +211,6 @@ impl Default for LimitsConfig {
             requests_per_sec: DEFAULT_REQUESTS_PER_SEC,
             max_reason_bytes: text.max_reason_bytes,
             max_policy_bytes: text.max_policy_bytes,
-            max_address_bytes: text.max_address_bytes,
             max_version_bytes: text.max_version_bytes,
         }
     }
@@ -226,7 +222,6 @@ impl LimitsConfig {
         TextLimits {
             max_reason_bytes: self.max_reason_bytes,
             max_policy_bytes: self.max_policy_bytes,
-            max_address_bytes: self.max_address_bytes,
             max_version_bytes: self.max_version_bytes,
         }
     }

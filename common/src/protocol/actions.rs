@@ -50,20 +50,22 @@ pub struct ActionRequest {
 #[serde(deny_unknown_fields)]
 pub struct FencingRequest {
     pub leader_epoch: u64,
-    /// The master's advertised address, for the audit and for people; at most the server's
-    /// `max_address_bytes`, printable.
+    /// The master's advertised address, for the audit and for people; at most 256 printable
+    /// bytes, as any address.
     pub leader: String,
 }
 
 impl FencingRequest {
-    /// The leader's name within `limits` and printable (it is logged); the error names the field.
-    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), ValidationError> {
+    /// The leader's address within the contract's address limit and printable (it is logged);
+    /// the error names the field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let max = super::registry::MAX_ADDRESS_BYTES;
         let mut v = Validator::new();
         v.at("").check(
-            self.leader.len() <= limits.max_address_bytes && self.leader.chars().all(|c| !c.is_control()),
+            self.leader.len() <= max && self.leader.chars().all(|c| !c.is_control()),
             "leader",
             self.leader.escape_debug(),
-            &format!("must be at most {} printable bytes", limits.max_address_bytes),
+            &format!("must be at most {max} printable bytes"),
         );
         v.finish()
     }

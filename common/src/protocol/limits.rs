@@ -6,21 +6,21 @@
 //! much, each value between a floor and the contract's ceiling. The floors are what lb's own
 //! components send at most, so no configured value refuses the master's, the agents' or lbctl's
 //! own requests: the master cuts the reasons it writes to [`MIN_REASON_BYTES`], and the agents'
-//! addresses and versions are far under their floors.
+//! versions are far under their floor. Addresses (an agent's, a master's advertised one) are
+//! not typed text but how a component is reached, made by deployment tooling: a DNS name may
+//! take most of [`super::registry::MAX_ADDRESS_BYTES`], so they answer to the contract alone.
 
 use serde::{Deserialize, Serialize};
 
 use crate::validate::Scope;
 
 use super::actions::{MAX_POLICY_BYTES, MAX_REASON_BYTES};
-use super::registry::{MAX_ADDRESS_BYTES, MAX_VERSION_BYTES};
+use super::registry::MAX_VERSION_BYTES;
 
 /// 1 KiB: the planner's longest reasons are ~400 bytes; the master cuts what it writes here.
 pub const MIN_REASON_BYTES: usize = 1024;
 /// lb's longest policy name, `partition_overload`, is 18 bytes.
 pub const MIN_POLICY_BYTES: usize = 32;
-/// `http://` + an IPv6 literal in brackets + a port is under 64 bytes.
-pub const MIN_ADDRESS_BYTES: usize = 64;
 /// A semver with a pre-release or a short git describe fits in 16.
 pub const MIN_VERSION_BYTES: usize = 16;
 
@@ -32,8 +32,6 @@ pub struct TextLimits {
     pub max_reason_bytes: usize,
     /// An action's `policy` name.
     pub max_policy_bytes: usize,
-    /// A registered agent's `address`, a heartbeat's, and a fencing announcement's `leader`.
-    pub max_address_bytes: usize,
     /// A registered agent's `version`.
     pub max_version_bytes: usize,
 }
@@ -44,7 +42,6 @@ impl Default for TextLimits {
         Self {
             max_reason_bytes: MAX_REASON_BYTES,
             max_policy_bytes: MAX_POLICY_BYTES,
-            max_address_bytes: MAX_ADDRESS_BYTES,
             max_version_bytes: MAX_VERSION_BYTES,
         }
     }
@@ -56,7 +53,6 @@ impl TextLimits {
         for (field, value, min, max) in [
             ("max_reason_bytes", self.max_reason_bytes, MIN_REASON_BYTES, MAX_REASON_BYTES),
             ("max_policy_bytes", self.max_policy_bytes, MIN_POLICY_BYTES, MAX_POLICY_BYTES),
-            ("max_address_bytes", self.max_address_bytes, MIN_ADDRESS_BYTES, MAX_ADDRESS_BYTES),
             ("max_version_bytes", self.max_version_bytes, MIN_VERSION_BYTES, MAX_VERSION_BYTES),
         ] {
             v.range_u64(field, value as u64, min as u64, max as u64);

@@ -44,7 +44,7 @@ impl RegisterRequest {
     pub fn validate_with(&self, limits: &TextLimits) -> Result<(), crate::validate::ValidationError> {
         let mut v = crate::validate::Validator::new();
         let mut root = v.at("");
-        check_address(&mut root, "address", &self.address, limits.max_address_bytes);
+        check_address(&mut root, "address", &self.address, MAX_ADDRESS_BYTES);
         let max_version = limits.max_version_bytes;
         root.check(
             self.version.len() <= max_version && printable(&self.version),
@@ -76,10 +76,10 @@ fn check_address(v: &mut crate::validate::Scope<'_>, field: &str, a: &str, max_b
 
 impl HeartbeatRequest {
     /// The address, when sent, as a registration's; the error names the field.
-    pub fn validate_with(&self, limits: &TextLimits) -> Result<(), crate::validate::ValidationError> {
+    pub fn validate(&self) -> Result<(), crate::validate::ValidationError> {
         let mut v = crate::validate::Validator::new();
         if let Some(address) = &self.address {
-            check_address(&mut v.at(""), "address", address, limits.max_address_bytes);
+            check_address(&mut v.at(""), "address", address, MAX_ADDRESS_BYTES);
         }
         v.finish()
     }

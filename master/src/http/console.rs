@@ -190,7 +190,11 @@ async fn set_halt(
     tracing::warn!(by = %caller.name, halted = request.halted, "halt switch changed through the master");
     // The ops server audits the token it sees (none when its auth is off): the reason says who.
     let by = format!("by {} through the master", caller.name);
-    let reason = Some(request.reason.map_or(by.clone(), |r| format!("{r} ({by})")));
+    // Any ops server takes 1 KiB, whatever its configured `max_reason_bytes`: the operator's
+    // words are cut so that who asked still fits.
+    let room = lb_common::protocol::limits::MIN_REASON_BYTES.saturating_sub(by.len() + 3);
+    let reason =
+        Some(request.reason.map_or(by.clone(), |r| format!("{} ({by})", lb_common::protocol::cut_text(&r, room))));
     ops_for(&shared, &headers).set_halt(request.halted, reason).await.map(ApiJson).map_err(ops_error)
 }
 

@@ -35,8 +35,8 @@ pub struct AnalysisContext<'a> {
     /// feedback.
     pub planner_state: &'a mut PlannerState,
     pub now_ms: i64,
-    /// What the analyzers before this one proposed in this pass: not in flight yet, but it will
-    /// be, so a later analyzer checks its own proposals with these counted
+    /// What the analyzers before this one proposed in this pass in `auto` mode: not in flight
+    /// yet, but it will be, so a later analyzer checks its own proposals with these counted
     /// ([`crate::planner::OutsideCheck::after`]).
     pub earlier: Vec<ActionSpec>,
 }

@@ -440,7 +440,8 @@ impl OnlineCore {
             if let Some(plan) = found.plan {
                 out.plan = plan;
             }
-            ctx.earlier.extend(found.proposals.iter().map(|p| p.spec.clone()));
+            // Only what will run counts: a dry-run proposal is offered, not submitted.
+            ctx.earlier.extend(found.proposals.iter().filter(|p| p.mode == PolicyMode::Auto).map(|p| p.spec.clone()));
             proposals.extend(found.proposals);
         }
         if let Some(command) = self.analysis_record(&out.plan, obs.window_end_ms, now_ms) {
@@ -485,7 +486,11 @@ impl OnlineCore {
         now_ms: i64,
         out: &mut PassOutput,
     ) {
-        let reason = format!("{} (by hand, {})", request.reason.trim(), request.requested_by);
+        // Any ops server takes 1 KiB, whatever its configured `max_reason_bytes`: the operator's
+        // words are cut so that who asked still fits.
+        let by = format!(" (by hand, {})", request.requested_by);
+        let room = lb_common::protocol::limits::MIN_REASON_BYTES.saturating_sub(by.len());
+        let reason = format!("{}{by}", lb_common::protocol::cut_text(request.reason.trim(), room));
         let result = manual_proposal(&request.spec, &reason, input, datasets, &config.planner, now_ms);
         if let (Ok(proposal), false) = (&result, request.dry_run) {
             let id = self.ids.next();

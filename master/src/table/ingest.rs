@@ -36,8 +36,11 @@ impl MetricsTable {
                 stats.rejected_future += 1;
                 continue;
             }
-            let newest = &mut self.workers[w as usize].last_sample_ms;
-            *newest = Some(newest.map_or(sample.timestamp_ms, |t| t.max(sample.timestamp_ms)));
+            // The agent's own host readings say the host is up, not that the worker reported.
+            if !sample.agent_sampled {
+                let newest = &mut self.workers[w as usize].last_sample_ms;
+                *newest = Some(newest.map_or(sample.timestamp_ms, |t| t.max(sample.timestamp_ms)));
+            }
             let slot = self.geo.slot_of(sample.timestamp_ms - 1);
             self.newest_slot = Some(self.newest_slot.map_or(slot, |s| s.max(slot)));
             match &sample.data {
@@ -77,7 +80,7 @@ impl MetricsTable {
             stats.invalid += 1;
             return;
         }
-        let Some(i) = self.partition_idx_or_insert(&p.partition_id, &p.tenant, &p.table, p.key_range) else {
+        let Some(i) = self.partition_idx_or_insert(&p.partition_id, &p.tenant, &p.table, p.key_range, None) else {
             stats.over_capacity += 1;
             return;
         };

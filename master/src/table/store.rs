@@ -83,8 +83,9 @@ pub(crate) struct PartitionEntry {
     pub stored_bytes: u64,
     pub latest_ts_ms: Option<i64>,
     pub first_slot: Option<i64>,
-    /// The slot after the newest the table had ingested when this entry was made (`i64::MIN`
-    /// when it had none): a partition the topology listed before it ever reported was idle since then, not
+    /// When the table first knew this entry: the slot of the topology read that listed it, or
+    /// the slot after the newest ingested when a sample made it (`i64::MIN` when the table had
+    /// none): a partition the topology listed before it ever reported was idle since then, not
     /// young, for the seconds its worker reported (reports list only active partitions).
     pub created_slot: i64,
     /// Not in the latest topology (split, merged away or dropped); history stays until evicted.
@@ -248,6 +249,7 @@ impl MetricsTable {
         tenant: &TenantId,
         table: &TableId,
         range: KeyRange,
+        created_slot: Option<i64>,
     ) -> Option<u32> {
         if let Some(&i) = self.partition_index.get(id) {
             return Some(i);
@@ -268,7 +270,7 @@ impl MetricsTable {
             stored_bytes: 0,
             latest_ts_ms: None,
             first_slot: None,
-            created_slot: self.newest_slot.map_or(i64::MIN, |s| s + 1),
+            created_slot: created_slot.or(self.newest_slot.map(|s| s + 1)).unwrap_or(i64::MIN),
             gone: false,
             sketch: None,
             sketch_range: None,
@@ -302,6 +304,15 @@ impl MetricsTable {
     /// history stays for lineage and the heatmap until [`Self::evict_expired`]); a partition that
     /// comes back is live again. Returns how many partitions were refused for capacity.
     pub fn apply_topology(&mut self, topology: &Topology) -> usize {
+        self.apply_topology_at(topology, None)
+    }
+
+    /// [`Self::apply_topology`] of a topology read at `read_at_ms`: a partition it lists for the
+    /// first time existed then (a split's new side, an idle slot), so its reported-seconds
+    /// average starts there. Without a time, the slot after the newest ingested is taken, which
+    /// trails the read by the collection lag.
+    pub fn apply_topology_at(&mut self, topology: &Topology, read_at_ms: Option<i64>) -> usize {
+        let created = read_at_ms.map(|ms| self.geo.slot_of(ms));
         let mut refused = 0;
         for w in &topology.workers {
             if let Some(i) = self.worker_idx_or_insert(&w.id) {
@@ -315,7 +326,7 @@ impl MetricsTable {
         }
         let mut seen = vec![false; self.partitions.len()];
         for p in &topology.partitions {
-            let Some(i) = self.partition_idx_or_insert(&p.id, &p.tenant, &p.table, p.range) else {
+            let Some(i) = self.partition_idx_or_insert(&p.id, &p.tenant, &p.table, p.range, created) else {
                 refused += 1;
                 continue;
             };

@@ -234,6 +234,7 @@ fn the_agents_own_host_readings_do_not_make_a_silent_worker_look_reported() {
     t.ingest(&w, &samples, T0_MS + 30_000);
     let worker = &t.workers(secs(10), T0_MS + 30_000).expect("workers")[0];
     assert_eq!(worker.covered_secs, 0.0, "the last 10 s are missing data, not idle seconds");
+    assert_eq!(worker.last_sample_ms, Some(T0_MS + 20_000), "its newest sample is its last report");
     let p1 =
         t.partition_rates(&pid("p1"), secs(10), T0_MS + 30_000, RateBasis::Reported).expect("query").expect("known");
     assert_eq!(p1.ops_per_sec, 0.0, "nothing reported, nothing read");
@@ -268,20 +269,22 @@ fn a_partition_the_topology_listed_before_its_first_report_is_idle_since_then_no
     let row = rows.iter().find(|r| r.id.as_str() == "p2").expect("row");
     assert!((row.ops_per_sec - 10.0).abs() < 0.1, "the pass's reader agrees: {}", row.ops_per_sec);
 
-    // A partition the topology lists later (a split's new side) is young from then on.
-    t.apply_topology(&topo(&[
-        ("p1", range(0, 99), "w1"),
-        ("p2", range(100, 149), "w1"),
-        ("p3", range(150, 199), "w1"),
-    ]));
+    // A split's new side, listed by a topology read at 32 s while the table's data reaches only
+    // 30 s (the collection lag): it is young from the read, not from the newest data.
+    t.apply_topology_at(
+        &topo(&[("p1", range(0, 99), "w1"), ("p2", range(100, 149), "w1"), ("p3", range(150, 199), "w1")]),
+        Some(T0_MS + 32_000),
+    );
     let mut later = Vec::new();
-    for k in 31..=32u64 {
+    for k in 31..=34u64 {
         later.push(host_at(300 + 3 * k, k as i64));
-        later.push(sample(300 + 3 * k + 1, T0_MS + k as i64 * 1000, pstats("p3", "t", range(150, 199), 300)));
+        if k >= 33 {
+            later.push(sample(300 + 3 * k + 1, T0_MS + k as i64 * 1000, pstats("p3", "t", range(150, 199), 300)));
+        }
     }
-    t.ingest(&w, &later, T0_MS + 32_000);
+    t.ingest(&w, &later, T0_MS + 34_000);
     let p3 =
-        t.partition_rates(&pid("p3"), secs(10), T0_MS + 32_000, RateBasis::Reported).expect("query").expect("known");
+        t.partition_rates(&pid("p3"), secs(10), T0_MS + 34_000, RateBasis::Reported).expect("query").expect("known");
     assert!((p3.ops_per_sec - 300.0).abs() < 0.5, "its real rate over its own two seconds: {}", p3.ops_per_sec);
 }
 

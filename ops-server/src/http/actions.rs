@@ -55,7 +55,7 @@ pub async fn announce_epoch(
     Extension(caller): Extension<Caller>,
     ApiJson(request): ApiJson<FencingRequest>,
 ) -> Result<ApiJson<FencingStatus>, ApiError> {
-    request.validate_with(&state.config.borrow().limits.text())?;
+    request.validate()?;
     let who = format!("{} ({})", caller.name, request.leader);
     state.fencing.admit(request.leader_epoch, &who, None, now_ms()).await.map_err(fencing_error)?;
     fencing_status(State(state)).await
