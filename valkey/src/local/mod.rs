@@ -288,9 +288,48 @@ impl LocalCluster {
             self.kill(index)?;
         }
         let (port, dir) = (self.nodes[index].port, self.nodes[index].dir.clone());
-        let process = self.spawn(port, &dir)?;
-        self.nodes[index].process = Some(process);
-        self.connect_addr(index, port).await?;
+        // The killed server may hold its ports for a moment after its watchdog exits: a start
+        // that fails to bind is tried again on the same port until the ready timeout.
+        let waited = Instant::now();
+        loop {
+            let mut process = self.spawn(port, &dir)?;
+            let started = loop {
+                let addr = NodeAddr::new(HOST, port);
+                let answered = async {
+                    let mut client = NodeClient::connect(&addr, &self.connect_options()).await?;
+                    client.ping().await
+                };
+                if answered.await.is_ok() {
+                    break true;
+                }
+                if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(&dir) {
+                    break false;
+                }
+                if waited.elapsed() >= self.config.ready_timeout {
+                    process.stop();
+                    return Err(LocalClusterError::NotReady {
+                        what: format!("restarted valkey-server answering PING on port {port}"),
+                        waited: waited.elapsed(),
+                        last: format!("see {}", dir.join("valkey.log").display()),
+                    });
+                }
+                tokio::time::sleep(POLL_INTERVAL).await;
+            };
+            if started {
+                self.nodes[index].process = Some(process);
+                break;
+            }
+            process.stop();
+            if waited.elapsed() >= self.config.ready_timeout {
+                return Err(LocalClusterError::NotReady {
+                    what: format!("restarted valkey-server bound to port {port}"),
+                    waited: waited.elapsed(),
+                    last: format!("see {}", dir.join("valkey.log").display()),
+                });
+            }
+            warn!(index, port, log = %dir.join("valkey.log").display(), "restarted valkey-server did not start: trying again");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         self.wait_until_healthy().await?;
         info!(index, port, "restarted valkey node");
         Ok(())
@@ -597,6 +636,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// Whether the server's log says it gave up (port in use, bad config).
 fn server_exited(dir: &Path) -> bool {
     fs::read_to_string(dir.join("valkey.log"))
-        .map(|log| log.contains("Address already in use") || log.contains("Failed listening") || log.contains("FATAL"))
+        .map(|log| {
+            ["Address already in use", "Failed listening", "FATAL", "is already used by a different"]
+                .iter()
+                .any(|m| log.contains(m))
+        })
         .unwrap_or(false)
 }
