@@ -97,12 +97,12 @@ async fn a_node_whose_agent_stopped_reads_stale_not_zero_and_takes_no_load() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(Instant::now() < onset, "the node read stale before the hot phase (raise the onset)");
-    assert_eq!(overview.stale_workers, 1, "{overview:#?}");
+    let collector = master.collector().await.expect("collector");
+    assert_eq!(overview.stale_workers, 1, "{overview:#?}\n{collector:#?}");
     let fresh: Vec<f64> = overview.workers.iter().filter(|w| !w.stale).map(|w| w.value).collect();
     assert_eq!(fresh.len(), 2, "{overview:#?}");
     let mean = fresh.iter().sum::<f64>() / 2.0;
     assert!((overview.mean - mean).abs() <= 1e-6 * mean.max(1.0), "the mean is the fresh nodes': {overview:#?}");
-    let collector = master.collector().await.expect("collector");
     let status = collector.agents.get(&blind).expect("the blind node's agent is listed");
     assert!(status.last_error.is_some(), "the collector says why it has nothing: {collector:#?}");
 

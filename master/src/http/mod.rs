@@ -202,7 +202,9 @@ async fn overview(
     let Query(q) = q.map_err(bad_query)?;
     let (metric, last, now) = (q.metric.unwrap_or(Metric::Ops), window(q.window_secs), now_ms());
     let stale_after = shared.config.borrow().collector.stale_after_ms as i64;
-    query(&shared, move |t| t.cluster_overview(metric, last, now, stale_after)).await.map(ApiJson)
+    let round = shared.collector.read().expect("collector status lock is never poisoned").last_success_ms;
+    let fresh_from = crate::collector::freshness_reference_ms(round, now, stale_after).saturating_sub(stale_after);
+    query(&shared, move |t| t.cluster_overview(metric, last, now, fresh_from)).await.map(ApiJson)
 }
 
 /// One row per worker: capacity, health, load figures and how much of the window it reported.

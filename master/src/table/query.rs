@@ -391,18 +391,17 @@ impl MetricsTable {
 
     /// Per-worker load with max, mean, max/mean and CV. Lists the workers of the latest
     /// topology that are not down and any other worker that sent data; a worker whose newest
-    /// sample is older than `now_ms - stale_after_ms` is marked stale and left out of the
-    /// spread (missing data is not an idle worker).
+    /// sample is older than `fresh_from_ms` is marked stale and left out of the spread
+    /// (missing data is not an idle worker).
     pub fn cluster_overview(
         &self,
         metric: Metric,
         last: Duration,
         now_ms: i64,
-        stale_after_ms: i64,
+        fresh_from_ms: i64,
     ) -> Result<ClusterOverview, TableError> {
         let win = window_slots(self, last, now_ms)?;
         let values = self.worker_values(metric, win)?;
-        let fresh_from = now_ms.saturating_sub(stale_after_ms);
         let mut workers = Vec::new();
         for (w, v) in self.workers.iter().zip(values) {
             let counted = if w.in_topology { w.health != Some(Health::Down) } else { v.is_some() };
@@ -419,7 +418,7 @@ impl MetricsTable {
                 _ => None,
             };
             let capacity_ratio = cap.filter(|c| *c > 0.0).map(|c| value / c);
-            let stale = w.last_sample_ms.is_none_or(|t| t < fresh_from);
+            let stale = w.last_sample_ms.is_none_or(|t| t < fresh_from_ms);
             workers.push(WorkerLoad { worker: w.id.clone(), value, capacity_ratio, stale });
         }
         let fresh: Vec<f64> = workers.iter().filter(|w| !w.stale).map(|w| w.value).collect();
@@ -462,7 +461,8 @@ impl MetricsTable {
         let mut points = Vec::with_capacity(steps as usize);
         for k in 1..=steps {
             let end = from_ms.saturating_add(k * step_ms);
-            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end, stale_after_ms)?;
+            let fresh_from = end.saturating_sub(stale_after_ms);
+            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end, fresh_from)?;
             points.push(ClusterPoint {
                 ts_ms: end,
                 max: o.max,

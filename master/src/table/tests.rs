@@ -422,7 +422,7 @@ fn top_n_ranks_partitions_and_groups() {
     assert!((by_tenant.entries[0].value - 65.0).abs() < 0.02);
     let lat = t.top_n(Metric::LatencyP99, 10, GroupBy::Table, secs(10), now).expect("ok");
     assert!((lat.entries[0].value - 1000.0).abs() < 1.0, "gauges group by max: {lat:?}");
-    let overview = t.cluster_overview(Metric::Ops, secs(10), now, 5_000).expect("ok");
+    let overview = t.cluster_overview(Metric::Ops, secs(10), now, now - 5_000).expect("ok");
     assert!((overview.mean - 32.5).abs() < 1e-3 && (overview.max_over_mean - 40.0 / 32.5).abs() < 1e-3);
     assert!((overview.cv - 7.5 / 32.5).abs() < 1e-3, "{overview:?}");
 }
@@ -440,7 +440,7 @@ fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
     t.ingest(&wid("w1"), &batch("a", range(0, 49), 20), now);
     // w2's newest sample is 12 s old: its last 10 s are not in yet.
     t.ingest(&wid("w2"), &batch("b", range(50, 99), 8), now);
-    let o = t.cluster_overview(Metric::Ops, secs(10), now, 5_000).expect("ok");
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, now - 5_000).expect("ok");
     let w2 = o.workers.iter().find(|w| w.worker == wid("w2")).expect("w2 listed");
     assert!(w2.stale && w2.value == 0.0, "{o:?}");
     assert!(!o.workers.iter().find(|w| w.worker == wid("w1")).expect("w1").stale);
@@ -450,7 +450,7 @@ fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
         "w2's missing data is not a 0: {o:?}"
     );
     // Within the grace, the same worker is fresh.
-    let o = t.cluster_overview(Metric::Ops, secs(10), now, 15_000).expect("ok");
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, now - 15_000).expect("ok");
     assert_eq!(o.stale_workers, 0, "{o:?}");
 }
 
@@ -796,7 +796,7 @@ fn queries_beyond_the_history_or_at_the_extremes_are_refused() {
     let now = T0_MS + 1_000;
     invalid(t.workers(Duration::from_millis(history as u64 + 1_000), now).map(|_| ()), "window_secs");
     invalid(
-        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now, 5_000).map(|_| ()),
+        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now, now - 5_000).map(|_| ()),
         "window_secs",
     );
     invalid(t.top_n(Metric::Ops, 5, GroupBy::None, Duration::from_secs(u64::MAX), now).map(|_| ()), "window_secs");
