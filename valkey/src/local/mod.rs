@@ -119,6 +119,15 @@ struct LocalNode {
     process: Option<NodeProcess>,
 }
 
+/// What a server just spawned came to (see `LocalCluster::await_start`).
+enum Started {
+    /// A server answers PING on its port, running in this directory (ours, or another's that
+    /// took the port first).
+    Answered(PathBuf),
+    /// It exited without answering.
+    Exited,
+}
+
 struct NodeProcess {
     watchdog: Child,
     /// Dropping it closes the pipe: the watchdog kills the server.
@@ -291,43 +300,32 @@ impl LocalCluster {
         // The killed server may hold its ports for a moment after its watchdog exits: a start
         // that fails to bind is tried again on the same port until the ready timeout.
         let waited = Instant::now();
+        let last = || format!("see {}", dir.join("valkey.log").display());
         loop {
             let mut process = self.spawn(port, &dir)?;
-            let started = loop {
-                let addr = NodeAddr::new(HOST, port);
-                let answered = async {
-                    let mut client = NodeClient::connect(&addr, &self.connect_options()).await?;
-                    client.ping().await
-                };
-                if answered.await.is_ok() {
-                    break true;
+            let left = self.config.ready_timeout.saturating_sub(waited.elapsed());
+            match self.await_start(&mut process, port, &dir, left).await {
+                Some(Started::Answered(served)) if same_dir(&served, &dir) => {
+                    self.nodes[index].process = Some(process);
+                    break;
                 }
-                if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(&dir) {
-                    break false;
+                Some(Started::Answered(served)) => {
+                    warn!(index, port, foreign_dir = %served.display(), "the restarted node's port is answered by another valkey-server: trying again");
                 }
-                if waited.elapsed() >= self.config.ready_timeout {
+                Some(Started::Exited) => {
+                    warn!(index, port, log = %dir.join("valkey.log").display(), "restarted valkey-server did not start: trying again");
+                }
+                None => {
                     process.stop();
-                    return Err(LocalClusterError::NotReady {
-                        what: format!("restarted valkey-server answering PING on port {port}"),
-                        waited: waited.elapsed(),
-                        last: format!("see {}", dir.join("valkey.log").display()),
-                    });
+                    let what = format!("restarted valkey-server answering PING on port {port}");
+                    return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last: last() });
                 }
-                tokio::time::sleep(POLL_INTERVAL).await;
-            };
-            if started {
-                self.nodes[index].process = Some(process);
-                break;
             }
             process.stop();
             if waited.elapsed() >= self.config.ready_timeout {
-                return Err(LocalClusterError::NotReady {
-                    what: format!("restarted valkey-server bound to port {port}"),
-                    waited: waited.elapsed(),
-                    last: format!("see {}", dir.join("valkey.log").display()),
-                });
+                let what = format!("restarted valkey-server bound to port {port}");
+                return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last: last() });
             }
-            warn!(index, port, log = %dir.join("valkey.log").display(), "restarted valkey-server did not start: trying again");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         self.wait_until_healthy().await?;
@@ -471,42 +469,60 @@ impl LocalCluster {
         for _ in 0..MAX_PORT_ATTEMPTS {
             let port = free_port_pair()?;
             let mut process = self.spawn(port, dir)?;
-            let waited = Instant::now();
-            loop {
-                let addr = NodeAddr::new(HOST, port);
-                let answered = async {
-                    let mut client = NodeClient::connect(&addr, &self.connect_options()).await?;
-                    client.ping().await?;
-                    server_dir(&mut client).await
-                };
-                match answered.await {
-                    // Our server: it runs in the directory we gave it.
-                    Ok(served) if same_dir(&served, dir) => return Ok((port, process)),
-                    // Another process (another test binary's cluster) got the port first.
-                    Ok(served) => {
-                        warn!(port, foreign_dir = %served.display(), "port answered by another valkey-server: trying another port");
-                        process.stop();
-                        break;
-                    }
-                    Err(_) => {}
+            let log = dir.join("valkey.log");
+            match self.await_start(&mut process, port, dir, BIND_CHECK_TIMEOUT).await {
+                // Our server: it runs in the directory we gave it.
+                Some(Started::Answered(served)) if same_dir(&served, dir) => return Ok((port, process)),
+                // Another process (another test binary's cluster) got the port first.
+                Some(Started::Answered(served)) => {
+                    warn!(port, foreign_dir = %served.display(), "port answered by another valkey-server: trying another port");
                 }
-                if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(dir) {
-                    warn!(port, log = %dir.join("valkey.log").display(), "valkey-server did not start: trying another port");
-                    process.stop();
-                    break;
+                Some(Started::Exited) => {
+                    warn!(port, log = %log.display(), "valkey-server did not start: trying another port");
                 }
-                if waited.elapsed() >= BIND_CHECK_TIMEOUT {
+                None => {
                     process.stop();
                     return Err(LocalClusterError::NotReady {
                         what: format!("valkey-server answering PING on port {port}"),
-                        waited: waited.elapsed(),
-                        last: format!("see {}", dir.join("valkey.log").display()),
+                        waited: BIND_CHECK_TIMEOUT,
+                        last: format!("see {}", log.display()),
                     });
                 }
-                tokio::time::sleep(POLL_INTERVAL).await;
             }
+            process.stop();
         }
         Err(LocalClusterError::NoFreePort)
+    }
+
+    /// Waits up to `timeout` until the server just spawned on `port` answers PING (and says
+    /// which directory it runs in) or exits (its port taken, its `nodes.conf` locked); `None`
+    /// when neither happened in time.
+    async fn await_start(
+        &self,
+        process: &mut NodeProcess,
+        port: u16,
+        dir: &Path,
+        timeout: Duration,
+    ) -> Option<Started> {
+        let waited = Instant::now();
+        let addr = NodeAddr::new(HOST, port);
+        loop {
+            let answered = async {
+                let mut client = NodeClient::connect(&addr, &self.connect_options()).await?;
+                client.ping().await?;
+                server_dir(&mut client).await
+            };
+            if let Ok(served) = answered.await {
+                return Some(Started::Answered(served));
+            }
+            if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(dir) {
+                return Some(Started::Exited);
+            }
+            if waited.elapsed() >= timeout {
+                return None;
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
     }
 
     fn spawn(&self, port: u16, dir: &Path) -> Result<NodeProcess, LocalClusterError> {
