@@ -11,27 +11,39 @@
 //!
 //! What the planner proposed earlier in the same pass is not in flight yet, but it will be:
 //! [`OutsideCheck::after`] counts it first, where it lands and in the caps, so an offline merge
-//! cannot land on the worker a planner move of the same pass just filled.
+//! cannot land on the worker a planner move of the same pass just filled: a move on its
+//! destination, a multi-way split's pieces on theirs, an isolation on the worker the group's
+//! placement picks, a dedication's other partitions on the receivers the storage fills.
 //!
 //! Manual actions are an operator's explicit choice and are not refused here.
 
 use std::collections::HashMap;
 
-use lb_common::ids::{PartitionId, WorkerId};
-use lb_common::protocol::ActionSpec;
+use lb_common::ids::{GroupId, PartitionId, WorkerId};
+use lb_common::protocol::{ActionSpec, GroupTarget};
 
 use super::input::PlannerInput;
-use super::model::{Model, partitions_of};
+use super::model::{Load, Model, dedication_target, group_placement, partitions_of, piece_load, piece_shares};
 use super::{DeclineReason, PlannerConfig};
 
 /// Where an action puts load on the check's view.
 enum Effect {
     /// Partition `moved`'s load lands on worker `to` (`what` says how, for the decline).
     Lands { moved: usize, to: usize, what: &'static str },
-    /// It stays on its worker (a split, a group, a reshard of its partition).
+    /// Load leaves partition `p`'s worker in parts: a multi-way split's pieces, or the other
+    /// partitions of a worker dedicated to `p`.
+    Spreads { p: usize, how: Spread },
+    /// It stays on its worker (a split in two, a group it is already in, a reshard).
     InPlace(usize),
     /// A target this view does not know.
     Unknown,
+}
+
+enum Spread {
+    /// Piece `i + 1` (`shares[i + 1]` of the demand) goes to `dests[i]`; the first stays.
+    Pieces { shares: Vec<f64>, dests: Vec<usize> },
+    /// `(partition, receiver)`: where the storage sends the worker's other partitions.
+    Dedication { moves: Vec<(usize, usize)>, group: GroupId },
 }
 
 /// Checks actions one after another against the pass's view; each admitted one counts (in the
@@ -82,6 +94,7 @@ impl<'a> OutsideCheck<'a> {
                         self.model.apply_move(moved, to);
                     }
                 }
+                Effect::Spreads { p, how } => self.apply_spread(p, how),
                 Effect::InPlace(p) => self.count_in_place(p, self.model.owner[p] as usize),
                 Effect::Unknown => {}
             }
@@ -105,6 +118,39 @@ impl<'a> OutsideCheck<'a> {
                     _ => Effect::Unknown,
                 }
             }
+            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+                let Some(&p) = self.partitions.get(partition) else { return Effect::Unknown };
+                let dests: Option<Vec<usize>> = to_workers.iter().map(|w| self.workers.get(w).copied()).collect();
+                match dests {
+                    Some(dests) if dests.len() == split_keys.len() => {
+                        let info = &self.input.partitions[p];
+                        let shares = piece_shares(info.range, info.stats.sketch.as_ref(), split_keys);
+                        Effect::Spreads { p, how: Spread::Pieces { shares, dests } }
+                    }
+                    _ => Effect::InPlace(p),
+                }
+            }
+            ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
+                let Some(&p) = self.partitions.get(partition) else { return Effect::Unknown };
+                let owner = self.model.owner[p] as usize;
+                if dedication_target(spec, self.input).is_some() {
+                    // The storage spreads the rest over every other healthy shared worker.
+                    let receivers: Vec<usize> = (0..self.input.workers.len())
+                        .filter(|&r| {
+                            r != owner
+                                && self.model.healthy[r]
+                                && self.input.workers[r].group.is_none()
+                                && !self.model.dedicating.iter().any(|&(w, _)| w == r)
+                        })
+                        .collect();
+                    let moves = self.model.dedication_moves(p, &receivers);
+                    return Effect::Spreads { p, how: Spread::Dedication { moves, group: group.clone() } };
+                }
+                match group_placement(self.input, group, &self.model.held, owner) {
+                    Some(to) => Effect::Lands { moved: p, to: to as usize, what: "the group's placement puts it on" },
+                    None => Effect::InPlace(p),
+                }
+            }
             other => match partitions_of(other).first().and_then(|id| self.partitions.get(id)) {
                 Some(&p) => Effect::InPlace(p),
                 None => Effect::Unknown,
@@ -115,6 +161,36 @@ impl<'a> OutsideCheck<'a> {
     fn count_in_place(&mut self, p: usize, owner: usize) {
         self.model.mark_action(p);
         self.model.worker_actions[owner] += 1;
+    }
+
+    /// The load `how` takes off `p`'s worker, summed per worker it lands on.
+    fn arrivals(&self, p: usize, how: &Spread) -> Vec<(usize, Load)> {
+        let owner = self.model.owner[p] as usize;
+        let mut out: Vec<(usize, Load)> = Vec::new();
+        let mut land = |to: usize, l: Load| match out.iter_mut().find(|(w, _)| *w == to) {
+            Some((_, sum)) => sum.add(l, 1.0),
+            None => out.push((to, l)),
+        };
+        match how {
+            Spread::Pieces { shares, dests } => {
+                let info = &self.input.partitions[p];
+                for (&share, &to) in shares[1..].iter().zip(dests).filter(|&(_, &to)| to != owner) {
+                    land(to, piece_load(info, self.model.load[p], self.model.demand_ops[p], share));
+                }
+            }
+            Spread::Dedication { moves, .. } => moves.iter().for_each(|&(q, to)| land(to, self.model.load[q])),
+        }
+        out
+    }
+
+    fn apply_spread(&mut self, p: usize, how: Spread) {
+        match how {
+            Spread::Pieces { shares, dests } => self.model.apply_split_into(self.input, p, &shares, &dests),
+            Spread::Dedication { moves, group } => {
+                self.model.dedicating.push((self.model.owner[p] as usize, group));
+                self.model.apply_dedication(p, &moves);
+            }
+        }
     }
 
     /// `Ok` (and the action counted), or why not, with the reason a decline is counted under.
@@ -131,6 +207,31 @@ impl<'a> OutsideCheck<'a> {
     fn check_and_apply(&mut self, spec: &ActionSpec) -> Result<(), (DeclineReason, String)> {
         let (moved, to, what) = match self.effect(spec) {
             Effect::Lands { moved, to, what } => (moved, to, what),
+            Effect::Spreads { p, how } => {
+                let from = self.model.owner[p] as usize;
+                let arrivals = self.arrivals(p, &how);
+                let touched: Vec<usize> = std::iter::once(from).chain(arrivals.iter().map(|&(w, _)| w)).collect();
+                self.caps_allow(&touched)?;
+                let source_before = self.model.worker_ratio(from);
+                for &(to, load) in &arrivals {
+                    let after = self.model.ratio_plus(to, load);
+                    if after > self.high && (after > 1.0 || after >= source_before) {
+                        let what = match how {
+                            Spread::Pieces { .. } => "a piece of the split lands on",
+                            Spread::Dedication { .. } => "the dedication sends partitions of its worker to",
+                        };
+                        return Err((
+                            DeclineReason::DestinationOverloaded,
+                            format!(
+                                "destination overloaded: {what} {}, which would carry {after:.2} of its capacity with {:.0} ops/s more, over the high watermark {:.2} (the source is at {source_before:.2})",
+                                self.input.workers[to].id, load.ops, self.high,
+                            ),
+                        ));
+                    }
+                }
+                self.apply_spread(p, how);
+                return Ok(());
+            }
             Effect::InPlace(p) => {
                 let owner = self.model.owner[p] as usize;
                 self.caps_allow(&[owner])?;
@@ -249,6 +350,28 @@ mod tests {
         }
     }
 
+    /// `input` with partition c (keys 200..=299, `ops` ops/s) on worker `owner` as well.
+    fn with_c(mut input: PlannerInput, owner: usize, ops: f64) -> PlannerInput {
+        input.partitions.push(PartitionView {
+            id: "c".parse().expect("id"),
+            owner: format!("w{owner}").parse().expect("id"),
+            range: KeyRange { start: Key(200), end: Key(299) },
+            stats: PartitionWindow { ops_per_sec: ops, ..Default::default() },
+            ..input.partitions[1].clone()
+        });
+        input.workers[owner].load.ops_per_sec += ops;
+        input
+    }
+
+    /// `a` cut at key 50, the right piece to w1.
+    fn split_a_to_w1() -> ActionSpec {
+        ActionSpec::SplitInto {
+            partition: "a".parse().expect("id"),
+            split_keys: vec![Key(50)],
+            to_workers: vec!["w1".parse().expect("id")],
+        }
+    }
+
     fn merge() -> ActionSpec {
         ActionSpec::Merge { left: "a".parse().expect("id"), right: "b".parse().expect("id") }
     }
@@ -298,15 +421,7 @@ mod tests {
         let roomy = input(0.0);
         OutsideCheck::new(&roomy, &config, 0).admit(&merge()).expect("fits alone");
         // The planner moved c (450 ops/s) onto w0 in the same pass: w0 would carry 0.95.
-        let mut busy = input(0.0);
-        busy.partitions.push(PartitionView {
-            id: "c".parse().expect("id"),
-            owner: "w1".parse().expect("id"),
-            range: KeyRange { start: Key(200), end: Key(299) },
-            stats: PartitionWindow { ops_per_sec: 450.0, ..Default::default() },
-            ..busy.partitions[1].clone()
-        });
-        busy.workers[1].load.ops_per_sec += 450.0;
+        let busy = with_c(input(0.0), 1, 450.0);
         let planned = ActionSpec::Move { partition: "c".parse().expect("id"), to_worker: "w0".parse().expect("id") };
         let (reason, why) = OutsideCheck::new(&busy, &config, 0)
             .after(std::slice::from_ref(&planned))
@@ -332,5 +447,66 @@ mod tests {
         let back = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w0".parse().expect("id") };
         let why = OutsideCheck::new(&full, &config, 0).admit(&back).expect_err("declined").1;
         assert!(why.starts_with("destination overloaded: the move lands on w0"), "{why}");
+    }
+
+    #[test]
+    fn a_multi_way_split_of_the_pass_fills_its_pieces_destinations_for_what_comes_after() {
+        let mut config = PlannerConfig::default();
+        config.caps.max_inflight_per_worker = 10;
+        // w0: a (300) and c (100); w1: b (200) and 450 of its own, at 0.65.
+        let mut tight = with_c(input(0.0), 0, 100.0);
+        tight.workers[1].load.ops_per_sec += 450.0;
+        let c_to_w1 = ActionSpec::Move { partition: "c".parse().expect("id"), to_worker: "w1".parse().expect("id") };
+        OutsideCheck::new(&tight, &config, 0).admit(&c_to_w1).expect("alone, w1 takes c at 0.75");
+        // The planner cut a in two and sent the right half (~150 ops/s) to w1 in the same pass.
+        let (reason, why) = OutsideCheck::new(&tight, &config, 0)
+            .after(&[split_a_to_w1()])
+            .admit(&c_to_w1)
+            .expect_err("w1 is filled by the split's piece");
+        assert_eq!(reason, DeclineReason::DestinationOverloaded);
+        assert!(why.starts_with("destination overloaded: the move lands on w1"), "{why}");
+        assert!(why.contains("0.90 of its capacity"), "{why}");
+    }
+
+    #[test]
+    fn a_split_whose_piece_would_overload_its_destination_is_declined_with_that_reason() {
+        let config = PlannerConfig::default();
+        // w1 at 0.80: a's right half (~150 ops/s) would take it to 0.95, hotter than w0 (0.30).
+        let mut full = input(0.0);
+        full.workers[1].load.ops_per_sec += 600.0;
+        let (reason, why) = OutsideCheck::new(&full, &config, 0).admit(&split_a_to_w1()).expect_err("declined");
+        assert_eq!(reason, DeclineReason::DestinationOverloaded);
+        assert!(why.starts_with("destination overloaded: a piece of the split lands on w1"), "{why}");
+        assert!(why.contains("0.95 of its capacity"), "{why}");
+        // With room on w1 it is admitted, and the piece counts there.
+        let roomy = input(0.0);
+        let mut check = OutsideCheck::new(&roomy, &config, 0);
+        check.admit(&split_a_to_w1()).expect("w1 at 0.35 after");
+        assert!((check.model.worker_ratio(1) - 0.35).abs() < 0.01, "{}", check.model.worker_ratio(1));
+    }
+
+    #[test]
+    fn an_isolation_of_the_pass_lands_where_the_storage_puts_it() {
+        let config = PlannerConfig::default();
+        let group: GroupId = "g".parse().expect("id");
+        let isolate = |g: &GroupId| ActionSpec::Group {
+            target: GroupTarget::Partition { partition: "a".parse().expect("id") },
+            group: g.clone(),
+        };
+        // Into a group the topology shows: a lands on its worker (w1).
+        let mut grouped = input(0.0);
+        grouped.workers[1].group = Some(group.clone());
+        let check = OutsideCheck::new(&grouped, &config, 0).after(&[isolate(&group)]);
+        assert_eq!(check.model.owner[0], 1, "a is on the group's worker");
+        assert!((check.model.worker_ratio(1) - 0.50).abs() < 1e-9);
+        // A dedication (a storage that forms the group from a's own worker): a stays, c leaves
+        // for the other shared worker, and w0 is the group's.
+        let mut dedicating = with_c(input(0.0), 0, 100.0);
+        dedicating.new_group_dedicates_owner = true;
+        let dedicated: GroupId = "dedicated-a".parse().expect("id");
+        let check = OutsideCheck::new(&dedicating, &config, 0).after(&[isolate(&dedicated)]);
+        assert_eq!((check.model.owner[0], check.model.owner[2]), (0, 1), "a stays, c goes to w1");
+        assert!((check.model.worker_ratio(1) - 0.30).abs() < 1e-9);
+        assert_eq!(check.model.dedicating, vec![(0, dedicated)]);
     }
 }
