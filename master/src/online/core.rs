@@ -15,8 +15,8 @@ use crate::evaluation::{Evaluation, EvaluationConfig, Verdict};
 use crate::executor::{ApprovalError, DEFAULT_APPROVAL_TTL_SECS, Executor, Pending, Settled};
 use crate::placement_manager::{DatasetShardUsage, PlacementManagerConfig};
 use crate::planner::{
-    Declined, ManualRefusal, Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode, Proposal,
-    manual_proposal, partitions_of,
+    Declined, InFlightAction, ManualRefusal, Plan, PlannerConfig, PlannerInput, PlannerState, Policy, PolicyMode,
+    Proposal, manual_proposal, partitions_of,
 };
 
 /// Declined items an analysis record keeps (the plan keeps up to 256).
@@ -414,6 +414,10 @@ impl OnlineCore {
                 out.evaluations.push(e);
             }
         }
+        // The moves back go out first in this pass: everything planned after them counts them
+        // in flight (where they land, the caps), as it counts the ops server's own.
+        let reverted = reverts.iter().map(|p| InFlightAction { spec: p.spec.clone(), started_at_ms: now_ms });
+        obs.input.in_flight.extend(reverted);
 
         // A policy edited out of dry run takes its pending proposals with it: in `auto` the
         // analyzers propose again what still holds, now to act on; in `off`, nothing.

@@ -364,6 +364,54 @@ fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
     assert!(out.submissions().all(|r| r.spec != back), "no move back");
 }
 
+/// Safety at scale (#25): the move back goes out first, and what the planner proposes in the
+/// same pass counts it where it lands: nothing else is moved onto the worker it refills.
+#[test]
+fn the_planner_counts_a_move_back_of_its_pass_where_it_lands() {
+    let mut config = config();
+    config.evaluation.revert_harmful_moves = true;
+    config.planner.worker_overload.hot_windows = 1;
+    let mut core = OnlineCore::new(&config, 0);
+    // On 100k workers: p0 (10k) left w-0 (0.76) for w-1 (0.78), which then carried 0.88: the
+    // hotspot moved (harmful). Without p0, w-0 is the cool place, at 0.66.
+    let owners = |p0: usize| [vec![p0], vec![0; 11], vec![1; 13]].concat();
+    let loads = [vec![10_000.0], vec![6_000.0; 24]].concat();
+    let before = cluster(&loads, &owners(0), 2);
+    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
+    let id: ActionId = "manual-1".parse().expect("id");
+    core.track(id.clone(), &spec, Some(Policy::Imbalance), &before, 1_000);
+    let after = cluster(&loads, &owners(1), 2);
+    let update = ActionUpdate::Finished { id, applied: true, at_ms: 2_000 };
+    let due = 2_000 + (config.evaluation.settle_secs + config.evaluation.window_secs) as i64 * 1000;
+    let mut observe = |input: &mut PlannerInput, evaluation: Option<&PlannerInput>, updates, at| {
+        let observation = Observation {
+            window_end_ms: at,
+            window_ms: WINDOW_MS,
+            input,
+            evaluation: evaluation.map_or(EvaluationView::None, EvaluationView::Window),
+            datasets: &[],
+            dataset_usage: &[],
+            updates,
+            approvals: Vec::new(),
+            manual: Vec::new(),
+        };
+        core.step(observation, &config, at)
+    };
+    observe(&mut after.clone(), None, vec![update], 2_000);
+    let out = observe(&mut after.clone(), Some(&after), Vec::new(), due);
+    let [e] = out.evaluations.as_slice() else { panic!("{:?}", out.evaluations) };
+    assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
+    let submitted: Vec<&ActionSpec> = out.submissions().map(|r| &r.spec).collect();
+    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0) };
+    assert_eq!(submitted.first(), Some(&&back), "the revert goes first: {submitted:?}");
+    // With p0 on its way back, w-1 is at 0.78 again: nothing of it is moved to w-0 as well.
+    let onto_w0: Vec<&&ActionSpec> = submitted[1..]
+        .iter()
+        .filter(|s| matches!(s, ActionSpec::Move { to_worker, .. } if *to_worker == wid(0)))
+        .collect();
+    assert!(onto_w0.is_empty(), "nothing else lands on the worker the revert refills: {submitted:?}");
+}
+
 /// HA (#23): a leader that died between submitting an action and saving its state leaves a
 /// successor no trace of it once it has finished (not in flight, not in the handover): the
 /// successor rests its partitions from the ops server's record, for a cooldown from when it
