@@ -322,27 +322,18 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
     assert!(core.planner_state().in_cooldown(&"p0".parse().expect("id"), due).is_some(), "p0 rests");
 }
 
-/// Safety at scale (#25): the move back of a harmful move is load put somewhere too. When the
-/// source has filled up since, the revert is not sent, and the evaluation says why.
-#[test]
-fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
-    let mut config = config();
-    config.evaluation.revert_harmful_moves = true;
-    let mut core = OnlineCore::new(&config, 0);
-    let owners = |p0: usize| [vec![p0], vec![1; 9], vec![0; 10]].concat();
-    // p0 (10k) left w-0 at 0.50 for w-1, which then carried 1.00: the hotspot moved (harmful).
-    let loads = |rest: f64| [vec![10_000.0; 10], vec![rest; 10]].concat();
-    let before = cluster(&loads(4_000.0), &owners(0), 3);
+/// A move of p0 from w-0 to w-1 made by hand on `before` and finished at 2 s: the pass that
+/// judges it on `after` once it is due (after the pass that learned it ended).
+fn judge_a_manual_move_of_p0_to_w1(config: &OnlineConfig, before: &PlannerInput, after: &PlannerInput) -> PassOutput {
+    let mut core = OnlineCore::new(config, 0);
     let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
     let id: ActionId = "manual-1".parse().expect("id");
-    core.track(id.clone(), &spec, Some(Policy::Imbalance), &before, 1_000);
-    // Meanwhile w-0's own partitions grew to 0.95 of it: p0 back would put it at 1.05.
-    let after = cluster(&loads(9_500.0), &owners(1), 3);
+    core.track(id.clone(), &spec, Some(Policy::Imbalance), before, 1_000);
     let update = ActionUpdate::Finished { id, applied: true, at_ms: 2_000 };
     let due = 2_000 + (config.evaluation.settle_secs + config.evaluation.window_secs) as i64 * 1000;
     let mut observe = |input: &mut PlannerInput, evaluation: Option<&PlannerInput>, updates, at| {
         let observation = Observation {
-            window_end_ms: due,
+            window_end_ms: at,
             window_ms: WINDOW_MS,
             input,
             evaluation: evaluation.map_or(EvaluationView::None, EvaluationView::Window),
@@ -352,10 +343,25 @@ fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
             approvals: Vec::new(),
             manual: Vec::new(),
         };
-        core.step(observation, &config, at)
+        core.step(observation, config, at)
     };
     observe(&mut after.clone(), None, vec![update], 2_000);
-    let out = observe(&mut after.clone(), Some(&after), Vec::new(), due);
+    observe(&mut after.clone(), Some(after), Vec::new(), due)
+}
+
+/// Safety at scale (#25): the move back of a harmful move is load put somewhere too. When the
+/// source has filled up since, the revert is not sent, and the evaluation says why.
+#[test]
+fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
+    let mut config = config();
+    config.evaluation.revert_harmful_moves = true;
+    let owners = |p0: usize| [vec![p0], vec![1; 9], vec![0; 10]].concat();
+    // p0 (10k) left w-0 at 0.50 for w-1, which then carried 1.00: the hotspot moved (harmful).
+    let loads = |rest: f64| [vec![10_000.0; 10], vec![rest; 10]].concat();
+    let before = cluster(&loads(4_000.0), &owners(0), 3);
+    // Meanwhile w-0's own partitions grew to 0.95 of it: p0 back would put it at 1.05.
+    let after = cluster(&loads(9_500.0), &owners(1), 3);
+    let out = judge_a_manual_move_of_p0_to_w1(&config, &before, &after);
     let [e] = out.evaluations.as_slice() else { panic!("{:?}", out.evaluations) };
     assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
     assert_eq!(e.revert, None, "{e:?}");
@@ -371,34 +377,13 @@ fn the_planner_counts_a_move_back_of_its_pass_where_it_lands() {
     let mut config = config();
     config.evaluation.revert_harmful_moves = true;
     config.planner.worker_overload.hot_windows = 1;
-    let mut core = OnlineCore::new(&config, 0);
     // On 100k workers: p0 (10k) left w-0 (0.76) for w-1 (0.78), which then carried 0.88: the
     // hotspot moved (harmful). Without p0, w-0 is the cool place, at 0.66.
     let owners = |p0: usize| [vec![p0], vec![0; 11], vec![1; 13]].concat();
     let loads = [vec![10_000.0], vec![6_000.0; 24]].concat();
     let before = cluster(&loads, &owners(0), 2);
-    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
-    let id: ActionId = "manual-1".parse().expect("id");
-    core.track(id.clone(), &spec, Some(Policy::Imbalance), &before, 1_000);
     let after = cluster(&loads, &owners(1), 2);
-    let update = ActionUpdate::Finished { id, applied: true, at_ms: 2_000 };
-    let due = 2_000 + (config.evaluation.settle_secs + config.evaluation.window_secs) as i64 * 1000;
-    let mut observe = |input: &mut PlannerInput, evaluation: Option<&PlannerInput>, updates, at| {
-        let observation = Observation {
-            window_end_ms: at,
-            window_ms: WINDOW_MS,
-            input,
-            evaluation: evaluation.map_or(EvaluationView::None, EvaluationView::Window),
-            datasets: &[],
-            dataset_usage: &[],
-            updates,
-            approvals: Vec::new(),
-            manual: Vec::new(),
-        };
-        core.step(observation, &config, at)
-    };
-    observe(&mut after.clone(), None, vec![update], 2_000);
-    let out = observe(&mut after.clone(), Some(&after), Vec::new(), due);
+    let out = judge_a_manual_move_of_p0_to_w1(&config, &before, &after);
     let [e] = out.evaluations.as_slice() else { panic!("{:?}", out.evaluations) };
     assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
     let submitted: Vec<&ActionSpec> = out.submissions().map(|r| &r.spec).collect();
