@@ -37,7 +37,8 @@ use crate::executor::ApprovalError;
 use crate::online::{ManualError, Request};
 use crate::store::RecordKind;
 use crate::table::{
-    ClusterOverview, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN, WorkerRow,
+    ClusterOverview, Freshness, Heatmap, History, MemoryUsage, Metric, MetricsTable, PartitionRow, TableError, TopN,
+    WorkerRow,
 };
 
 /// 10 s: long enough to smooth a 1 s report's noise, short enough to show a hotspot now.
@@ -202,9 +203,14 @@ async fn overview(
     let Query(q) = q.map_err(bad_query)?;
     let (metric, last, now) = (q.metric.unwrap_or(Metric::Ops), window(q.window_secs), now_ms());
     let stale_after = shared.config.borrow().collector.stale_after_ms as i64;
+    let freshness = freshness(&shared, now, stale_after);
+    query(&shared, move |t| t.cluster_overview(metric, last, now, freshness)).await.map(ApiJson)
+}
+
+/// Workers' freshness as of the collector's newest round ([`crate::collector::freshness_reference_ms`]).
+fn freshness(shared: &Shared, now_ms: i64, stale_after_ms: i64) -> Freshness {
     let round = shared.collector.read().expect("collector status lock is never poisoned").last_success_ms;
-    let fresh_from = crate::collector::freshness_reference_ms(round, now, stale_after).saturating_sub(stale_after);
-    query(&shared, move |t| t.cluster_overview(metric, last, now, fresh_from)).await.map(ApiJson)
+    Freshness { as_of_ms: crate::collector::freshness_reference_ms(round, now_ms, stale_after_ms), stale_after_ms }
 }
 
 /// One row per worker: capacity, health, load figures and how much of the window it reported.
@@ -339,7 +345,8 @@ async fn cluster_history(
         let c = shared.config.borrow();
         (c.collector.stale_after_ms as i64, c.api.max_history_points)
     };
-    query(&shared, move |t| t.cluster_history(metric, from, to, step, stale_after, max_points)).await.map(ApiJson)
+    let freshness = freshness(&shared, now_ms(), stale_after);
+    query(&shared, move |t| t.cluster_history(metric, from, to, step, freshness, max_points)).await.map(ApiJson)
 }
 
 /// One partition's history of one metric, reaching into its parents' after a split or merge.

@@ -107,7 +107,7 @@ use serde::{Deserialize, Serialize};
 
 pub use metric::Metric;
 pub use query::{
-    ClusterOverview, GroupBy, GroupKey, PartitionRates, PartitionRow, RateBasis, RateReader, TopEntry, TopN,
+    ClusterOverview, Freshness, GroupBy, GroupKey, PartitionRates, PartitionRow, RateBasis, RateReader, TopEntry, TopN,
     WindowStats, WorkerLoad, WorkerRow,
 };
 pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable};

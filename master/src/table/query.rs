@@ -227,6 +227,27 @@ fn latest_stats(metric: Metric, value: f64, window_secs: f64) -> WindowStats {
     }
 }
 
+/// How old a worker's newest sample may be before it reads stale: `stale_after_ms` before the
+/// time asked about, or before `as_of_ms` (the collector's newest round) when that is earlier,
+/// since no sample can be newer than the round that brought it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    pub as_of_ms: i64,
+    pub stale_after_ms: i64,
+}
+
+impl Freshness {
+    /// Judged at the time asked about only (no collector round to go by).
+    pub fn at_any_time(stale_after_ms: i64) -> Self {
+        Self { as_of_ms: i64::MAX, stale_after_ms }
+    }
+
+    /// The oldest newest-sample time that reads fresh at `at_ms`.
+    pub fn fresh_from(self, at_ms: i64) -> i64 {
+        at_ms.min(self.as_of_ms).saturating_sub(self.stale_after_ms)
+    }
+}
+
 impl MetricsTable {
     /// Statistics of one partition's metric over the `last` window before `now_ms`.
     /// `StoredBytes` has no history: every field is its latest value.
@@ -391,17 +412,18 @@ impl MetricsTable {
 
     /// Per-worker load with max, mean, max/mean and CV. Lists the workers of the latest
     /// topology that are not down and any other worker that sent data; a worker whose newest
-    /// sample is older than `fresh_from_ms` is marked stale and left out of the spread
-    /// (missing data is not an idle worker).
+    /// sample is too old by `freshness` is marked stale and left out of the spread (missing
+    /// data is not an idle worker).
     pub fn cluster_overview(
         &self,
         metric: Metric,
         last: Duration,
         now_ms: i64,
-        fresh_from_ms: i64,
+        freshness: Freshness,
     ) -> Result<ClusterOverview, TableError> {
         let win = window_slots(self, last, now_ms)?;
         let values = self.worker_values(metric, win)?;
+        let fresh_from_ms = freshness.fresh_from(now_ms);
         let mut workers = Vec::new();
         for (w, v) in self.workers.iter().zip(values) {
             let counted = if w.in_topology { w.health != Some(Health::Down) } else { v.is_some() };
@@ -439,7 +461,7 @@ impl MetricsTable {
         from_ms: i64,
         to_ms: i64,
         step_ms: i64,
-        stale_after_ms: i64,
+        freshness: Freshness,
         max_points: usize,
     ) -> Result<ClusterHistory, TableError> {
         if !(1_000..=86_400_000).contains(&step_ms) || to_ms <= from_ms {
@@ -461,8 +483,7 @@ impl MetricsTable {
         let mut points = Vec::with_capacity(steps as usize);
         for k in 1..=steps {
             let end = from_ms.saturating_add(k * step_ms);
-            let fresh_from = end.saturating_sub(stale_after_ms);
-            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end, fresh_from)?;
+            let o = self.cluster_overview(metric, Duration::from_millis(step_ms as u64), end, freshness)?;
             points.push(ClusterPoint {
                 ts_ms: end,
                 max: o.max,

@@ -422,7 +422,7 @@ fn top_n_ranks_partitions_and_groups() {
     assert!((by_tenant.entries[0].value - 65.0).abs() < 0.02);
     let lat = t.top_n(Metric::LatencyP99, 10, GroupBy::Table, secs(10), now).expect("ok");
     assert!((lat.entries[0].value - 1000.0).abs() < 1.0, "gauges group by max: {lat:?}");
-    let overview = t.cluster_overview(Metric::Ops, secs(10), now, now - 5_000).expect("ok");
+    let overview = t.cluster_overview(Metric::Ops, secs(10), now, Freshness::at_any_time(5_000)).expect("ok");
     assert!((overview.mean - 32.5).abs() < 1e-3 && (overview.max_over_mean - 40.0 / 32.5).abs() < 1e-3);
     assert!((overview.cv - 7.5 / 32.5).abs() < 1e-3, "{overview:?}");
 }
@@ -440,7 +440,7 @@ fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
     t.ingest(&wid("w1"), &batch("a", range(0, 49), 20), now);
     // w2's newest sample is 12 s old: its last 10 s are not in yet.
     t.ingest(&wid("w2"), &batch("b", range(50, 99), 8), now);
-    let o = t.cluster_overview(Metric::Ops, secs(10), now, now - 5_000).expect("ok");
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, Freshness::at_any_time(5_000)).expect("ok");
     let w2 = o.workers.iter().find(|w| w.worker == wid("w2")).expect("w2 listed");
     assert!(w2.stale && w2.value == 0.0, "{o:?}");
     assert!(!o.workers.iter().find(|w| w.worker == wid("w1")).expect("w1").stale);
@@ -450,8 +450,14 @@ fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
         "w2's missing data is not a 0: {o:?}"
     );
     // Within the grace, the same worker is fresh.
-    let o = t.cluster_overview(Metric::Ops, secs(10), now, now - 15_000).expect("ok");
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, Freshness::at_any_time(15_000)).expect("ok");
     assert_eq!(o.stale_workers, 0, "{o:?}");
+    // So it is when the collector's newest round began 8 s ago: nothing newer could be in.
+    let as_of_round = Freshness { as_of_ms: now - 8_000, stale_after_ms: 5_000 };
+    let o = t.cluster_overview(Metric::Ops, secs(10), now, as_of_round).expect("ok");
+    assert_eq!(o.stale_workers, 0, "{o:?}");
+    let h = t.cluster_history(Metric::Ops, now - 10_000, now, 10_000, as_of_round, 1_440).expect("ok");
+    assert!((h.points[0].mean - 5.0).abs() < 1e-3, "both in the spread, w2 idle in its last 10 s: {h:?}");
 }
 
 /// The planner's input does not read a silent worker as an idle one: it may not receive
@@ -519,17 +525,17 @@ fn cluster_history_is_the_overview_of_each_step() {
             .collect();
         t.ingest(&wid(w), &batch, now);
     }
-    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000, 5_000, 1_440).expect("ok");
+    let h = t.cluster_history(Metric::Ops, T0_MS, now, 10_000, Freshness::at_any_time(5_000), 1_440).expect("ok");
     assert_eq!(h.points.iter().map(|p| p.ts_ms).collect::<Vec<_>>(), vec![T0_MS + 10_000, now]);
     let (quiet, busy) = (&h.points[0], &h.points[1]);
     assert!((quiet.max - 10.0).abs() < 1e-6 && quiet.cv.abs() < 1e-6, "{quiet:?}");
     assert!((busy.max - 30.0).abs() < 1e-6 && (busy.mean - 20.0).abs() < 1e-6, "{busy:?}");
     assert!((busy.max_over_mean - 1.5).abs() < 1e-6 && (busy.cv - 0.5).abs() < 1e-6, "{busy:?}");
     for bad in [
-        t.cluster_history(Metric::Ops, T0_MS, now, 999, 5_000, 1_440),
-        t.cluster_history(Metric::Ops, now, T0_MS, 10_000, 5_000, 1_440),
-        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000, 5_000, 1_440),
-        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000, 5_000, 1_440),
+        t.cluster_history(Metric::Ops, T0_MS, now, 999, Freshness::at_any_time(5_000), 1_440),
+        t.cluster_history(Metric::Ops, now, T0_MS, 10_000, Freshness::at_any_time(5_000), 1_440),
+        t.cluster_history(Metric::Ops, i64::MIN, i64::MAX, 60_000, Freshness::at_any_time(5_000), 1_440),
+        t.cluster_history(Metric::Ops, now - 86_400_000, now, 1_000, Freshness::at_any_time(5_000), 1_440),
     ] {
         assert!(matches!(bad, Err(TableError::InvalidQuery(_))), "{bad:?}");
     }
@@ -796,7 +802,8 @@ fn queries_beyond_the_history_or_at_the_extremes_are_refused() {
     let now = T0_MS + 1_000;
     invalid(t.workers(Duration::from_millis(history as u64 + 1_000), now).map(|_| ()), "window_secs");
     invalid(
-        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now, now - 5_000).map(|_| ()),
+        t.cluster_overview(Metric::Ops, Duration::from_secs(9_200_000_000_000_000), now, Freshness::at_any_time(5_000))
+            .map(|_| ()),
         "window_secs",
     );
     invalid(t.top_n(Metric::Ops, 5, GroupBy::None, Duration::from_secs(u64::MAX), now).map(|_| ()), "window_secs");
