@@ -364,6 +364,20 @@ pub fn layout(
     }
 }
 
+/// The analysis's reason for `m`, and where the merged partition goes: a merge keeps the left
+/// partition's place, so when the cooler worker the analysis named is the right's, the reason
+/// says the merge lands on the left's worker instead (the check found room there).
+fn merge_reason(m: &lb_common::protocol::OfflineMerge, left_owner: &lb_common::ids::WorkerId) -> String {
+    if &m.to_worker == left_owner {
+        m.reason.clone()
+    } else {
+        format!(
+            "{}; a merge keeps the left partition's place: the merged partition stays on {left_owner}, which has room for it",
+            m.reason
+        )
+    }
+}
+
 fn busy_set(input: &PlannerInput, state: &PlannerState, now_ms: i64) -> HashSet<PartitionId> {
     let mut busy: HashSet<PartitionId> =
         input.in_flight.iter().flat_map(|a| crate::planner::partitions_of(&a.spec)).cloned().collect();
@@ -441,7 +455,7 @@ impl Analyzer for OfflineAnalyzer {
                     policy: Policy::Merge,
                     mode: section.merge_mode,
                     origin: Origin::Offline,
-                    reason: m.reason.clone(),
+                    reason: merge_reason(m, &lp.owner),
                     trigger: Trigger {
                         partition_demand_ops_per_sec: Some(m.combined_peak_ops_per_sec),
                         partition_limit_ops_per_sec: Some(m.limit_ops_per_sec),
@@ -631,6 +645,20 @@ mod tests {
             })
             .collect();
         (input, Findings { at_ms: 1, merges, ..Default::default() })
+    }
+
+    /// The analysis names the cooler of the two workers; a merge keeps the left's place, and
+    /// the proposal says so when that is not the one named.
+    #[test]
+    fn a_merge_says_where_the_merged_partition_lands() {
+        let (_, found) = cold_table();
+        let mut m = found.merges[0].clone();
+        let left_owner = m.to_worker.clone();
+        assert_eq!(merge_reason(&m, &left_owner), "cold");
+        m.to_worker = "w-right".parse().expect("id");
+        let why = merge_reason(&m, &left_owner);
+        assert!(why.starts_with("cold; a merge keeps the left partition's place"), "{why}");
+        assert!(why.ends_with(&format!("stays on {left_owner}, which has room for it")), "{why}");
     }
 
     #[test]
