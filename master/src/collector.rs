@@ -209,17 +209,6 @@ impl Collector {
     }
 }
 
-/// When a worker's freshness is judged: at the start of the collector's newest successful
-/// round while that is recent, since no sample can be newer than the round that brought it (a
-/// slow round or a busy machine delays every worker's data alike, and that is the collector's
-/// lag, not a worker gone quiet); at `now_ms` once the collector itself is stale, so that every
-/// worker reads stale then.
-pub fn freshness_reference_ms(last_round_ms: Option<i64>, now_ms: i64, stale_after_ms: i64) -> i64 {
-    match last_round_ms {
-        Some(round) if now_ms.saturating_sub(round) <= stale_after_ms => round.min(now_ms),
-        _ => now_ms,
-    }
-}
 /// `lb_master_table_bytes` is measured every this many rounds (10 s at the default 1 s).
 const TABLE_MEMORY_EVERY_ROUNDS: u64 = 10;
 
@@ -321,17 +310,5 @@ mod tests {
         let lags: Vec<Option<i64>> = c.status.agents.values().map(|a| a.lag_ms).collect();
         assert_eq!(lags, [Some(1_000), Some(6_000), Some(9_000), None]);
         assert_eq!(c.status.max_lag_ms, Some(6_000), "the agent behind, not the one that is down");
-    }
-
-    /// Freshness is judged where the data could reach: a slow round makes no worker stale,
-    /// a stale collector makes every one.
-    #[test]
-    fn freshness_is_judged_at_the_newest_round_while_it_is_recent() {
-        let now = 1_000_000;
-        assert_eq!(freshness_reference_ms(Some(now - 4_000), now, 5_000), now - 4_000);
-        assert_eq!(freshness_reference_ms(Some(now - 5_000), now, 5_000), now - 5_000);
-        assert_eq!(freshness_reference_ms(Some(now - 5_001), now, 5_000), now, "the collector is stale");
-        assert_eq!(freshness_reference_ms(None, now, 5_000), now, "no round yet");
-        assert_eq!(freshness_reference_ms(Some(now + 3_000), now, 5_000), now, "never ahead of the clock");
     }
 }

@@ -207,10 +207,10 @@ async fn overview(
     query(&shared, move |t| t.cluster_overview(metric, last, now, freshness)).await.map(ApiJson)
 }
 
-/// Workers' freshness as of the collector's newest round ([`crate::collector::freshness_reference_ms`]).
+/// Workers' freshness as of the collector's newest round ([`Freshness::as_of_round`]).
 fn freshness(shared: &Shared, now_ms: i64, stale_after_ms: i64) -> Freshness {
     let round = shared.collector.read().expect("collector status lock is never poisoned").last_success_ms;
-    Freshness { as_of_ms: crate::collector::freshness_reference_ms(round, now_ms, stale_after_ms), stale_after_ms }
+    Freshness::as_of_round(round, now_ms, stale_after_ms)
 }
 
 /// One row per worker: capacity, health, load figures and how much of the window it reported.

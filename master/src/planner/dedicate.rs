@@ -93,9 +93,7 @@ impl Pass<'_> {
             ));
         }
         let high = self.config.worker_overload.high_watermark_ratio;
-        let receivers: Vec<usize> = (0..self.input.workers.len())
-            .filter(|&r| r != w && self.model.healthy[r] && self.groups[r].is_none())
-            .collect();
+        let receivers = self.model.dedication_receivers(w, |r| self.groups[r].is_none());
         // The storage spreads the rest over every shared worker, whatever its zone.
         let away = receivers.iter().filter(|&&r| !self.zones.same(w, r)).count();
         if away > 0 && !self.may_cross_zones() {

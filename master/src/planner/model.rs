@@ -397,6 +397,12 @@ impl Model {
         out
     }
 
+    /// The workers a dedication of worker `w` sends its other partitions to, as the storage
+    /// picks them: every other healthy worker of the shared pool (`shared`).
+    pub fn dedication_receivers(&self, w: usize, shared: impl Fn(usize) -> bool) -> Vec<usize> {
+        (0..self.healthy.len()).filter(|&r| r != w && self.healthy[r] && shared(r)).collect()
+    }
+
     /// Applies a dedication of `p`'s worker: `moves` leave it, as one action.
     pub fn apply_dedication(&mut self, p: usize, moves: &[(usize, usize)]) {
         let from = self.owner[p] as usize;

@@ -134,15 +134,10 @@ impl<'a> OutsideCheck<'a> {
                 let Some(&p) = self.partitions.get(partition) else { return Effect::Unknown };
                 let owner = self.model.owner[p] as usize;
                 if dedication_target(spec, self.input).is_some() {
-                    // The storage spreads the rest over every other healthy shared worker.
-                    let receivers: Vec<usize> = (0..self.input.workers.len())
-                        .filter(|&r| {
-                            r != owner
-                                && self.model.healthy[r]
-                                && self.input.workers[r].group.is_none()
-                                && !self.model.dedicating.iter().any(|&(w, _)| w == r)
-                        })
-                        .collect();
+                    // Shared: in no group, and not being dedicated.
+                    let receivers = self.model.dedication_receivers(owner, |r| {
+                        self.input.workers[r].group.is_none() && !self.model.dedicating.iter().any(|&(w, _)| w == r)
+                    });
                     let moves = self.model.dedication_moves(p, &receivers);
                     return Effect::Spreads { p, how: Spread::Dedication { moves, group: group.clone() } };
                 }

@@ -242,6 +242,17 @@ impl Freshness {
         Self { as_of_ms: i64::MAX, stale_after_ms }
     }
 
+    /// As of the collector's newest successful round while that is recent: a slow round or a
+    /// busy machine delays every worker's data alike, and that is the collector's lag, not a
+    /// worker gone quiet. Once the collector itself is stale (no round within `stale_after_ms`
+    /// of `now_ms`), at the time asked about, so that every worker reads stale then.
+    pub fn as_of_round(last_round_ms: Option<i64>, now_ms: i64, stale_after_ms: i64) -> Self {
+        match last_round_ms {
+            Some(round) if now_ms.saturating_sub(round) <= stale_after_ms => Self { as_of_ms: round, stale_after_ms },
+            _ => Self::at_any_time(stale_after_ms),
+        }
+    }
+
     /// The oldest newest-sample time that reads fresh at `at_ms`.
     pub fn fresh_from(self, at_ms: i64) -> i64 {
         at_ms.min(self.as_of_ms).saturating_sub(self.stale_after_ms)

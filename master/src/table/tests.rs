@@ -460,6 +460,19 @@ fn a_worker_not_collected_yet_is_stale_in_the_overview_not_zero() {
     assert!((h.points[0].mean - 5.0).abs() < 1e-3, "both in the spread, w2 idle in its last 10 s: {h:?}");
 }
 
+/// Freshness is judged where the data could reach: a slow round makes no worker stale, a
+/// stale collector makes every one.
+#[test]
+fn freshness_is_judged_at_the_newest_round_while_it_is_recent() {
+    let now = 1_000_000;
+    let from = |round: Option<i64>| Freshness::as_of_round(round, now, 5_000).fresh_from(now);
+    assert_eq!(from(Some(now - 4_000)), now - 9_000);
+    assert_eq!(from(Some(now - 5_000)), now - 10_000);
+    assert_eq!(from(Some(now - 5_001)), now - 5_000, "the collector is stale");
+    assert_eq!(from(None), now - 5_000, "no round yet");
+    assert_eq!(from(Some(now + 3_000)), now - 5_000, "never ahead of the clock");
+}
+
 /// The planner's input does not read a silent worker as an idle one: it may not receive
 /// partitions (degraded) and leaves the pool's spread, until it reports again.
 #[test]
