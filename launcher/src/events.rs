@@ -264,7 +264,7 @@ mod tests {
             operation_id: None,
             failure: None,
         };
-        ActionEntry { request, outcome, record: Some(record), note: None }
+        ActionEntry { request, outcome, record: Some(record), note: None, stages: None }
     }
 
     #[test]
@@ -306,6 +306,7 @@ mod tests {
                 why: "the target fell from 1.40 to 0.28".to_owned(),
             },
             revert: None,
+            stages: Default::default(),
         };
         let again = Observed {
             pass: Some(pass(52, T0 + 52_100, 0)),

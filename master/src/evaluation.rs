@@ -152,6 +152,42 @@ pub fn covers(subject: &Subject, p: &PartitionView) -> bool {
     }
 }
 
+/// The share of its demand a relieved target may still see rejected: 1 %, the bar the
+/// simulator's time to relief and the end-to-end tests hold relief to.
+pub const RELIEVED_REJECTED_RATIO: f64 = 0.01;
+
+/// Whether each subject is relieved in `input`: under [`RELIEVED_REJECTED_RATIO`] of its
+/// demand rejected, its hottest partition (a split's hottest piece) within its limit, and the
+/// worker it took load off within its capacity. One scan of the partitions serves them all
+/// (it runs every pass while finished actions wait for relief).
+pub fn relieved(subjects: &[&Subject], input: &PlannerInput) -> Vec<bool> {
+    let ratios = subjects.iter().any(|s| s.source.is_some()).then(|| worker_ratios(input));
+    // Per subject: hottest ratio, demand, rejected.
+    let mut seen = vec![(0.0f64, 0.0f64, 0.0f64); subjects.len()];
+    for p in &input.partitions {
+        for (s, seen) in subjects.iter().zip(seen.iter_mut()) {
+            if covers(s, p) {
+                let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
+                let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+                seen.0 = seen.0.max(if limit > 0.0 { d / limit } else { 0.0 });
+                seen.1 += d;
+                seen.2 += p.stats.rejected_per_sec;
+            }
+        }
+    }
+    subjects
+        .iter()
+        .zip(seen)
+        .map(|(s, (target, demand, rejected))| {
+            let source = s.source.as_ref().and_then(|id| {
+                let w = input.workers.iter().position(|w| &w.id == id)?;
+                ratios.as_ref().map(|r| r[w])
+            });
+            rejected <= RELIEVED_REJECTED_RATIO * demand && target <= 1.0 && source.is_none_or(|r| r <= 1.0)
+        })
+        .collect()
+}
+
 /// Per worker: demand ratio in the tightest dimension (ops incl. rejected, bytes, CPU).
 fn worker_ratios(input: &PlannerInput) -> Vec<f64> {
     let index: std::collections::HashMap<&WorkerId, usize> =

@@ -21,7 +21,7 @@
 
 use lb_common::ids::{ActionId, WorkerId};
 pub use lb_common::protocol::Pending;
-use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Topology};
+use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Stages, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::evaluation::{self, Evaluation, EvaluationConfig, Snapshot, Subject, Verdict};
@@ -50,6 +50,9 @@ pub struct Tracked {
     /// Where the planner predicted the storage would put a group isolation.
     #[serde(default)]
     pub predicted_dest: Option<WorkerId>,
+    /// Where its time went so far ([`Executor::observe_stages`]).
+    #[serde(default)]
+    pub stages: Stages,
 }
 
 impl Tracked {
@@ -92,10 +95,13 @@ impl Executor {
     /// `vanished_demand_ratio` of the forecast) is inconclusive.
     pub fn track(&mut self, id: ActionId, proposal: &Proposal, input: &PlannerInput, now_ms: i64) {
         self.track_spec(id, &proposal.spec, Some(proposal.policy), input, now_ms);
-        if let (ActionSpec::Group { .. }, Some(t)) = (&proposal.spec, self.tracked.last_mut()) {
-            t.predicted_dest = proposal.predicted.dest_worker.clone();
-        }
         let trigger = &proposal.trigger;
+        if let Some(t) = self.tracked.last_mut() {
+            (t.stages.onset_ms, t.stages.detected_ms) = (trigger.onset_ms, trigger.detected_ms);
+            if let ActionSpec::Group { .. } = &proposal.spec {
+                t.predicted_dest = proposal.predicted.dest_worker.clone();
+            }
+        }
         if let (Some(peak), Some(t)) = (trigger.peak_at_ms, self.tracked.last_mut()) {
             t.judge_at_ms = Some(peak + PEAK_JUDGE_OFFSET_MS);
             if let (Some(demand), Some(limit)) =
@@ -130,6 +136,7 @@ impl Executor {
             finished_at_ms: None,
             judge_at_ms: None,
             predicted_dest: None,
+            stages: Stages { proposed_ms: now_ms, ..Stages::default() },
         });
     }
 
@@ -193,6 +200,7 @@ impl Executor {
             return Settled::NotApplied { note: "not tracked".into() };
         };
         t.state = record.state;
+        t.stages.follow(record);
         let outcome = match record.state {
             ActionState::Queued | ActionState::Running => return Settled::InFlight,
             ActionState::Succeeded => Settled::Done { note: None },
@@ -218,7 +226,11 @@ impl Executor {
             },
         };
         match &outcome {
-            Settled::Done { .. } => t.finished_at_ms = Some(record.finished_at_ms.unwrap_or(now_ms)),
+            Settled::Done { .. } => {
+                let finished = record.finished_at_ms.unwrap_or(now_ms);
+                t.finished_at_ms = Some(finished);
+                t.stages.finished_ms = Some(finished);
+            }
             _ => {
                 let id = t.id.clone();
                 self.tracked.retain(|t| t.id != id);
@@ -235,9 +247,47 @@ impl Executor {
             if let Some(t) = self.tracked.iter_mut().find(|t| &t.id == id) {
                 t.state = ActionState::Succeeded;
                 t.finished_at_ms = Some(at_ms);
+                t.stages.finished_ms = Some(at_ms);
             }
         } else {
             self.forget(id);
+        }
+    }
+
+    /// A tracked action's stages so far.
+    pub fn stages_of(&self, id: &ActionId) -> Option<Stages> {
+        self.tracked.iter().find(|t| &t.id == id).map(|t| t.stages)
+    }
+
+    /// Notes the stages after the end of each finished action that this pass's view shows:
+    /// the first pass whose layout shows its effect (visible), the first whose load window
+    /// began after it finished (measured), and the first from then on in which its target is
+    /// relieved ([`evaluation::relieved`]). `input` is the view before any correction, its load
+    /// averaged over `window_ms` up to `window_end_ms`.
+    pub fn observe_stages(&mut self, input: &PlannerInput, window_end_ms: i64, window_ms: i64, now_ms: i64) {
+        let mut measured = Vec::new();
+        for (i, t) in self.tracked.iter_mut().enumerate().filter(|(_, t)| t.stages.relieved_ms.is_none()) {
+            let Some(finished) = t.finished_at_ms else { continue };
+            let s = &mut t.stages;
+            if s.visible_ms.is_none() && shows(&t.spec, &input.partitions).unwrap_or(true) {
+                s.visible_ms = Some(now_ms);
+            }
+            if s.visible_ms.is_some() && s.measured_ms.is_none() && window_end_ms - window_ms >= finished {
+                s.measured_ms = Some(now_ms);
+            }
+            if s.measured_ms.is_some() {
+                measured.push(i);
+            }
+        }
+        if measured.is_empty() {
+            return;
+        }
+        let subjects: Vec<&Subject> = measured.iter().map(|&i| &self.tracked[i].subject).collect();
+        let relieved = evaluation::relieved(&subjects, input);
+        for (i, relieved) in measured.into_iter().zip(relieved) {
+            if relieved {
+                self.tracked[i].stages.relieved_ms = Some(now_ms);
+            }
         }
     }
 
@@ -362,6 +412,7 @@ fn evaluate_one(
         after: after_snapshot,
         judgement,
         revert,
+        stages: t.stages,
     }
 }
 
@@ -380,36 +431,7 @@ pub(crate) fn target_key(policy: Policy, spec: &ActionSpec) -> String {
 
 /// Whether the topology shows `spec` applied.
 pub fn applied(spec: &ActionSpec, topology: &Topology) -> bool {
-    let find = |id| topology.partitions.iter().find(|p| &p.id == id);
     match spec {
-        ActionSpec::Move { partition, to_worker } => find(partition).is_some_and(|p| &p.owner == to_worker),
-        ActionSpec::Split { partition, split_key } => {
-            // The left side keeps the id and now ends right before the split key.
-            find(partition).is_some_and(|p| p.range.end.0.checked_add(1) == Some(split_key.0))
-        }
-        ActionSpec::SplitInto { partition, split_keys, to_workers } => find(partition).is_some_and(|p| {
-            // The first piece keeps the id and ends before the first key; each new piece starts
-            // at its key, on its worker.
-            p.range.end.0.checked_add(1) == split_keys.first().map(|k| k.0)
-                && split_keys.iter().zip(to_workers).all(|(k, w)| {
-                    topology
-                        .partitions
-                        .iter()
-                        .any(|q| (&q.tenant, &q.table) == (&p.tenant, &p.table) && q.range.start == *k && &q.owner == w)
-                })
-        }),
-        ActionSpec::Merge { left: _, right } => find(right).is_none(),
-        ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
-            find(partition).is_some_and(|p| p.group.as_ref() == Some(group))
-        }
-        ActionSpec::Group { target: GroupTarget::Table { tenant, table }, group } => topology
-            .partitions
-            .iter()
-            .filter(|p| &p.tenant == tenant && &p.table == table)
-            .all(|p| p.group.as_ref() == Some(group)),
-        ActionSpec::Group { target: GroupTarget::Tenant { tenant }, group } => {
-            topology.partitions.iter().filter(|p| &p.tenant == tenant).all(|p| p.group.as_ref() == Some(group))
-        }
         ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, load_balancing } => {
             topology.datasets.iter().any(|d| {
                 &d.tenant == tenant
@@ -419,7 +441,73 @@ pub fn applied(spec: &ActionSpec, topology: &Topology) -> bool {
                     && d.load_balancing == *load_balancing
             })
         }
+        _ => shows(spec, &topology.partitions).unwrap_or(false),
     }
+}
+
+/// A partition as a layout shows it: the topology's and the planner's view alike.
+pub trait Placed {
+    fn id(&self) -> &lb_common::ids::PartitionId;
+    fn table(&self) -> (&lb_common::ids::TenantId, &lb_common::ids::TableId);
+    fn range(&self) -> &lb_common::ids::KeyRange;
+    fn owner(&self) -> &WorkerId;
+    fn group(&self) -> Option<&lb_common::ids::GroupId>;
+}
+
+/// The topology's partitions and the planner's view of them have the same placement fields.
+macro_rules! placed {
+    ($($t:ty),*) => {$(
+        impl Placed for $t {
+            fn id(&self) -> &lb_common::ids::PartitionId {
+                &self.id
+            }
+            fn table(&self) -> (&lb_common::ids::TenantId, &lb_common::ids::TableId) {
+                (&self.tenant, &self.table)
+            }
+            fn range(&self) -> &lb_common::ids::KeyRange {
+                &self.range
+            }
+            fn owner(&self) -> &WorkerId {
+                &self.owner
+            }
+            fn group(&self) -> Option<&lb_common::ids::GroupId> {
+                self.group.as_ref()
+            }
+        }
+    )*};
+}
+placed!(lb_common::protocol::PartitionInfo, crate::planner::PartitionView);
+
+/// Whether `partitions` show `spec` applied; `None` for a reshard, which the partitions do
+/// not show (the topology's datasets do).
+pub fn shows<P: Placed>(spec: &ActionSpec, partitions: &[P]) -> Option<bool> {
+    let find = |id| partitions.iter().find(|p| p.id() == id);
+    Some(match spec {
+        ActionSpec::Move { partition, to_worker } => find(partition).is_some_and(|p| p.owner() == to_worker),
+        ActionSpec::Split { partition, split_key } => {
+            // The left side keeps the id and now ends right before the split key.
+            find(partition).is_some_and(|p| p.range().end.0.checked_add(1) == Some(split_key.0))
+        }
+        ActionSpec::SplitInto { partition, split_keys, to_workers } => find(partition).is_some_and(|p| {
+            // The first piece keeps the id and ends before the first key; each new piece starts
+            // at its key, on its worker.
+            p.range().end.0.checked_add(1) == split_keys.first().map(|k| k.0)
+                && split_keys.iter().zip(to_workers).all(|(k, w)| {
+                    partitions.iter().any(|q| q.table() == p.table() && q.range().start == *k && q.owner() == w)
+                })
+        }),
+        ActionSpec::Merge { left: _, right } => find(right).is_none(),
+        ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
+            find(partition).is_some_and(|p| p.group() == Some(group))
+        }
+        ActionSpec::Group { target: GroupTarget::Table { tenant, table }, group } => {
+            partitions.iter().filter(|p| p.table() == (tenant, table)).all(|p| p.group() == Some(group))
+        }
+        ActionSpec::Group { target: GroupTarget::Tenant { tenant }, group } => {
+            partitions.iter().filter(|p| p.table().0 == tenant).all(|p| p.group() == Some(group))
+        }
+        ActionSpec::Reshard { .. } => return None,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -559,6 +647,50 @@ mod tests {
         let refused =
             ActionRecord { request: ActionRequest { id: "m3".parse().unwrap(), ..refused.request }, ..refused };
         assert!(matches!(ex.settle(&refused, None, 3_000), Settled::NotApplied { .. }));
+    }
+
+    #[test]
+    fn an_actions_stages_run_from_its_onset_to_the_first_pass_that_sees_it_relieved() {
+        let mut ex = Executor::default();
+        let mut p = proposal(move_to_b(), PolicyMode::Auto);
+        (p.trigger.onset_ms, p.trigger.detected_ms) = (Some(500), Some(800));
+        ex.track("m1".parse().unwrap(), &p, &view(1200.0, 100.0, "a"), 1_000);
+        let mut done = record("m1", move_to_b(), ActionState::Succeeded, None);
+        (done.created_at_ms, done.started_at_ms) = (1_050, Some(1_100));
+        assert!(matches!(ex.settle(&done, None, 2_100), Settled::Done { .. }));
+        // The view is older than the move: nothing after its end is seen yet.
+        ex.observe_stages(&view(1200.0, 100.0, "a"), 2_500, 2_000, 2_600);
+        assert_eq!(ex.stages_of(&"m1".parse().unwrap()).and_then(|s| s.visible_ms), None);
+        // Shown in the layout, but the window still began before the move ended.
+        ex.observe_stages(&view(1100.0, 500.0, "b"), 3_500, 2_000, 3_600);
+        // The first window wholly after it: measured; the source is still over its capacity.
+        ex.observe_stages(&view(1100.0, 500.0, "b"), 4_500, 2_000, 4_600);
+        // Under capacity, nothing rejected: relieved.
+        ex.observe_stages(&view(900.0, 500.0, "b"), 5_500, 2_000, 5_600);
+        let s = ex.stages_of(&"m1".parse().unwrap()).expect("tracked");
+        let expected = Stages {
+            onset_ms: Some(500),
+            detected_ms: Some(800),
+            proposed_ms: 1_000,
+            accepted_ms: Some(1_050),
+            started_ms: Some(1_100),
+            finished_ms: Some(2_000),
+            visible_ms: Some(3_600),
+            measured_ms: Some(4_600),
+            relieved_ms: Some(5_600),
+        };
+        assert_eq!(s, expected);
+        assert_eq!(
+            s.describe(),
+            "onset→detected 0.3 s, detected→proposed 0.2 s, proposed→accepted 0.1 s, accepted→started 0.1 s, \
+             started→finished 0.9 s, finished→visible 1.6 s, visible→measured 1.0 s, measured→relieved 1.0 s"
+        );
+        // Relief is noted once; the evaluation carries the stages.
+        ex.observe_stages(&view(1100.0, 500.0, "b"), 6_500, 2_000, 6_600);
+        let cfg = EvaluationConfig::default();
+        let (planner, mut state) = (PlannerConfig::default(), PlannerState::default());
+        let evals = ex.evaluate_due(&view(900.0, 500.0, "b"), &cfg, &planner, &mut state, 60_000);
+        assert_eq!(evals.first().map(|e| e.stages), Some(expected));
     }
 
     #[test]

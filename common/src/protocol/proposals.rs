@@ -97,6 +97,12 @@ fn online() -> Origin {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Trigger {
     pub hot_windows: u32,
+    /// When the hot streak began: the first pass whose load window showed the trigger held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset_ms: Option<i64>,
+    /// When the hysteresis was met (the streak reached `hot_windows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_demand_ops_per_sec: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -141,6 +141,9 @@ pub struct ActionEntry {
     /// failure that left the topology changed counts as applied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Its stages so far (the evaluation's record has them all, relief included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Stages>,
 }
 
 /// Where an action stands as the master sees it.
@@ -276,4 +279,83 @@ pub struct Evaluation {
     /// The move back that a harmful move triggered, when reverts are on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revert: Option<ActionSpec>,
+    /// Where the action's time went, from the load's onset to its relief.
+    #[serde(default)]
+    pub stages: Stages,
+}
+
+/// Where an action's time went, as the master saw it: epoch millis of each stage, absent when
+/// it did not happen (yet) or does not apply (an action by hand has no onset). In order:
+///
+/// | stage | when |
+/// |---|---|
+/// | `onset_ms` | the first pass whose load window showed the trigger (the hot streak's start) |
+/// | `detected_ms` | the pass in which the hysteresis was met |
+/// | `proposed_ms` | the pass that proposed and submitted it (approved, for a dry run) |
+/// | `accepted_ms` | the ops server created its record |
+/// | `started_ms`, `finished_ms` | the ops server's execution |
+/// | `visible_ms` | the first pass whose view of the layout shows its effect |
+/// | `measured_ms` | the first pass whose load window began after it finished |
+/// | `relieved_ms` | the first pass after it finished in which its target is relieved: under 1 % of its demand rejected, its hottest partition within its limit and the worker it relieved under capacity |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Stages {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_ms: Option<i64>,
+    #[serde(default)]
+    pub proposed_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relieved_ms: Option<i64>,
+}
+
+impl Stages {
+    /// The stages in order, by name, with their times.
+    pub fn named(&self) -> [(&'static str, Option<i64>); 9] {
+        [
+            ("onset", self.onset_ms),
+            ("detected", self.detected_ms),
+            ("proposed", Some(self.proposed_ms)),
+            ("accepted", self.accepted_ms),
+            ("started", self.started_ms),
+            ("finished", self.finished_ms),
+            ("visible", self.visible_ms),
+            ("measured", self.measured_ms),
+            ("relieved", self.relieved_ms),
+        ]
+    }
+
+    /// Takes what the ops server's record says: accepted, started, finished.
+    pub fn follow(&mut self, record: &ActionRecord) {
+        self.accepted_ms = Some(record.created_at_ms);
+        self.started_ms = record.started_at_ms.or(self.started_ms);
+        self.finished_ms = record.finished_at_ms.or(self.finished_ms);
+    }
+
+    /// Each stage's duration from the one before it that happened, in seconds, e.g.
+    /// `onset→detected 2.0 s, detected→proposed 0.0 s, …`; stages that did not happen are left
+    /// out.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        let mut last: Option<(&str, i64)> = None;
+        for (name, at) in self.named() {
+            let Some(at) = at else { continue };
+            if let Some((prev, t)) = last {
+                out.push(format!("{prev}→{name} {:.1} s", (at - t) as f64 / 1000.0));
+            }
+            last = Some((name, at));
+        }
+        out.join(", ")
+    }
 }

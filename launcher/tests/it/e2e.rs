@@ -171,7 +171,7 @@ async fn run(case: Case) {
     let mut peak = 0.0f64;
     // Relief must hold: rejections under 1 % for 3 s in a row (12 looks), after the fix ran.
     let mut clean_looks = 0;
-    let outcome = loop {
+    let outcome: Result<(Duration, Seen, f64), (Seen, f64)> = loop {
         let seen = look(&master, &ops, &case).await;
         let share = if seen.demand > 0.0 { seen.rejected / seen.demand } else { 0.0 };
         if started.elapsed() > case.onset {
@@ -204,7 +204,7 @@ async fn run(case: Case) {
             format!("{} {}: {}", r.body.spec.kind().as_str(), r.body.judgement.verdict.as_str(), r.body.judgement.why)
         })
         .collect();
-    match outcome {
+    match &outcome {
         Ok((at, _, share)) => eprintln!(
             "{}: relieved and evaluated effective at {:.1} s (onset {:?}, peak rejected {:.1} %, now {:.2} %); evaluations: {verdicts:#?}",
             case.name,
@@ -226,6 +226,8 @@ async fn run(case: Case) {
         }
     }
     assert!(peak > 0.02, "{}: the hotspot did reject requests (peak {:.1} %)", case.name, peak * 100.0);
+    let (relieved_at, _, _) = outcome.as_ref().expect("relieved");
+    report_stages(&running, &master, &case, started, *relieved_at).await;
     if let Some((lo, hi)) = case.first_split_key_in {
         let mut proposals = master.records::<Proposal>(&ALL).await.expect("proposals");
         proposals.sort_by_key(|r| r.at_ms);
@@ -288,6 +290,54 @@ async fn a_lost_workers_load_is_moved_evaluated_effective_and_relieved() {
         first_split_key_in: None,
     })
     .await;
+}
+
+/// Prints where the fixing action's time went, stage by stage (`Stages`), in seconds from the
+/// hotspot's start in the testbed (its scenario time `onset`), as one `e2e-stages` JSON line
+/// that `scripts/e2e-stages.sh` gathers over runs; every stage up to the master's relief must
+/// be there and in order.
+async fn report_stages(
+    running: &lb_launcher::up::Running,
+    master: &MasterClient,
+    case: &Case,
+    started: tokio::time::Instant,
+    relieved_at: Duration,
+) {
+    let start_ms = {
+        let engine = running.testbed.engine().lock().expect("engine");
+        engine.now_ms() - engine.elapsed().as_millis() as i64
+    };
+    let onset_ms = start_ms + case.onset.as_millis() as i64;
+    let test_started_ms = chrono::Utc::now().timestamp_millis() - started.elapsed().as_millis() as i64;
+    let fix = evaluations(master)
+        .await
+        .into_iter()
+        .filter(|r| {
+            r.body.spec.kind() == case.kind
+                && r.body.policy.is_some_and(|p| case.policies.contains(&p.as_str()))
+                && r.body.judgement.verdict == Verdict::Effective
+        })
+        .min_by_key(|r| r.body.stages.proposed_ms)
+        .expect("the fix was evaluated effective");
+    let stages = fix.body.stages;
+    eprintln!("{}: the fix {}'s stages: {}", case.name, fix.body.action_id, stages.describe());
+    let named = stages.named();
+    for (name, at) in &named[..named.len() - 1] {
+        assert!(at.is_some(), "{}: the fix has no {name} stage: {stages:?}", case.name);
+    }
+    let present: Vec<(&str, i64)> = named.iter().filter_map(|&(n, t)| t.map(|t| (n, t))).collect();
+    assert!(present.windows(2).all(|w| w[0].1 <= w[1].1), "{}: stages out of order: {present:?}", case.name);
+    let mut line = serde_json::Map::new();
+    line.insert("case".into(), case.name.into());
+    for (name, at) in named {
+        if let Some(at) = at {
+            line.insert(name.into(), serde_json::json!((at - onset_ms) as f64 / 1000.0));
+        }
+    }
+    // The test's own relief: its first look of the 3 s it held rejections under 1 %.
+    let seen_ms = test_started_ms + relieved_at.as_millis() as i64 - 3_000;
+    line.insert("test_relief".into(), serde_json::json!((seen_ms - onset_ms) as f64 / 1000.0));
+    eprintln!("e2e-stages {}", serde_json::Value::Object(line));
 }
 
 const SRE_TOKEN: &str = "e2e-sre-operator-token-01";

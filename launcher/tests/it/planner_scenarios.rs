@@ -59,6 +59,19 @@ fn assert_invariants(sim: &Sim) {
         }
     }
     eprintln!("  evaluations: {verdicts:?}");
+    // Every evaluated action's stages run forward in time, and a detected one has its onset.
+    for e in sim.evaluations() {
+        let named = e.stages.named();
+        let times: Vec<(&str, i64)> = named.iter().filter_map(|&(n, t)| t.map(|t| (n, t))).collect();
+        assert!(
+            times.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{} ({:?}): stages out of order: {times:?}",
+            e.action_id,
+            e.spec
+        );
+        assert_eq!(e.stages.onset_ms.is_some(), e.stages.detected_ms.is_some(), "{}: {:?}", e.action_id, e.stages);
+        assert!(e.stages.finished_ms.is_some() && e.stages.visible_ms.is_some(), "{}: {:?}", e.action_id, e.stages);
+    }
     let cooldown = PlannerConfig::default().caps.cooldown_secs;
     let mut last: HashMap<String, u64> = HashMap::new();
     for (t, p) in sim.proposals.iter().filter(|(_, p)| p.mode == PolicyMode::Auto) {
@@ -140,6 +153,18 @@ fn hot_range_surge_is_relieved_within_5_s_and_ends_balanced() {
     assert!(sim.proposed(ActionKind::Split) >= 2, "the hot range was split");
     assert_invariants(&sim);
     assert!(last.pool_max / last.pool_mean <= 1.10, "final max/mean {}", last.pool_max / last.pool_mean);
+    // The first split's time from the hot range's first hot second to its relief, stage by
+    // stage: virtual time has no collection, submission or topology lag, so what is left is
+    // the hysteresis and the split's own run (its pieces' copy to other workers).
+    let first = sim
+        .evaluations()
+        .iter()
+        .filter(|e| matches!(e.spec, ActionSpec::Split { .. } | ActionSpec::SplitInto { .. }))
+        .min_by_key(|e| e.stages.proposed_ms)
+        .expect("the first split was evaluated");
+    eprintln!("  first split's stages: {}", first.stages.describe());
+    let s = first.stages;
+    assert!(s.onset_ms.is_some() && s.relieved_ms.is_some(), "the first split was detected and relieved: {s:?}");
 }
 
 #[test]

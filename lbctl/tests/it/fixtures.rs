@@ -187,7 +187,13 @@ pub fn evaluation() -> Evaluation {
 
 pub fn entry() -> ActionEntry {
     let record = split_record();
-    ActionEntry { request: record.request.clone(), outcome: ActionOutcome::Applied, record: Some(record), note: None }
+    ActionEntry {
+        request: record.request.clone(),
+        outcome: ActionOutcome::Applied,
+        record: Some(record),
+        note: None,
+        stages: None,
+    }
 }
 
 pub fn pass() -> PassSnapshot {

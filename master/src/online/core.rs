@@ -361,7 +361,8 @@ impl OnlineCore {
 
     /// One pass. The order is the contract both drivers share:
     /// 1. settle what ended since the last pass (so a move that just finished is known as
-    ///    finished before anything is planned on its load);
+    ///    finished before anything is planned on its load), and note the stages after the end
+    ///    of each finished action that the view shows (visible, measured, relieved);
     /// 2. evaluate what is due and feed harm back into the planner's state (a partition found
     ///    harmful rests from this pass on; a harmful move's revert is proposed);
     /// 3. correct worker loads for moves that ended inside the window;
@@ -375,6 +376,7 @@ impl OnlineCore {
         for update in obs.updates {
             self.settle(update, now_ms, &mut out);
         }
+        self.executor.observe_stages(obs.input, obs.window_end_ms, obs.window_ms, now_ms);
 
         let mut reverts = Vec::new();
         let judged_on = match obs.evaluation {
@@ -523,6 +525,7 @@ impl OnlineCore {
     fn settle(&mut self, update: ActionUpdate, now_ms: i64, out: &mut PassOutput) {
         match update {
             ActionUpdate::Record { record, topology } => {
+                let mut stages = self.executor.stages_of(&record.request.id);
                 let settled = self.executor.settle(&record, topology.as_deref(), now_ms);
                 let (applied, note) = match settled {
                     Settled::InFlight => return,
@@ -532,7 +535,11 @@ impl OnlineCore {
                 let id = record.request.id.clone();
                 out.ended.push(Ended { id, applied, note: note.clone() });
                 let outcome = if applied { ActionOutcome::Applied } else { ActionOutcome::NotApplied };
-                let entry = ActionEntry { request: record.request.clone(), outcome, record: Some(*record), note };
+                if let Some(s) = stages.as_mut() {
+                    s.follow(&record);
+                }
+                let entry =
+                    ActionEntry { request: record.request.clone(), outcome, record: Some(*record), note, stages };
                 out.commands.push(Command::Record(Box::new(Record::Action(entry))));
             }
             ActionUpdate::Finished { id, applied, at_ms } => {

@@ -498,8 +498,13 @@ impl Online {
             warn!(action = %id, "not the leader any more: the action is not submitted");
             self.core.refused(&id);
             let note = "not submitted: this master stopped leading during the pass".to_owned();
-            let entry =
-                ActionEntry { request, outcome: ActionOutcome::Refused, record: None, note: Some(note.clone()) };
+            let entry = ActionEntry {
+                request,
+                outcome: ActionOutcome::Refused,
+                record: None,
+                note: Some(note.clone()),
+                stages: None,
+            };
             self.record(&Record::Action(entry), now).await;
             return Err(ApprovalError::Refused(note));
         }
@@ -509,11 +514,16 @@ impl Online {
                 info!(action = %id, kind = request.spec.kind().as_str(), reason = %request.reason, "action submitted");
                 metrics::counter!("lb_master_actions_submitted_total", "kind" => request.spec.kind().as_str())
                     .increment(1);
+                let mut stages = self.core.executor().stages_of(&id);
+                if let Some(s) = stages.as_mut() {
+                    s.follow(&record);
+                }
                 let entry = ActionEntry {
                     request,
                     outcome: ActionOutcome::Submitted,
                     record: Some(record.clone()),
                     note: None,
+                    stages,
                 };
                 self.record(&Record::Action(entry), now).await;
                 Ok(record)
@@ -533,7 +543,7 @@ impl Online {
                     self.core.refused(&id);
                 }
                 let outcome = if refused { ActionOutcome::Refused } else { ActionOutcome::Unanswered };
-                let entry = ActionEntry { request, outcome, record: None, note: Some(error.to_string()) };
+                let entry = ActionEntry { request, outcome, record: None, note: Some(error.to_string()), stages: None };
                 self.record(&Record::Action(entry), now).await;
                 Err(ApprovalError::Refused(error.to_string()))
             }

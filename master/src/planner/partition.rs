@@ -95,14 +95,13 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         }
         let shape = sketch_shape(info.stats.sketch.as_ref());
         let trigger = Trigger {
-            hot_windows: h.hysteresis.windows,
             partition_demand_ops_per_sec: Some(h.demand_ops),
             partition_limit_ops_per_sec: Some(h.limit_ops).filter(|l| l.is_finite()),
             partition_rejected_per_sec: Some(info.stats.rejected_per_sec),
             partition_growth_ops_per_sec_per_sec: Some(h.growth_per_sec),
             top_key_share_ratio: Some(shape.top_key_share_ratio),
             sequential_write_ratio: Some(shape.sequential_write_ratio),
-            ..Trigger::default()
+            ..h.hysteresis.trigger()
         };
         let mut alts = Vec::new();
         match try_split(pass, h, shape, &mut alts) {
@@ -812,10 +811,9 @@ fn scatter_one(
         origin: lb_common::protocol::Origin::Online,
         reason,
         trigger: Trigger {
-            hot_windows: child.parent_hot.windows,
             partition_demand_ops_per_sec: Some(pass.model.demand_ops[p]),
             worker_load_ratio: Some(e.src_before),
-            ..Trigger::default()
+            ..child.parent_hot.trigger()
         },
         predicted: pass.move_prediction(p, &e),
         rejected_alternatives: alts,

@@ -309,7 +309,8 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
     let (key_share, seq_ratio) = (pcfg.single_key_share_ratio, pcfg.sequential_write_ratio);
     for &w in overloaded {
         let wid = pass.input.workers[w].id.clone();
-        let hot_windows = state.workers.get(&wid).map_or(0, |h| h.windows);
+        let hot = state.workers.get(&wid).copied().unwrap_or_default();
+        let hot_windows = hot.windows;
         let mut tried = vec![false; pass.model.partitions_on(w).len()];
         loop {
             let ratio = pass.model.worker_ratio(w);
@@ -369,10 +370,9 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 let shape = sketch_shape(info.stats.sketch.as_ref());
                 let unsplittable = shape.top_key_share_ratio >= key_share || shape.sequential_write_ratio >= seq_ratio;
                 let trigger = Trigger {
-                    hot_windows,
                     worker_load_ratio: Some(ratio),
                     top_key_share_ratio: Some(shape.top_key_share_ratio).filter(|&s| s > 0.0),
-                    ..Trigger::default()
+                    ..hot.trigger()
                 };
                 if unsplittable
                     && supports(&info.supported_actions, ActionKind::Group)
@@ -479,7 +479,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                                 "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows; partition {} carries {share:.2} of it",
                                 pass.input.partitions[p].id
                             );
-                            let trigger = Trigger { hot_windows, worker_load_ratio: Some(ratio), ..Trigger::default() };
+                            let trigger = Trigger { worker_load_ratio: Some(ratio), ..hot.trigger() };
                             pass.propose_dedication(state, d, Policy::WorkerOverload, why_hot, trigger, alts);
                             break;
                         }
@@ -534,7 +534,7 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             first = false;
             let over = mean >= floor && spread >= engage;
             let under = mean < floor || spread < release;
-            if !state.zone_imbalance.observe(over, under, cfg.hot_windows) {
+            if !state.zone_imbalance.observe(over, under, cfg.hot_windows, pass.now_ms) {
                 return;
             }
         } else if spread < release {
@@ -622,7 +622,11 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             mode,
             origin: lb_common::protocol::Origin::Online,
             reason,
-            trigger: Trigger { worker_load_ratio: Some(src_before), max_over_mean: Some(spread), ..Trigger::default() },
+            trigger: Trigger {
+                worker_load_ratio: Some(src_before),
+                max_over_mean: Some(spread),
+                ..state.zone_imbalance.trigger()
+            },
             predicted: pass.move_prediction(p, &e),
             rejected_alternatives: Vec::new(),
         };
@@ -636,7 +640,8 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
 pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f64, cv: f64) {
     let mode = pass.config.imbalance.mode;
     let high = pass.config.worker_overload.high_watermark_ratio;
-    let hot_windows = state.imbalance.windows;
+    let hot = state.imbalance;
+    let hot_windows = hot.windows;
     let cfg = &pass.config.imbalance;
     let (release_mom, release_cv) = (cfg.release_max_over_mean, cfg.release_cv);
     loop {
@@ -749,11 +754,10 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             origin: lb_common::protocol::Origin::Online,
             reason,
             trigger: Trigger {
-                hot_windows,
                 worker_load_ratio: Some(src_ratio),
                 max_over_mean: Some(max_over_mean),
                 cv: Some(cv),
-                ..Trigger::default()
+                ..hot.trigger()
             },
             predicted: prediction,
             rejected_alternatives: alts,

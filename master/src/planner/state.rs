@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use lb_common::ids::{Key, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::protocol::Trigger;
 use serde::{Deserialize, Serialize};
 
 use super::proposal::Policy;
@@ -23,22 +24,55 @@ pub struct Hysteresis {
     /// one noisy window does not size a split.
     #[serde(default)]
     pub growth_per_sec: f64,
+    /// The end of the first window over engage of this episode (its onset): kept while
+    /// engaged, cleared when the streak breaks before it engaged or when it is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
+    /// When it engaged (the hysteresis was met), while it stays engaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engaged_ms: Option<i64>,
 }
 
 impl Hysteresis {
-    /// One window: `over` engage, `under` release. Returns whether it is engaged now.
-    pub fn observe(&mut self, over: bool, under: bool, needed: u32) -> bool {
+    /// One window ending at `at_ms`: `over` engage, `under` release. Returns whether it is
+    /// engaged now.
+    pub fn observe(&mut self, over: bool, under: bool, needed: u32, at_ms: i64) -> bool {
         if over {
             self.windows = self.windows.saturating_add(1);
+            self.since_ms.get_or_insert(at_ms);
         } else {
             self.windows = 0;
         }
         if self.windows >= needed {
+            if !self.engaged {
+                self.engaged_ms = Some(at_ms);
+            }
             self.engaged = true;
         } else if under {
             self.engaged = false;
         }
+        if !self.engaged {
+            self.engaged_ms = None;
+            if self.windows == 0 {
+                self.since_ms = None;
+            }
+        }
         self.engaged
+    }
+
+    /// Its onset and when it engaged.
+    pub fn timing(&self) -> (Option<i64>, Option<i64>) {
+        (self.since_ms, self.engaged_ms)
+    }
+
+    /// A proposal's trigger with what the hysteresis knows: how long, since when, detected when.
+    pub fn trigger(&self) -> Trigger {
+        Trigger {
+            hot_windows: self.windows,
+            onset_ms: self.since_ms,
+            detected_ms: self.engaged_ms,
+            ..Trigger::default()
+        }
     }
 }
 
@@ -157,13 +191,22 @@ mod tests {
     #[test]
     fn engages_after_n_windows_and_releases_only_under_release() {
         let mut h = Hysteresis::default();
-        assert!(!h.observe(true, false, 2));
-        assert!(h.observe(true, false, 2));
-        // Between release and engage: stays engaged.
-        assert!(h.observe(false, false, 2));
-        assert!(!h.observe(false, true, 2));
-        // One hot window after a cold one does not engage.
-        assert!(!h.observe(true, false, 2));
+        assert!(!h.observe(true, false, 2, 1_000));
+        assert_eq!(h.timing(), (Some(1_000), None), "the onset is the first hot window");
+        assert!(h.observe(true, false, 2, 2_000));
+        assert_eq!(h.timing(), (Some(1_000), Some(2_000)), "detected when the hysteresis is met");
+        // Between release and engage: stays engaged, and the episode keeps its onset.
+        assert!(h.observe(false, false, 2, 3_000));
+        assert_eq!(h.timing(), (Some(1_000), Some(2_000)));
+        assert!(!h.observe(false, true, 2, 4_000));
+        assert_eq!(h.timing(), (None, None), "released: the episode is over");
+        // One hot window after a cold one does not engage; a broken streak forgets its onset.
+        assert!(!h.observe(true, false, 2, 5_000));
+        assert!(!h.observe(false, false, 2, 6_000));
+        assert_eq!(h.timing(), (None, None));
+        assert!(!h.observe(true, false, 2, 7_000));
+        assert!(h.observe(true, false, 2, 8_000));
+        assert_eq!(h.timing(), (Some(7_000), Some(8_000)));
     }
 
     #[test]

@@ -138,5 +138,6 @@ fn applied_again(record: &ActionRecord) -> ActionEntry {
         outcome: ActionOutcome::Applied,
         record: Some(record.clone()),
         note: None,
+        stages: None,
     }
 }
