@@ -15,13 +15,15 @@ built=$(cargo test -p lb-launcher --test it --no-run --message-format=json 2>/de
   | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "it"][-1])')
 bin=$(mktemp /tmp/e2e-stages-it.XXXXXX)
 cp "$built" "$bin"
+chmod +x "$bin"
 trap 'rm -f "$bin"' EXIT
 : >"$out"
 for i in $(seq 1 "$runs"); do
+  # A failed test prints no stage line: the count below shows it.
   (cd launcher && "$bin" --nocapture \
-    e2e::a_hot_range_is_split e2e::a_single_hot_key_is_isolated e2e::a_lost_workers_load_is_moved 2>&1) \
+    e2e::a_hot_range_is_split e2e::a_single_hot_key_is_isolated e2e::a_lost_workers_load_is_moved 2>&1 || true) \
     | sed -n 's/^e2e-stages //p' >>"$out"
-  echo "run $i: $(wc -l <"$out") lines" >&2
+  echo "run $i of $runs: $(wc -l <"$out") stage lines so far" >&2
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys

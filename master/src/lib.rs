@@ -82,6 +82,10 @@ pub struct Shared {
     pub config_status: Option<SharedReloadStatus>,
     /// The offline passes' findings for the online loop's offline analyzer ([`archiver`]).
     pub offline: offline::FindingsSlot,
+    /// Woken by the online loop when an action it follows has changed the layout: the topology
+    /// loop reads the topology again at once instead of at its next interval, so the next
+    /// pass plans on (and sees) the action's effect.
+    pub topology_wake: Arc<tokio::sync::Notify>,
 }
 
 /// Requests queued for the online loop; more than this at once is an SRE script gone wrong.
@@ -134,6 +138,7 @@ pub async fn start(
         approvals: approvals_tx,
         config_status: config_status.clone(),
         offline: offline::FindingsSlot::fed(),
+        topology_wake: Arc::new(tokio::sync::Notify::new()),
     };
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");

@@ -9,9 +9,10 @@ use tracing::{info, warn};
 
 use crate::{Shared, lineage};
 
-/// Every `collector.topology_interval_ms`: read the topology through the ops server, apply it
-/// to the table, and link the history of the partitions that were split or merged since the
-/// last read.
+/// Every `collector.topology_interval_ms`, and at once when the online loop says an action
+/// changed the layout ([`Shared::topology_wake`]): read the topology through the ops server,
+/// apply it to the table, and link the history of the partitions that were split or merged
+/// since the last read.
 pub async fn run(shared: Shared, cancel: CancellationToken) {
     loop {
         let cfg = shared.config.borrow().clone();
@@ -42,6 +43,7 @@ pub async fn run(shared: Shared, cancel: CancellationToken) {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(cfg.collector.topology_interval_ms)) => {}
+            _ = shared.topology_wake.notified() => {}
         }
     }
 }

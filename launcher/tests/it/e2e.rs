@@ -197,6 +197,14 @@ async fn run(case: Case) {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
+    if std::env::var_os("LB_E2E_TRACE").is_some() {
+        let mut analyses = master.records::<AnalysisRecord>(&ALL).await.expect("analysis records");
+        analyses.sort_by_key(|r| r.at_ms);
+        for r in analyses {
+            let declined: Vec<String> = r.body.declined.iter().map(|d| format!("{}: {}", d.subject, d.why)).collect();
+            eprintln!("{}: pass {} proposed {:?} declined {declined:?}", case.name, r.key, r.body.proposed);
+        }
+    }
     let verdicts: Vec<String> = evaluations(&master)
         .await
         .iter()

@@ -417,6 +417,9 @@ impl Online {
 
     /// Carries out a pass's commands in order, and logs and counts what it decided.
     async fn carry_out(&mut self, client: &OpsClient, out: PassOutput, replies: &mut HashMap<String, Reply>, now: i64) {
+        if out.ended.iter().any(|e| e.applied) {
+            self.shared.topology_wake.notify_one();
+        }
         for ended in &out.ended {
             info!(action = %ended.id, applied = ended.applied, note = ended.note.as_deref().unwrap_or(""), "action ended");
             metrics::counter!("lb_master_actions_ended_total", "applied" => if ended.applied { "yes" } else { "no" })

@@ -11,7 +11,8 @@
 //!   → succeeded | failed | timed_out | cancelled, with execution not_executed | maybe_executed
 //! ```
 //!
-//! A "maybe executed" outcome drops the cached topology, so nothing is planned on a stale view.
+//! An action that succeeds or ends "maybe executed" drops the cached topology, so nothing is
+//! planned on a stale view and its effect shows at the next read.
 //! On shutdown, running actions stop being polled and are noted as interrupted; after a restart
 //! those with an operation id resume polling, those without one fail as maybe executed.
 
@@ -40,6 +41,15 @@ use crate::storage::{self, StorageAdapter};
 const CONSUMER: ConsumerId = ConsumerId(1);
 /// How long a topology read stays good for deciding which workers an action touches.
 const TOPOLOGY_TTL: Duration = Duration::from_secs(2);
+
+/// The topology as last read, kept for [`TOPOLOGY_TTL`]. Dropping it bumps `generation`, and a
+/// read that began before a drop is not kept, so a read racing an action's end cannot bring
+/// back the layout from before it.
+#[derive(Debug, Default)]
+struct TopologyCache {
+    read: Option<(Topology, Instant)>,
+    generation: u64,
+}
 /// Re-check the queue at least this often (halt lifted by config, parked actions).
 const DISPATCH_TICK: Duration = Duration::from_millis(50);
 
@@ -62,7 +72,7 @@ pub struct Executor {
     halt_note: std::sync::Mutex<(Option<String>, Option<String>)>,
     slots: Mutex<Slots>,
     wake: Notify,
-    topology: Mutex<Option<(Topology, Instant)>>,
+    topology: Mutex<TopologyCache>,
     cancels: Mutex<HashMap<ActionId, CancellationToken>>,
     tracker: TaskTracker,
 }
@@ -86,7 +96,7 @@ impl Executor {
             halt_note: std::sync::Mutex::new((None, None)),
             slots: Mutex::new(Slots::default()),
             wake: Notify::new(),
-            topology: Mutex::new(None),
+            topology: Mutex::new(TopologyCache::default()),
             cancels: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
         }
@@ -380,9 +390,11 @@ impl Executor {
     }
 
     async fn finish(&self, id: &ActionId, state: ActionState, failure: Option<ActionFailure>) {
-        if failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted) {
-            // Whatever happened, the layout may have changed: plan only on a fresh read.
-            *self.topology.lock().expect("topology lock is never poisoned") = None;
+        if state == ActionState::Succeeded || failure.as_ref().is_some_and(|f| f.execution == Execution::MaybeExecuted)
+        {
+            // The layout changed (or may have): the next read asks the storage system, so the
+            // master sees the action's effect as soon as it hears it ended, not a cache TTL later.
+            self.forget_topology();
         }
         let detail = failure.as_ref().map_or_else(|| "done".to_owned(), |f| f.message.clone());
         match self.book.transition(id, state, "executor", detail, now_ms(), |r| r.failure = failure).await {
@@ -413,19 +425,30 @@ impl Executor {
 
     /// Drops the cached topology: the next read asks the storage system.
     pub fn forget_topology(&self) {
-        *self.topology.lock().expect("topology lock is never poisoned") = None;
+        let mut cache = self.topology.lock().expect("topology lock is never poisoned");
+        cache.read = None;
+        cache.generation += 1;
     }
 
     /// A recent topology (cached for [`TOPOLOGY_TTL`]); `None` if the storage cannot be read.
     pub async fn topology(&self) -> Option<Topology> {
-        if let Some((t, at)) = self.topology.lock().expect("topology lock is never poisoned").as_ref()
-            && at.elapsed() < TOPOLOGY_TTL
-        {
-            return Some(t.clone());
-        }
+        let generation = {
+            let cache = self.topology.lock().expect("topology lock is never poisoned");
+            if let Some((t, at)) = cache.read.as_ref()
+                && at.elapsed() < TOPOLOGY_TTL
+            {
+                return Some(t.clone());
+            }
+            cache.generation
+        };
         match self.storage().topology().await {
             Ok(t) => {
-                *self.topology.lock().expect("topology lock is never poisoned") = Some((t.clone(), Instant::now()));
+                let mut cache = self.topology.lock().expect("topology lock is never poisoned");
+                // A read that began before the cache was dropped may show the layout from
+                // before an action ended: answer with it, but do not keep it.
+                if cache.generation == generation {
+                    cache.read = Some((t.clone(), Instant::now()));
+                }
                 Some(t)
             }
             Err(error) => {

@@ -193,7 +193,7 @@ pub async fn set_halt(
 }
 
 /// The storage system's topology, read through the ops server (cached for two seconds, dropped
-/// after any "maybe executed" outcome).
+/// when an action succeeds or ends "maybe executed").
 pub async fn topology(State(state): State<AppState>) -> Result<ApiJson<lb_common::protocol::Topology>, ApiError> {
     state
         .executor
