@@ -298,7 +298,7 @@ async fn a_lost_workers_load_is_moved_evaluated_effective_and_relieved() {
         kind: ActionKind::Move,
         onset: Duration::from_secs(3),
         // Relieved 14–32 s after the loss over 5 runs (once 47 s before this session's fixes):
-        // six moves off the neighbour, two at a time (`max_inflight_per_worker`).
+        // six moves off the neighbour, one at a time at the ops server.
         budget: Duration::from_secs(60),
         first_split_key_in: None,
     })
