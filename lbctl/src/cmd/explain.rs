@@ -356,6 +356,10 @@ fn render_action(a: &ActionExplanation, style: &Style, now_ms: i64) -> String {
                 fmt::one_line(&j.why)
             ));
             out.push_str(&snapshots(&ev.before, &ev.after, style));
+            let stages = ev.stages.describe();
+            if !stages.is_empty() {
+                out.push_str(&format!("  where the time went: {stages}\n"));
+            }
             if let Some(revert) = &ev.revert {
                 out.push_str(&format!("  reverted by: {}\n", fmt::spec(revert)));
             }

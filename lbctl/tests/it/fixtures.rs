@@ -181,7 +181,12 @@ pub fn evaluation() -> Evaluation {
         "before": {"target_ratio": 3.0012, "target_rejected_ratio": 0.6668, "source_ratio": 0.8, "cluster_max_ratio": 0.8, "cluster_mean_ratio": 0.3441, "cluster_cv": 0.71},
         "after": {"target_ratio": 1.1488, "target_rejected_ratio": 0.1313, "source_ratio": 0.975, "cluster_max_ratio": 0.975, "cluster_mean_ratio": 0.3441, "cluster_cv": 0.85},
         "score": 0.6172, "verdict": "effective", "metric": "target_ratio",
-        "why": "target_ratio went from 3.00 to 1.15 (-62 %), over the 10 % that counts as effective"
+        "why": "target_ratio went from 3.00 to 1.15 (-62 %), over the 10 % that counts as effective",
+        "stages": {
+            "onset_ms": NOW_MS - 62_400, "detected_ms": NOW_MS - 61_200, "proposed_ms": NOW_MS - 60_000,
+            "accepted_ms": NOW_MS - 59_990, "started_ms": NOW_MS - 59_980, "finished_ms": NOW_MS - 57_700,
+            "visible_ms": NOW_MS - 56_600, "measured_ms": NOW_MS - 54_300, "relieved_ms": NOW_MS - 54_300
+        }
     }))
 }
 
