@@ -20,12 +20,15 @@
 //! - [`report`]: per-strategy figures, the comparison runner, the markdown table.
 //! - [`offline`]: `lb+offline` (the offline analyzer fed from virtual time) and the multi-day
 //!   report of partitions, merges, pre-splits and rejections at each peak.
+//! - [`peers`]: `pd` and `crdb`, TiKV/PD's and CockroachDB's balancing as their defaults
+//!   describe them.
 //! - [`safety`]: the invariant every run is checked against: no action overloads the place it
 //!   puts load, compared with no balancer at the same second.
 //! - [`svg`]: line charts of the per-second figures.
 
 pub mod input;
 pub mod offline;
+pub mod peers;
 pub mod report;
 pub mod safety;
 pub mod scale;

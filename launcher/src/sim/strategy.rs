@@ -93,7 +93,7 @@ pub trait Strategy: Send + std::fmt::Debug {
     }
 }
 
-/// The strategy named `name` (`lb`, `none` or `greedy`).
+/// The strategy named `name` (`lb`, `none`, `greedy`, `lb+offline`, `lb+pd-merge`, `pd`, `crdb`).
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
     match name {
         "lb" => Some(Box::new(Lb::default())),
@@ -103,6 +103,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
             Some(Box::new(super::offline::LbOffline::new(super::offline::LbOffline::sim_section())))
         }
         super::offline::PD_MERGE => Some(Box::new(super::offline::LbOffline::pd_merge())),
+        super::peers::PD => Some(Box::<super::peers::Pd>::default()),
+        super::peers::CRDB => Some(Box::<super::peers::Crdb>::default()),
         _ => None,
     }
 }
