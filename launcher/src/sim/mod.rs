@@ -37,7 +37,7 @@ pub mod svg;
 
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{ActionId, OperationId, PartitionId};
+use lb_common::ids::{ActionId, Key, OperationId, PartitionId};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, OperationState};
 use lb_master::planner::{InFlightAction, Proposal};
 
@@ -118,6 +118,9 @@ pub struct ActionRecord {
     pub source: Option<u32>,
     /// Of `bytes_to_move`, what crossed from one zone into another, known once it succeeded.
     pub cross_zone_bytes: u64,
+    /// Keys the action cuts or joins at, known when submitted: a split's keys, a merge's
+    /// boundary (the right side's first key). For [`report::thrash`].
+    pub keys: Vec<Key>,
 }
 
 /// Wall time spent in each phase of the loop, for profiling.
@@ -308,6 +311,15 @@ impl Sim {
                 .expect("strategy names and numbers make valid ids")
         });
         let bytes_to_move = self.bytes_to_move(&action.spec);
+        let keys = match &action.spec {
+            ActionSpec::Split { split_key, .. } => vec![*split_key],
+            ActionSpec::SplitInto { split_keys, .. } => split_keys.clone(),
+            ActionSpec::Merge { right, .. } => {
+                let p = &self.engine.cluster.partitions;
+                p.find(right).map(|r| Key(p.start[r])).into_iter().collect()
+            }
+            _ => Vec::new(),
+        };
         let source = {
             let p = &self.engine.cluster.partitions;
             let streamed = match &action.spec {
@@ -335,6 +347,7 @@ impl Sim {
                     into_group: None,
                     source,
                     cross_zone_bytes: 0,
+                    keys,
                 });
                 Some(action_id)
             }

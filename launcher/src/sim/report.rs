@@ -12,6 +12,9 @@
 //! - **Balance**: max/mean of the healthy workers' demand ratios and their CV, at the end, p50
 //!   and p99 over the run's seconds.
 //! - **Actions** by kind (accepted by the engine) and **bytes moved** by actions that succeeded.
+//! - **Thrash** ([`thrash`]): actions that undid one of the run's own within
+//!   [`THRASH_WINDOW_SECS`] — a move of a partition back to a worker it left, a merge at a key a
+//!   split cut.
 //! - **Safety violations** ([`super::safety`]): seconds where an action of the strategy put a
 //!   worker or a group over both its capacity and what no balancer had there. A `none` run is
 //!   always made for this baseline (shown only when asked for).
@@ -33,6 +36,56 @@ use lb_testbed::scenario::{Event, Scenario, WorkloadKind};
 
 /// Rejections under 1 % of demand count as relieved: the issue's definition of a fixed hotspot.
 pub const RELIEF_REJECTED_RATIO: f64 = 0.01;
+/// An action undoing one of the same run's within 10 min counts as thrash (issue 24): long
+/// enough to catch a cooldown-driven round trip, short against a daily cycle.
+pub const THRASH_WINDOW_SECS: u64 = 600;
+
+/// Succeeded actions that undid a succeeded action of the same run at most
+/// [`THRASH_WINDOW_SECS`] after it ended: a move of a partition to a worker it had left (a move
+/// away from it, or a split piece sent from it), or a merge at a key a split had cut.
+pub fn thrash(actions: &[ActionRecord]) -> usize {
+    use lb_common::ids::{Key, PartitionId};
+    use lb_common::protocol::ActionSpec;
+    let ended = |a: &ActionRecord| match a.outcome {
+        Outcome::Succeeded { at_secs } => Some(at_secs),
+        _ => None,
+    };
+    let mut left: BTreeMap<&PartitionId, Vec<(u64, u32)>> = BTreeMap::new();
+    // Each key's latest cut.
+    let mut cut: BTreeMap<Key, u64> = BTreeMap::new();
+    let mut undone = 0;
+    // Submission order is time order; an undo is submitted after what it undoes ended.
+    for a in actions {
+        let Some(at) = ended(a) else { continue };
+        match &a.spec {
+            ActionSpec::Move { partition, .. } => {
+                let back = a.landed_on.first().is_some_and(|&to| {
+                    left.get(partition).is_some_and(|v| {
+                        v.iter().any(|&(t, from)| from == to && t <= a.t_secs && a.t_secs - t <= THRASH_WINDOW_SECS)
+                    })
+                });
+                undone += usize::from(back);
+                if let Some(from) = a.source {
+                    left.entry(partition).or_default().push((at, from));
+                }
+            }
+            ActionSpec::Merge { .. } => {
+                let rejoined = a
+                    .keys
+                    .iter()
+                    .any(|k| cut.get(k).is_some_and(|&t| t <= a.t_secs && a.t_secs - t <= THRASH_WINDOW_SECS));
+                undone += usize::from(rejoined);
+            }
+            ActionSpec::Split { .. } | ActionSpec::SplitInto { .. } => {
+                for k in &a.keys {
+                    cut.insert(*k, at);
+                }
+            }
+            _ => {}
+        }
+    }
+    undone
+}
 
 /// Something that changes the load or the capacity at `at_secs`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,6 +218,8 @@ pub struct Figures {
     pub actions: BTreeMap<&'static str, usize>,
     pub failed_actions: usize,
     pub submit_errors: usize,
+    /// Actions that undid one of the run's own within 10 min ([`thrash`]).
+    pub thrash: usize,
     pub bytes_moved: u64,
     /// Succeeded actions that streamed data from one zone into another, and its bytes.
     pub cross_zone_actions: usize,
@@ -196,6 +251,7 @@ impl Figures {
             actions,
             failed_actions: sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Failed { .. })).count(),
             submit_errors: sim.submit_errors.len(),
+            thrash: thrash(&sim.actions),
             bytes_moved: sim.bytes_moved(),
             cross_zone_actions: sim.actions.iter().filter(|a| a.cross_zone_bytes > 0).count(),
             cross_zone_bytes: sim.actions.iter().map(|a| a.cross_zone_bytes).sum(),
@@ -366,8 +422,8 @@ impl Comparison {
             self.duration_secs,
             self.wall.as_secs_f64()
         );
-        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | failed | bytes moved | wall s |\n");
-        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | failed | thrash (undone ≤ 10 min) | bytes moved | wall s |\n");
+        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for run in &self.runs {
             let f = &run.figures;
             let kinds: Vec<String> =
@@ -387,7 +443,7 @@ impl Comparison {
                 f.max_demand_ratio.p99,
                 f.max_demand_ratio.max,
                 f.violations.len(),
-                kinds.join(" | ") + &format!(" | {}", f.failed_actions + f.submit_errors),
+                kinds.join(" | ") + &format!(" | {} | {}", f.failed_actions + f.submit_errors, f.thrash),
                 f.bytes_moved as f64 / f64::from(1u32 << 30),
                 run.wall.as_secs_f64()
             );
@@ -526,5 +582,59 @@ impl Comparison {
                 ),
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::ids::{ActionId, Key, OperationId, PartitionId, WorkerId};
+    use lb_common::protocol::ActionSpec;
+
+    use super::*;
+
+    fn record(t_secs: u64, ended: u64, spec: ActionSpec, source: u32, landed: u32, keys: Vec<Key>) -> ActionRecord {
+        ActionRecord {
+            t_secs,
+            action_id: ActionId::new(format!("a-{t_secs}")).expect("valid"),
+            operation: OperationId::new(format!("op-{t_secs}")).expect("valid"),
+            spec,
+            reason: String::new(),
+            bytes_to_move: 0,
+            outcome: Outcome::Succeeded { at_secs: ended },
+            landed_on: vec![landed],
+            into_group: None,
+            source: Some(source),
+            cross_zone_bytes: 0,
+            keys,
+        }
+    }
+
+    fn mv(partition: &str, to: u32) -> ActionSpec {
+        ActionSpec::Move {
+            partition: PartitionId::new(partition).expect("valid"),
+            to_worker: WorkerId::new(format!("w-{to:04}")).expect("valid"),
+        }
+    }
+
+    #[test]
+    fn thrash_counts_moves_back_and_merges_of_fresh_cuts_within_ten_minutes() {
+        let p = |s: &str| PartitionId::new(s).expect("valid");
+        let split = ActionSpec::Split { partition: p("a"), split_key: Key(100) };
+        let merge = ActionSpec::Merge { left: p("a"), right: p("b") };
+        let actions = vec![
+            // a: 0 -> 1 at 10 s, back 1 -> 0 at 300 s (thrash), to 2 at 2000 s (not back).
+            record(0, 10, mv("a", 1), 0, 1, vec![]),
+            record(300, 310, mv("a", 0), 1, 0, vec![]),
+            record(2000, 2010, mv("a", 2), 0, 2, vec![]),
+            // c: 0 -> 1, back after 11 min: not thrash.
+            record(20, 30, mv("c", 1), 0, 1, vec![]),
+            record(700, 710, mv("c", 0), 1, 0, vec![]),
+            // A cut at 100 merged back after 5 min (thrash); a cut at 200 merged after an hour.
+            record(40, 42, split.clone(), 0, 0, vec![Key(100)]),
+            record(342, 344, merge.clone(), 0, 0, vec![Key(100)]),
+            record(400, 402, ActionSpec::Split { partition: p("a"), split_key: Key(200) }, 0, 0, vec![Key(200)]),
+            record(4000, 4002, merge, 0, 0, vec![Key(200)]),
+        ];
+        assert_eq!(thrash(&actions), 2);
     }
 }
