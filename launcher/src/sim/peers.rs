@@ -19,7 +19,7 @@
 //! default is multiplied by `partition limit / 5,000` ([`PeerScale::load_ratio`]): at the shipped
 //! scenarios' 8,000 ops/s partition limit TiKV splits at 4,800 ops/s (0.6 of the limit) and
 //! CockroachDB at 4,000 (0.5). TiKV's byte trigger (30 MiB/s) is the same 0.6 of the partition's
-//! byte limit. Sizes: the scenario's mean partition size at the start stands for the size each
+//! byte limit. Sizes: each table's mean partition size at the start stands for the size each
 //! system splits at (TiKV `region-split-size` 96 MiB, CockroachDB `range_max_bytes` 512 MiB), and
 //! the merge sizes keep their ratio to it.
 //!
@@ -85,7 +85,11 @@ pub const PD_GREAT_DEC_RATIO: f64 = 0.95;
 pub const PD_HOT_REGION_LIMIT: usize = 4;
 /// PD store limit: add-peer and remove-peer operations per minute per store.
 pub const PD_STORE_LIMIT_PER_MIN: f64 = 15.0;
-/// PD `max-zombie-rounds`: store heartbeats a finished operator's influence is still counted.
+/// PD `max-zombie-rounds`: store heartbeats a finished operator's influence may still be
+/// counted, until the stores' stats have caught up with it. Here a store's load is its last
+/// heartbeat's mean, which has caught up with a move in proportion to the part of the heartbeat
+/// after the move ended: that is the share of the influence still counted (counting all of it
+/// for 3 rounds would count the move twice and send it back).
 pub const PD_ZOMBIE_ROUNDS: u64 = 3;
 /// PD `max-movable-hot-peer-size` 512 MiB over TiKV's 96 MiB split size: larger peers are not moved.
 pub const PD_MAX_MOVABLE_SIZE_RATIO: f64 = 512.0 / 96.0;
@@ -127,23 +131,33 @@ pub const CRDB_MIN_BYTES_RATIO: f64 = 128.0 / 512.0;
 pub const CRDB_MERGE_SCAN_SECS: u64 = 60;
 
 /// The peers' absolute defaults scaled to a scenario (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PeerScale {
     /// The partition's ops limit over [`REFERENCE_RANGE_OPS_PER_SEC`].
     pub load_ratio: f64,
     pub limit_bytes_per_sec: f64,
-    /// Mean partition size at the start: the size the systems split at.
-    pub partition_bytes: f64,
+    /// Per table, its mean partition size at the start: the size the systems split at.
+    pub table_bytes: Vec<f64>,
 }
 
 impl PeerScale {
     pub fn of(c: &Cluster) -> Self {
-        let n = c.partitions.len().max(1) as f64;
+        let mut sums = vec![(0.0, 0.0); c.tables.len()];
+        for p in 0..c.partitions.len() {
+            let s = &mut sums[c.partitions.table[p] as usize];
+            s.0 += c.partitions.stored_bytes[p];
+            s.1 += 1.0;
+        }
         Self {
             load_ratio: c.partition_limit.ops_per_sec / REFERENCE_RANGE_OPS_PER_SEC,
             limit_bytes_per_sec: c.partition_limit.bytes_per_sec,
-            partition_bytes: c.partitions.stored_bytes.iter().sum::<f64>() / n,
+            table_bytes: sums.into_iter().map(|(b, n)| if n > 0.0 { b / n } else { 0.0 }).collect(),
         }
+    }
+
+    /// The split size of table `t`'s partitions.
+    pub fn partition_bytes(&self, t: u32) -> f64 {
+        self.table_bytes.get(t as usize).copied().unwrap_or(0.0)
     }
 
     /// A default in QPS, scaled.
@@ -443,12 +457,13 @@ pub struct Pd {
     streaks: Streaks,
     region_interval: Interval,
     store_loads: StoreLoads,
-    /// Partition → (hot degree, anti count, last interval's served ops/s).
-    hot: HashMap<PartitionId, (u32, u32, f64)>,
+    /// Partition → (hot degree, anti count, last interval's served ops/s; `None` after its
+    /// range changed, until it has a full interval again).
+    hot: HashMap<PartitionId, (u32, u32, Option<f64>)>,
     /// Per worker: add-peer and remove-peer tokens.
     tokens: Vec<(f64, f64)>,
     own: HashMap<ActionId, Own>,
-    /// Finished hot moves still counted: (src, dst, load, until ms).
+    /// Finished hot moves still counted: (src, dst, load, finished at ms).
     zombies: Vec<(usize, usize, f64, i64)>,
     splits: SplitCache,
     next_id: u64,
@@ -516,11 +531,11 @@ impl Pd {
             let old = self.hot.get(id).copied();
             let entry = match (m, old) {
                 // No full interval (new or re-cut): keep what the cache had.
-                (None, old) => old,
+                (None, old) => old.map(|(d, anti, _)| (d, anti, None)),
                 (Some(m), old) if *m >= thresholds[c.partitions.owner[p] as usize] => {
-                    Some((old.map_or(1, |(d, _, _)| d + 1), PD_HOT_ANTI_COUNT, *m))
+                    Some((old.map_or(1, |(d, _, _)| d + 1), PD_HOT_ANTI_COUNT, Some(*m)))
                 }
-                (Some(m), Some((d, anti, _))) if anti > 1 => Some((d.saturating_sub(1), anti - 1, *m)),
+                (Some(m), Some((d, anti, _))) if anti > 1 => Some((d.saturating_sub(1), anti - 1, Some(*m))),
                 (Some(_), _) => None,
             };
             if let Some(e) = entry {
@@ -534,7 +549,10 @@ impl Pd {
     fn schedule_hot(&mut self, c: &Cluster, now_ms: i64, out: &mut Out<'_>, scale: &PeerScale) {
         let mut load = self.store_loads.roll();
         load.resize(c.workers.len(), 0.0);
-        self.zombies.retain(|z| z.3 > now_ms);
+        let heartbeat_ms = (PD_STORE_HEARTBEAT_SECS * 1000) as f64;
+        let zombie_ms = (PD_ZOMBIE_ROUNDS * PD_STORE_HEARTBEAT_SECS * 1000) as i64;
+        self.zombies.retain(|z| now_ms - z.3 < zombie_ms.min(heartbeat_ms as i64));
+        let uncaught = |finished_ms: i64| (1.0 - (now_ms - finished_ms) as f64 / heartbeat_ms).clamp(0.0, 1.0);
         let influences = self
             .own
             .values()
@@ -542,7 +560,7 @@ impl Pd {
                 Own::HotMove { src, dst, load } => Some((*src, *dst, *load)),
                 _ => None,
             })
-            .chain(self.zombies.iter().map(|z| (z.0, z.1, z.2)))
+            .chain(self.zombies.iter().map(|z| (z.0, z.1, z.2 * uncaught(z.3))))
             .collect::<Vec<_>>();
         for (src, dst, l) in influences {
             if src < load.len() && dst < load.len() {
@@ -560,14 +578,14 @@ impl Pd {
         if srcs.is_empty() {
             return;
         }
-        let max_movable = PD_MAX_MOVABLE_SIZE_RATIO * scale.partition_bytes;
         let mut peers: Vec<Vec<(usize, f64)>> = vec![Vec::new(); c.workers.len()];
         for p in 0..c.partitions.len() {
             let id = &c.partitions.ids[p];
-            if let Some(&(d, _, l)) = self.hot.get(id)
+            if let Some(&(d, _, Some(l))) = self.hot.get(id)
                 && d >= PD_HOT_DEGREE
                 && c.partitions.group[p].is_none()
-                && c.partitions.stored_bytes[p] <= max_movable
+                && c.partitions.stored_bytes[p]
+                    <= PD_MAX_MOVABLE_SIZE_RATIO * scale.partition_bytes(c.partitions.table[p])
             {
                 peers[c.partitions.owner[p] as usize].push((p, l));
             }
@@ -617,8 +635,6 @@ impl Pd {
     /// The merge checker's patrol.
     fn check_merges(&mut self, c: &Cluster, now_ms: i64, out: &mut Out<'_>, scale: &PeerScale) {
         self.splits.expire(now_ms - PD_SPLIT_MERGE_INTERVAL_SECS * 1000);
-        let max_merge = PD_MAX_MERGE_SIZE_RATIO * scale.partition_bytes;
-        let max_region = PD_MAX_REGION_SIZE_RATIO * scale.partition_bytes;
         let (hot, splits) = (&self.hot, &self.splits);
         let ok = |p: usize, out: &Out<'_>| {
             let id = &c.partitions.ids[p];
@@ -628,7 +644,9 @@ impl Pd {
                 && hot.get(id).is_none_or(|&(d, _, _)| d < PD_HOT_DEGREE)
                 && !splits.is_piece(c, p)
         };
-        for table in &c.tables {
+        for (t, table) in c.tables.iter().enumerate() {
+            let max_merge = PD_MAX_MERGE_SIZE_RATIO * scale.partition_bytes(t as u32);
+            let max_region = PD_MAX_REGION_SIZE_RATIO * scale.partition_bytes(t as u32);
             let sorted = &table.sorted;
             for (i, &p) in sorted.iter().enumerate() {
                 if in_flight(&self.own, |o| matches!(o, Own::Merge)) >= PD_MERGE_LIMIT {
@@ -677,7 +695,7 @@ impl Strategy for Pd {
     fn decide(&mut self, ctx: &mut Context<'_>) -> Decision {
         let c = &ctx.engine.cluster;
         let (now_ms, t) = (ctx.now_ms, ctx.engine.t_secs());
-        let scale = *self.scale.get_or_insert_with(|| PeerScale::of(c));
+        let scale = self.scale.get_or_insert_with(|| PeerScale::of(c)).clone();
         self.tokens.resize(c.workers.len(), (PD_STORE_LIMIT_PER_MIN, PD_STORE_LIMIT_PER_MIN));
         for tk in &mut self.tokens {
             tk.0 = (tk.0 + PD_STORE_LIMIT_PER_MIN / 60.0).min(PD_STORE_LIMIT_PER_MIN);
@@ -709,8 +727,7 @@ impl Strategy for Pd {
     fn finished(&mut self, id: &ActionId, applied: bool, at_ms: i64) {
         match self.own.remove(id) {
             Some(Own::HotMove { src, dst, load }) if applied => {
-                let zombie_ms = (PD_ZOMBIE_ROUNDS * PD_STORE_HEARTBEAT_SECS * 1000) as i64;
-                self.zombies.push((src, dst, load, at_ms + zombie_ms));
+                self.zombies.push((src, dst, load, at_ms));
             }
             Some(Own::Split { table, key }) if applied => self.splits.record(table, key, at_ms),
             _ => {}
@@ -897,10 +914,10 @@ impl Crdb {
 
     /// Records the small ranges' QPS each second; once a minute, the merge queue's pass.
     fn merges(&mut self, c: &Cluster, now_ms: i64, out: &mut Out<'_>, scale: &PeerScale, scan: bool) {
-        let min_bytes = CRDB_MIN_BYTES_RATIO * scale.partition_bytes;
+        let min_bytes = |p: usize| CRDB_MIN_BYTES_RATIO * scale.partition_bytes(c.partitions.table[p]);
         let mut seen = HashMap::with_capacity(self.max_qps.len());
         for p in 0..c.partitions.len() {
-            if c.partitions.stored_bytes[p] >= min_bytes {
+            if c.partitions.stored_bytes[p] >= min_bytes(p) {
                 continue;
             }
             let (id, range) = (&c.partitions.ids[p], c.partitions.range(p));
@@ -933,6 +950,7 @@ impl Crdb {
                 {
                     continue;
                 }
+                // Tracked only while under range_min_bytes: both sides must be.
                 let (Some(lq), Some(rq)) = (
                     self.max_qps.get(lid).and_then(|t| t.max(now_ms)),
                     self.max_qps.get(rid).and_then(|t| t.max(now_ms)),
@@ -967,7 +985,7 @@ impl Strategy for Crdb {
     fn decide(&mut self, ctx: &mut Context<'_>) -> Decision {
         let c = &ctx.engine.cluster;
         let (now_ms, t) = (ctx.now_ms, ctx.engine.t_secs());
-        let scale = *self.scale.get_or_insert_with(|| PeerScale::of(c));
+        let scale = self.scale.get_or_insert_with(|| PeerScale::of(c)).clone();
         if self.interval.started_ms.is_none() {
             self.interval.roll(c, now_ms);
         }
