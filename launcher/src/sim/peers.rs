@@ -345,7 +345,8 @@ impl Interval {
     }
 }
 
-/// Served ops per worker summed over the seconds of a store interval.
+/// Served ops per worker summed over the seconds of a store interval: everything the store
+/// served (its partitions and any dataset shards on it), as a store heartbeat reports it.
 #[derive(Debug, Default)]
 struct StoreLoads {
     sums: Vec<f64>,
@@ -355,8 +356,9 @@ struct StoreLoads {
 impl StoreLoads {
     fn add_second(&mut self, c: &Cluster) {
         self.sums.resize(c.workers.len(), 0.0);
-        for p in 0..c.partitions.len() {
-            self.sums[c.partitions.owner[p] as usize] += served_ops(c, p);
+        let load = &c.load;
+        for (w, sum) in self.sums.iter_mut().enumerate() {
+            *sum += load.worker_ops[w] * load.worker_scale[w];
         }
         self.secs += 1;
     }
