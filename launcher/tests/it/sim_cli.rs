@@ -1,6 +1,6 @@
-//! `lb sim` end to end at small scale: the binary runs the hot-range scenario under all
-//! three strategies and writes the table, the figures and the charts; the planner rejects less
-//! than doing nothing.
+//! `lb sim` end to end at small scale: the binary runs the hot-range scenario under lb, the
+//! baselines and the peer models and writes the table, the figures and the charts; the planner
+//! rejects less than doing nothing.
 
 use std::process::Command;
 
@@ -13,7 +13,7 @@ fn sim_writes_the_comparison_and_lb_rejects_less_than_no_balancer() {
         .arg("sim")
         .arg("--scenario")
         .arg(scenarios_dir().join("hot-range-surge.toml"))
-        .args(["--partitions", "64", "--workers", "16", "--duration", "15m", "--strategies", "lb,none,greedy"])
+        .args(["--partitions", "64", "--workers", "16", "--duration", "15m", "--strategies", "lb,none,greedy,pd,crdb"])
         .arg("--out")
         .arg(out.path())
         .status()
@@ -25,11 +25,12 @@ fn sim_writes_the_comparison_and_lb_rejects_less_than_no_balancer() {
         assert!(len > 0, "{} is missing or empty", path.display());
     }
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report");
-    for name in ["| lb |", "| none |", "| greedy |"] {
+    assert!(report.contains("| thrash (undone ≤ 10 min) |"), "no thrash column in\n{report}");
+    for name in ["| lb |", "| none |", "| greedy |", "| pd |", "| crdb |"] {
         assert!(report.contains(name), "no row {name} in\n{report}");
     }
     let svg = std::fs::read_to_string(out.path().join("rejected.svg")).expect("chart");
-    assert_eq!(svg.matches("<polyline").count(), 3, "one line per strategy");
+    assert_eq!(svg.matches("<polyline").count(), 5, "one line per strategy");
 
     let figures: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.path().join("figures.json")).expect("figures")).expect("json");

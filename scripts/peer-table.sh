@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# lb against the peer models (issue 24): every shipped scenario in configs/scenarios/ under
+# lb, none, greedy, pd and crdb at its own size and duration, then mixed-tenants at 100,000
+# partitions on 1,000 workers, each with `lb sim`; writes every run's report, figures and charts
+# under OUT/<scenario>/ and one summary table, OUT/peer-table.md (from the runs' figures.json).
+#
+#   scripts/peer-table.sh [OUT]          # OUT defaults to target/sim/peers
+#   LB=path/to/lb SKIP_100K=1 scripts/peer-table.sh
+#
+# LB is the release binary (default target/release/lb; build it with
+# `cargo build --release -p lb-launcher --bin lb`). SKIP_100K=1 leaves out the 100k run (about a
+# quarter of an hour on two cores). ONLY="a b" runs only those scenarios (file stems).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+LB="${LB:-$ROOT/target/release/lb}"
+OUT="${1:-$ROOT/target/sim/peers}"
+STRATEGIES="lb,none,greedy,pd,crdb"
+
+log() { echo "peer-table: $*" >&2; }
+
+if [ ! -x "$LB" ]; then
+    log "no lb binary at $LB (cargo build --release -p lb-launcher --bin lb, or set LB)"
+    exit 1
+fi
+mkdir -p "$OUT"
+
+# name|scenario file|extra lb sim flags
+runs=()
+for f in "$ROOT"/configs/scenarios/*.toml; do
+    name="$(basename "$f" .toml)"
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+        continue
+    fi
+    runs+=("$name|$f|")
+done
+if [ -z "${SKIP_100K:-}" ] && { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" mixed-tenants-100k "* ]]; }; then
+    runs+=("mixed-tenants-100k|$ROOT/configs/scenarios/mixed-tenants.toml|--partitions 100000 --workers 1000")
+fi
+
+for run in "${runs[@]}"; do
+    IFS='|' read -r name file flags <<<"$run"
+    log "$name: lb sim --scenario ${file#"$ROOT"/} $flags --strategies $STRATEGIES"
+    started=$SECONDS
+    # shellcheck disable=SC2086 # flags are words
+    "$LB" sim --scenario "$file" $flags --strategies "$STRATEGIES" --out "$OUT/$name" >"$OUT/$name.log" 2>&1 || {
+        log "$name failed (see $OUT/$name.log)"
+        exit 1
+    }
+    log "$name: done in $((SECONDS - started)) s"
+done
+
+# One row per scenario and strategy: rejected share, time to relief of every onset in order
+# (– never hot, ✗ not relieved), actions by kind, thrash, bytes moved, safety violations.
+{
+    echo "| scenario | strategy | rejected % | time to relief per onset | splits / moves / groups / merges | thrash | bytes moved | safety violations |"
+    echo "|---|---|---:|---|---|---:|---:|---:|"
+    for run in "${runs[@]}"; do
+        IFS='|' read -r name _ _ <<<"$run"
+        jq -r --arg name "$name" '
+            def pct: (. * 100000 | round) / 1000 | tostring;
+            def gib: (. / 1073741824 * 100 | round) / 100 | tostring;
+            def relief: if .first_trouble_after_secs == null then "–"
+                        elif .relieved_after_secs == null then "✗"
+                        else "\(.relieved_after_secs) s" end;
+            .runs[] | .figures as $f
+            | "| \($name) | \($f.strategy) | \(.rejected_ratio | pct) % | \([$f.reliefs[] | relief] | join(" · ")) | \($f.actions.split // 0) / \($f.actions.move // 0) / \($f.actions.group // 0) / \($f.actions.merge // 0) | \($f.thrash) | \($f.bytes_moved | gib) GiB | \($f.violations | length) |"
+        ' "$OUT/$name/figures.json"
+    done
+} >"$OUT/peer-table.md"
+log "wrote $OUT/peer-table.md"
+cat "$OUT/peer-table.md"
