@@ -594,27 +594,62 @@ impl Drop for LocalCluster {
 /// same free port between the check and the server's bind.
 static RESERVED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
-/// A port on 127.0.0.1 that is free, whose bus port (port + 10000) is free too, and that no
-/// cluster of this process uses.
+/// A port on 127.0.0.1 that is free, whose bus port (port + 10000) is free too, that no
+/// cluster of this process uses, and that no outgoing connection can take.
+///
+/// Both are taken below the kernel's ephemeral range (`ip_local_port_range`, 32768-60999 by
+/// default): every outgoing connection on the machine (a client's, another cluster's bus links)
+/// gets its local port from that range, and one that lands on a killed node's port keeps the
+/// node from binding it again for as long as the connection lives. A restart waited 30 s for
+/// such a port in CI. Where the range leaves no room below it, the kernel picks (port 0) as
+/// before.
 fn free_port_pair() -> Result<u16, LocalClusterError> {
-    // Ephemeral ports come from the kernel's range (32768-60999 on Linux); those above
-    // 65535 - 10000 have no bus port, so ask again.
     const MAX_TRIES: usize = 200;
+    // Well above the registered ports of common services on a developer's machine.
+    const LOWEST: u16 = 10_000;
+    let ephemeral_from = ephemeral_range_start();
+    let below = ephemeral_from.checked_sub(CLUSTER_BUS_PORT_OFFSET).filter(|&top| top > LOWEST + 1_000);
+    let mut next = below.map(|top| {
+        // A start that differs per process, so two test binaries do not walk the same ports.
+        let span = u64::from(top - LOWEST);
+        let seed =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), std::process::id());
+        (LOWEST, span, seed % span)
+    });
     for _ in 0..MAX_TRIES {
-        let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)) else { continue };
-        let Ok(port) = listener.local_addr().map(|a| a.port()) else { continue };
+        let port = match &mut next {
+            Some((lowest, span, at)) => {
+                *at = (*at + 1) % *span;
+                *lowest + *at as u16
+            }
+            None => {
+                let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)) else { continue };
+                let Ok(port) = listener.local_addr().map(|a| a.port()) else { continue };
+                port
+            }
+        };
         let Some(bus_port) = port.checked_add(CLUSTER_BUS_PORT_OFFSET) else { continue };
         let mut reserved = RESERVED_PORTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if reserved.contains(&port) || reserved.contains(&bus_port) {
             continue;
         }
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, bus_port)).is_ok() {
+        let free = |p: u16| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok();
+        if free(port) && free(bus_port) {
             reserved.insert(port);
             reserved.insert(bus_port);
             return Ok(port);
         }
     }
     Err(LocalClusterError::NoFreePort)
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default when it cannot be read).
+fn ephemeral_range_start() -> u16 {
+    const LINUX_DEFAULT: u16 = 32_768;
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|first| first.parse().ok()))
+        .unwrap_or(LINUX_DEFAULT)
 }
 
 /// `CONFIG GET dir`: the working directory of the server answering on a port.
@@ -658,4 +693,27 @@ fn server_exited(dir: &Path) -> bool {
                 .any(|m| log.contains(m))
         })
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_and_bus_ports_are_free_distinct_and_below_the_ephemeral_range() {
+        let ephemeral_from = ephemeral_range_start();
+        let mut seen = BTreeSet::new();
+        for _ in 0..20 {
+            let port = free_port_pair().expect("a free pair");
+            let bus = port + CLUSTER_BUS_PORT_OFFSET;
+            assert!(
+                bus < ephemeral_from,
+                "{port}/{bus}: an outgoing connection could take them (range from {ephemeral_from})"
+            );
+            assert!(seen.insert(port) && seen.insert(bus), "{port}/{bus} handed out twice");
+            // Still free for the server to bind.
+            assert!(TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok());
+            assert!(TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_ok());
+        }
+    }
 }
