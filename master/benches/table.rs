@@ -16,7 +16,7 @@ use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::{
     ActionKind, Capacity, Cursor, Health, PartitionInfo, PartitionStats, Sample, SampleData, Topology, WorkerInfo,
 };
-use lb_master::online::observe::{planner_input, refresh_planner_input};
+use lb_master::online::observe::{KeptInput, planner_input, refresh_planner_input};
 use lb_master::planner::{PlannerConfig, PlannerState, plan};
 use lb_master::table::{GroupBy, Metric, MetricsTable, TableConfig};
 
@@ -279,16 +279,17 @@ fn analysis_pass(c: &mut Criterion) {
     });
     // The steady state: the layout did not change since the last pass, so only the load is
     // re-read into the views the loop keeps (`Online` in analysis.rs), then the planner runs.
-    let mut kept = input.clone();
+    let mut kept = KeptInput::default();
+    refresh_planner_input(&mut kept, &table, &topo, window, now);
     g.bench_function("refresh_input_100k_partitions_1k_workers", |b| {
-        b.iter(|| refresh_planner_input(black_box(&mut kept), Some(topo.version), &table, &topo, window, now))
+        b.iter(|| refresh_planner_input(black_box(&mut kept), &table, &topo, window, now))
     });
     let mut refresh_and_plan = |b: &mut criterion::Bencher<'_>| {
         b.iter_batched(
             || state.clone(),
             |mut st| {
-                refresh_planner_input(&mut kept, Some(topo.version), &table, &topo, window, now);
-                black_box(plan(&kept, &config, &mut st, now + 3000))
+                refresh_planner_input(&mut kept, &table, &topo, window, now);
+                black_box(plan(&kept.input, &config, &mut st, now + 3000))
             },
             criterion::BatchSize::LargeInput,
         )

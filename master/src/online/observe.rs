@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lb_common::protocol::{Health, Topology};
+use lb_common::protocol::{Health, PartitionInfo, Topology};
 
 use crate::planner::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
-use crate::table::{MetricsTable, RateBasis};
+use crate::table::{MetricsTable, PartitionSlot, RateBasis};
 
 /// Past 20,000 partitions the input is built on two threads (a single core takes ~10 ms).
 const PARALLEL_INPUT_PARTITIONS: usize = 20_000;
@@ -24,83 +24,107 @@ pub fn planner_input(
     window: Duration,
     now_ms: i64,
 ) -> PlannerInput {
-    let mut input = PlannerInput {
-        partitions: Vec::new(),
-        workers: Vec::new(),
-        in_flight,
-        new_group_dedicates_owner: false,
-        multi_way_split: false,
-    };
-    refresh_planner_input(&mut input, None, table, topology, window, now_ms);
+    let mut kept = KeptInput::default();
+    refresh_planner_input(&mut kept, table, topology, window, now_ms);
+    let mut input = kept.input;
+    input.in_flight = in_flight;
     input
 }
 
-/// [`planner_input`] in place: when `built_from` is the version of `topology` that `input`'s
-/// partitions were built from, only their load is re-read (no ids cloned, nothing allocated
-/// but sketches); otherwise the views are rebuilt. Workers are always rebuilt (a thousand).
-pub fn refresh_planner_input(
-    input: &mut PlannerInput,
+/// The planner's input kept from pass to pass, with what lets the next pass re-read only the
+/// load: the topology version its partition views were built from, and per view where the table
+/// keeps the partition's series and which sketch the view already holds.
+#[derive(Debug, Default)]
+pub struct KeptInput {
+    pub input: PlannerInput,
     built_from: Option<u64>,
+    /// One per partition view, in the same order.
+    reads: Vec<ViewRead>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct ViewRead {
+    /// A hint, checked against the id on every use ([`MetricsTable::locate`]).
+    slot: Option<PartitionSlot>,
+    /// The version of the sketch in the view (0: none): an unchanged sketch is not copied again.
+    sketch_version: u64,
+}
+
+/// [`planner_input`] in place: when `kept`'s partition views were built from this version of
+/// `topology`, only their load is re-read, at the table slots found before (no id hashed or
+/// cloned, a sketch copied only when a newer one came); otherwise the views are rebuilt.
+/// Workers are always rebuilt (a thousand). The caller sets `in_flight`.
+pub fn refresh_planner_input(
+    kept: &mut KeptInput,
     table: &MetricsTable,
     topology: &Topology,
     window: Duration,
     now_ms: i64,
 ) {
     let reader = table.rate_reader(window, now_ms, RateBasis::Reported).ok();
-    let stats = |p: &lb_common::protocol::PartitionInfo| {
-        let rates = reader.as_ref().and_then(|r| r.rates(&p.id));
-        rates.map_or_else(PartitionWindow::default, |r| PartitionWindow {
-            ops_per_sec: r.ops_per_sec,
-            bytes_per_sec: r.bytes_per_sec,
-            cpu_cores: r.cpu_cores,
-            rejected_per_sec: r.rejected_per_sec,
-            latency_p99_us: r.latency_p99_us.unwrap_or(0.0),
-            sketch: table.sketch_for(&p.id, p.range).cloned(),
-        })
+    let read = |p: &PartitionInfo, stats: &mut PartitionWindow, r: &mut ViewRead| {
+        r.slot = table.locate(&p.id, r.slot);
+        let (Some(reader), Some(slot)) = (reader.as_ref(), r.slot) else {
+            *stats = PartitionWindow::default();
+            r.sketch_version = 0;
+            return;
+        };
+        let rates = reader.rates_in(slot);
+        stats.ops_per_sec = rates.ops_per_sec;
+        stats.bytes_per_sec = rates.bytes_per_sec;
+        stats.cpu_cores = rates.cpu_cores;
+        stats.rejected_per_sec = rates.rejected_per_sec;
+        stats.latency_p99_us = rates.latency_p99_us.unwrap_or(0.0);
+        match table.sketch_at(slot, p.range) {
+            Some((_, version)) if version == r.sketch_version && stats.sketch.is_some() => {}
+            Some((sketch, version)) => {
+                stats.sketch = Some(sketch.clone());
+                r.sketch_version = version;
+            }
+            None => {
+                stats.sketch = None;
+                r.sketch_version = 0;
+            }
+        }
+    };
+    let refresh = |views: &mut [PartitionView], reads: &mut [ViewRead], infos: &[PartitionInfo]| {
+        for ((v, r), p) in views.iter_mut().zip(reads).zip(infos) {
+            read(p, &mut v.stats, r);
+        }
     };
     let all = &topology.partitions;
-    let same_layout = built_from == Some(topology.version) && input.partitions.len() == all.len();
-    if same_layout {
-        let refresh = |views: &mut [PartitionView], infos: &[lb_common::protocol::PartitionInfo]| {
-            for (v, p) in views.iter_mut().zip(infos) {
-                v.stats = stats(p);
-            }
-        };
-        if all.len() < PARALLEL_INPUT_PARTITIONS {
-            refresh(&mut input.partitions, all);
-        } else {
-            let mid = all.len() / 2;
-            let (lv, rv) = input.partitions.split_at_mut(mid);
-            let (li, ri) = all.split_at(mid);
-            std::thread::scope(|s| {
-                s.spawn(|| refresh(rv, ri));
-                refresh(lv, li);
-            });
-        }
-    } else {
-        let view = |p: &lb_common::protocol::PartitionInfo| PartitionView {
-            id: p.id.clone(),
-            tenant: p.tenant.clone(),
-            table: p.table.clone(),
-            range: p.range,
-            owner: p.owner.clone(),
-            group: p.group.clone(),
-            stored_bytes: p.stored_bytes,
-            limit: p.limit,
-            supported_actions: p.supported_actions.clone(),
-            stats: stats(p),
-        };
-        input.partitions = if all.len() < PARALLEL_INPUT_PARTITIONS {
-            all.iter().map(view).collect()
-        } else {
-            let (left, right) = all.split_at(all.len() / 2);
-            std::thread::scope(|s| {
-                let other = s.spawn(|| right.iter().map(view).collect::<Vec<_>>());
-                let mut out: Vec<PartitionView> = left.iter().map(view).collect();
-                out.extend(other.join().unwrap_or_else(|_| right.iter().map(view).collect()));
-                out
+    let input = &mut kept.input;
+    let same_layout = kept.built_from == Some(topology.version) && input.partitions.len() == all.len();
+    if !same_layout {
+        input.partitions = all
+            .iter()
+            .map(|p| PartitionView {
+                id: p.id.clone(),
+                tenant: p.tenant.clone(),
+                table: p.table.clone(),
+                range: p.range,
+                owner: p.owner.clone(),
+                group: p.group.clone(),
+                stored_bytes: p.stored_bytes,
+                limit: p.limit,
+                supported_actions: p.supported_actions.clone(),
+                stats: PartitionWindow::default(),
             })
-        };
+            .collect();
+        kept.reads = vec![ViewRead::default(); all.len()];
+        kept.built_from = Some(topology.version);
+    }
+    if all.len() < PARALLEL_INPUT_PARTITIONS {
+        refresh(&mut input.partitions, &mut kept.reads, all);
+    } else {
+        let mid = all.len() / 2;
+        let (lv, rv) = input.partitions.split_at_mut(mid);
+        let (lr, rr) = kept.reads.split_at_mut(mid);
+        let (li, ri) = all.split_at(mid);
+        std::thread::scope(|s| {
+            s.spawn(|| refresh(rv, rr, ri));
+            refresh(lv, lr, li);
+        });
     }
     let loads: HashMap<_, _> =
         table.workers(window, now_ms).unwrap_or_default().into_iter().map(|w| (w.id.clone(), w)).collect();

@@ -26,14 +26,14 @@ use super::core::{
     ActionUpdate, ApprovalRequest, Command, EvaluationView, Handover, ManualRequest, Observation, OnlineConfig,
     OnlineCore, PassOutput, Record,
 };
-use super::observe::{planner_input, refresh_planner_input};
+use super::observe::{KeptInput, planner_input, refresh_planner_input};
 use super::snapshot::PassSnapshot;
 use crate::Shared;
 use crate::config::MasterConfig;
 use crate::executor::{ApprovalError, Pending};
 use crate::leadership::LeadershipStatus;
 use crate::placement_manager;
-use crate::planner::{InFlightAction, ManualRefusal, PlannerInput, Proposal};
+use crate::planner::{InFlightAction, ManualRefusal, Proposal};
 
 /// What an SRE asks of the online loop through the API, answered at its next pass.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ struct Online {
     core: OnlineCore,
     /// The last pass's input and the topology version its partitions were built from: while the
     /// layout holds, a pass only re-reads the load.
-    input: Option<(u64, PlannerInput)>,
+    input: KeptInput,
     /// Numbers manual requests within this master's life.
     manual_seq: u64,
     /// Times each table's hotspot to its relief (`lb_master_hotspot_relief_seconds`).
@@ -104,7 +104,7 @@ pub async fn run(
     let mut online = Online {
         shared,
         core,
-        input: None,
+        input: KeptInput::default(),
         manual_seq: 0,
         relief: Default::default(),
         term: None,
@@ -276,27 +276,26 @@ impl Online {
             self.core.evaluation_due(&config, now).then(|| Duration::from_secs(cfg.evaluation.window_secs));
         let (table, topo) = (self.shared.table.clone(), Arc::clone(topology));
         let horizon_ms = cfg.collector.stale_after_ms as i64;
-        let cached = self.input.take();
+        let mut kept = std::mem::take(&mut self.input);
         let built = tokio::task::spawn_blocking(move || {
             let table = table.read().expect("table lock is never poisoned");
             // Windows end where every live worker's reports are in, not at the wall clock.
             let at = table.complete_until_ms(now, horizon_ms);
-            let (built_from, mut input) = cached.map_or((None, PlannerInput::default()), |(v, i)| (Some(v), i));
-            refresh_planner_input(&mut input, built_from, &table, &topo, window, at);
-            input.in_flight = in_flight;
+            refresh_planner_input(&mut kept, &table, &topo, window, at);
+            kept.input.in_flight = in_flight;
             let after = eval_window.map(|w| planner_input(&table, &topo, Vec::new(), w, at));
             let usage = if topo.datasets.is_empty() {
                 Vec::new()
             } else {
                 placement_manager::dataset_shard_usage(&table, &topo.datasets, window, at).unwrap_or_default()
             };
-            (input, after, usage, at)
+            (kept, after, usage, at)
         })
         .await;
-        let Ok((mut input, after, usage, at)) = built else { return };
+        let Ok((mut kept, after, usage, at)) = built else { return };
         if std::mem::take(&mut self.adopting) {
             for record in &in_flight_records {
-                if self.core.adopt(record, &input, &config, now) {
+                if self.core.adopt(record, &kept.input, &config, now) {
                     info!(action = %record.request.id, "adopted an action in flight from the previous leader");
                 }
             }
@@ -335,7 +334,7 @@ impl Online {
         let observation = Observation {
             window_end_ms: at,
             window_ms: window.as_millis() as i64,
-            input: &mut input,
+            input: &mut kept.input,
             evaluation: after.as_ref().map_or(EvaluationView::None, EvaluationView::Window),
             datasets: &topology.datasets,
             dataset_usage: &usage,
@@ -362,7 +361,7 @@ impl Online {
         }
         metrics::counter!("lb_master_analysis_passes_total", "outcome" => "ok").increment(1);
         let plan = std::mem::take(&mut out.plan);
-        crate::metrics::record_pass(&plan, &input, &mut self.relief, now);
+        crate::metrics::record_pass(&plan, &kept.input, &mut self.relief, now);
         let proposals = out.proposals.clone();
         self.carry_out(client, out, &mut replies, now).await;
         self.save_handover().await;
@@ -384,7 +383,7 @@ impl Online {
         let cooling = self.core.planner_state().cooldown_until_ms.values().filter(|&&until| until > now).count();
         metrics::gauge!("lb_master_cooling_partitions").set(cooling as f64);
         metrics::histogram!("lb_master_analysis_pass_seconds").record(started.elapsed().as_secs_f64());
-        self.input = Some((topology.version, input));
+        self.input = kept;
     }
 
     /// What became of every tracked action that has not ended, as the ops server tells it.

@@ -336,7 +336,11 @@ impl Pass<'_> {
                 && shape.top_key_share_ratio < cfg.single_key_share_ratio
                 && shape.sequential_write_ratio < cfg.sequential_write_ratio;
             seen += 1;
-            let h = state.partitions.entry(p.id.clone()).or_default();
+            // Most warm partitions were warm at the last pass too: no id cloned for those.
+            let h = match state.partitions.get_mut(&p.id) {
+                Some(h) => h,
+                None => state.partitions.entry(p.id.clone()).or_default(),
+            };
             if h.last_ms > 0 && self.now_ms > h.last_ms {
                 let raw = (demand - h.last_demand) / ((self.now_ms - h.last_ms) as f64 / 1000.0);
                 h.growth_per_sec = 0.5 * raw + 0.5 * h.growth_per_sec;

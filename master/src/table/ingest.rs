@@ -133,7 +133,7 @@ impl MetricsTable {
             e.range = p.key_range;
             e.last_worker = Some(w);
             if let Some(sketch) = &p.sketch {
-                Self::keep_sketch(e, sketch, p.key_range);
+                Self::keep_sketch(e, sketch, p.key_range, &mut self.sketch_seq);
             }
         }
         stats.accepted_partition += 1;

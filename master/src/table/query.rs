@@ -148,48 +148,55 @@ impl RateReader<'_> {
         self.table.partition_index.get(id).map(|&i| self.rates_at(i))
     }
 
+    /// [`RateReader::rates`] at a slot from [`MetricsTable::locate`], without hashing the id.
+    pub fn rates_in(&self, slot: super::PartitionSlot) -> PartitionRates {
+        self.rates_at(slot.0)
+    }
+
     pub(crate) fn rates_at(&self, i: u32) -> PartitionRates {
+        use super::metric::{COL_BYTES, COL_CPU, COL_ERRORS, COL_LATENCY_P99, COL_OPS, COL_REJECTED};
         let t = self.table;
         let (a, b, _) = self.win;
+        // Its newest sample is older than the window (an idle Valkey slot, a partition gone
+        // quiet): every figure is zero and the latency unknown, as the sums below would say.
+        if t.pseries.head(i) < a {
+            return PartitionRates::default();
+        }
+        let [ops, bytes, cpu, rejected, errors, latency] =
+            t.pseries.sum_cols(i, [COL_OPS, COL_BYTES, COL_CPU, COL_REJECTED, COL_ERRORS, COL_LATENCY_P99], a, b);
+        // What the rates divide by: the window's seconds, or those its worker reported in.
         let denominator = match self.basis {
-            RateBasis::Window => None,
+            RateBasis::Window => (b - a + 1) as f64,
             RateBasis::Reported => {
                 let e = t.entry(i);
-                let (_, own, _) = t.pseries.sum(i, View::Col(super::metric::COL_OPS), a, b);
                 // Born at its first sample, or earlier when the table knew it before that (the
                 // topology listed it while its worker left it out of reports: idle, not new).
                 let born = e.first_slot.map(|first| first.min(e.created_slot));
                 let by_worker = e.last_worker.map_or(0.0, |w| match born {
                     // Younger than the window: only the seconds since it was born count.
-                    Some(born) if born > a => t.wseries.sum(w, View::Col(super::metric::COL_OPS), born, b).1,
+                    Some(born) if born > a => t.wseries.sum(w, View::Col(COL_OPS), born, b).1,
                     // Precomputed for a whole pass; a single read sums its one worker.
                     _ => self
                         .worker_covered
                         .get(w as usize)
                         .copied()
-                        .unwrap_or_else(|| t.wseries.sum(w, View::Col(super::metric::COL_OPS), a, b).1),
+                        .unwrap_or_else(|| t.wseries.sum(w, View::Col(COL_OPS), a, b).1),
                 });
                 // A sample late for the worker's series may still be in the partition's.
-                Some(own.max(by_worker))
+                ops.1.max(by_worker)
             }
         };
-        let v = |m: Metric| {
-            metric_view(m).map_or(0.0, |view| match denominator {
-                Some(covered) if m.is_rate() => {
-                    let (sum, _, any) = t.pseries.sum(i, view, a, b);
-                    if any && covered > 0.0 { sum / covered } else { 0.0 }
-                }
-                _ => scalar_of(&t.pseries, i, view, m.is_rate(), self.win).unwrap_or(0.0),
-            })
-        };
+        let rate = |(total, _, any): (f64, f64, bool)| if any && denominator > 0.0 { total / denominator } else { 0.0 };
+        // A gauge: the mean over the seconds that had a value.
+        let (latency_sum, latency_covered, latency_any) = latency;
         PartitionRates {
-            ops_per_sec: v(Metric::Ops),
-            bytes_per_sec: v(Metric::Bytes),
-            cpu_cores: v(Metric::Cpu),
-            rejected_per_sec: v(Metric::Rejected),
-            errors_per_sec: v(Metric::Errors),
-            latency_p99_us: metric_view(Metric::LatencyP99)
-                .and_then(|view| scalar_of(&t.pseries, i, view, false, self.win)),
+            ops_per_sec: rate(ops),
+            bytes_per_sec: rate(bytes),
+            cpu_cores: rate(cpu),
+            rejected_per_sec: rate(rejected),
+            errors_per_sec: rate(errors),
+            latency_p99_us: latency_any
+                .then(|| if latency_covered > 0.0 { latency_sum / latency_covered } else { 0.0 }),
         }
     }
 }
@@ -611,8 +618,4 @@ impl MetricsTable {
             })
             .collect())
     }
-}
-
-fn metric_view(m: Metric) -> Option<View> {
-    m.partition_view()
 }

@@ -369,6 +369,34 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
         }
     }
 
+    /// [`SeriesStore::sum`] of several plain columns of one series over the same slots, with
+    /// the series' head and ring position read once: the online pass reads six columns of every
+    /// partition each second, and in the fine ring that is one slice arithmetic for all six.
+    pub(crate) fn sum_cols<const N: usize>(&self, id: u32, cols: [usize; N], a: i64, b: i64) -> [(f64, f64, bool); N] {
+        let head = self.heads[id as usize];
+        if head == EMPTY_HEAD || b < a || a < self.fine_from[id as usize] {
+            // Empty, or reaching back into the coarse ring: the general path.
+            return cols.map(|c| self.sum(id, View::Col(c), a, b));
+        }
+        let b = b.min(head);
+        if a > b {
+            return [(0.0, 0.0, false); N];
+        }
+        let fl = self.fl();
+        let n = (b - a + 1) as usize;
+        // As in `sum`: `head - a < fine_len`, so one conditional add replaces a modulo.
+        let back = self.head_pos[id as usize] as i64 - (head - a);
+        let r = if back < 0 { back + fl as i64 } else { back } as usize;
+        let (base, first) = (id as usize * fl, n.min(fl - r));
+        cols.map(|c| {
+            let ring = &self.fine[c][base..base + fl];
+            let codec = &self.fine_codecs[c];
+            let (s1, p1) = codec.sum_codes(&ring[r..r + first]);
+            let (s2, p2) = codec.sum_codes(&ring[..n - first]);
+            (s1 + s2, (p1 + p2) as f64, p1 + p2 > 0)
+        })
+    }
+
     /// Fast path of [`Self::fold`] for aggregates: `(Σ value × weight, Σ weight, any point)`
     /// over fine slots `[a, b]`.
     #[inline]

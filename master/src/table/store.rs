@@ -93,6 +93,9 @@ pub(crate) struct PartitionEntry {
     pub sketch: Option<Box<KeySketch>>,
     /// The key range the sketch's buckets divide (the partition's range when it was reported).
     pub sketch_range: Option<KeyRange>,
+    /// Which of the table's sketches this is ([`MetricsTable::sketch_seq`] when it was kept), so
+    /// a reader that copied it can tell it unchanged without comparing it.
+    pub sketch_version: u64,
     pub parents: Vec<Parent>,
     pub children: Vec<u32>,
 }
@@ -144,7 +147,17 @@ pub struct MetricsTable {
     pub(crate) live_partitions: usize,
     /// The newest fine slot any accepted sample reached.
     pub(crate) newest_slot: Option<i64>,
+    /// Sketches kept so far (the last one's [`PartitionEntry::sketch_version`]): versions are
+    /// unique over the table's life, also across an entry freed and made again.
+    pub(crate) sketch_seq: u64,
 }
+
+/// Where the table keeps a partition's series: found once by id ([`MetricsTable::locate`]) and
+/// then read without hashing the id, as the online pass does for every partition each second.
+/// It is a hint, checked against the id on every use, so a stale one costs a lookup and never
+/// reads another partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionSlot(pub(crate) u32);
 
 impl MetricsTable {
     pub fn new(config: TableConfig) -> Result<Self, TableError> {
@@ -192,6 +205,7 @@ impl MetricsTable {
             tenant_index: HashMap::new(),
             live_partitions: 0,
             newest_slot: None,
+            sketch_seq: 0,
         })
     }
 
@@ -274,6 +288,7 @@ impl MetricsTable {
             gone: false,
             sketch: None,
             sketch_range: None,
+            sketch_version: 0,
             parents: vec![],
             children: vec![],
         };
@@ -462,7 +477,9 @@ impl MetricsTable {
     }
 
     /// Keeps a partition's newest sketch, truncated to the protocol's bounds.
-    pub(crate) fn keep_sketch(entry: &mut PartitionEntry, sketch: &KeySketch, range: KeyRange) {
+    pub(crate) fn keep_sketch(entry: &mut PartitionEntry, sketch: &KeySketch, range: KeyRange, seq: &mut u64) {
+        *seq += 1;
+        entry.sketch_version = *seq;
         entry.sketch_range = Some(range);
         let mut s = sketch.clone();
         s.bucket_ops.truncate(MAX_SKETCH_BUCKETS);
@@ -487,6 +504,24 @@ impl MetricsTable {
     pub fn sketch_for(&self, partition: &PartitionId, range: KeyRange) -> Option<&KeySketch> {
         let e = self.entry(*self.partition_index.get(partition)?);
         e.sketch.as_deref().filter(|_| e.sketch_range == Some(range))
+    }
+
+    /// The slot of partition `id`: `hint` when it still holds `id` (no hashing), else looked up.
+    /// `None` for a partition the table has not heard of.
+    pub fn locate(&self, id: &PartitionId, hint: Option<PartitionSlot>) -> Option<PartitionSlot> {
+        let holds =
+            |s: PartitionSlot| self.partitions.get(s.0 as usize).and_then(Option::as_ref).is_some_and(|e| e.id == *id);
+        match hint {
+            Some(s) if holds(s) => Some(s),
+            _ => self.partition_index.get(id).map(|&i| PartitionSlot(i)),
+        }
+    }
+
+    /// [`MetricsTable::sketch_for`] at a slot from [`MetricsTable::locate`], with its version
+    /// (the same version is the same sketch).
+    pub fn sketch_at(&self, slot: PartitionSlot, range: KeyRange) -> Option<(&KeySketch, u64)> {
+        let e = self.entry(slot.0);
+        e.sketch.as_deref().filter(|_| e.sketch_range == Some(range)).map(|s| (s, e.sketch_version))
     }
 
     /// Memory held by the table.

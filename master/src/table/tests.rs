@@ -523,6 +523,68 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
     assert_eq!(zones, [None, None, Some("eu-1b")]);
 }
 
+/// The online pass keeps its input and re-reads only the load at the table slots it found
+/// before: what it reads must be what a fresh build reads, as samples, sketches and partitions
+/// the table did not know yet arrive.
+#[test]
+fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
+    use crate::online::observe::{KeptInput, planner_input, refresh_planner_input};
+    let mut t = table();
+    let info = |id: &str, r: KeyRange| PartitionInfo {
+        id: pid(id),
+        tenant: TenantId::new("acme").expect("valid"),
+        table: TableId::new("t").expect("valid"),
+        range: r,
+        owner: wid("w1"),
+        group: None,
+        stored_bytes: 0,
+        limit: None,
+        supported_actions: Vec::new(),
+    };
+    let topology = Topology {
+        version: 7,
+        workers: vec![WorkerInfo {
+            id: wid("w1"),
+            capacity: Capacity { ops_per_sec: 1000.0, bytes_per_sec: 1e9 },
+            cpu_cores: 0.0,
+            group: None,
+            health: Health::Healthy,
+            zone: None,
+            rack: None,
+        }],
+        partitions: vec![info("a", range(0, 49)), info("b", range(50, 99))],
+        datasets: Vec::new(),
+        new_group_dedicates_owner: false,
+        multi_way_split: false,
+    };
+    let with_sketch = |cursor: u64, at: i64, id: &str, r: KeyRange, ops: u64, buckets: Vec<u64>| {
+        let mut stats = pstats(id, "t", r, ops);
+        stats.sketch = Some(KeySketch { bucket_ops: buckets, top_keys: Vec::new(), sequential_write_ratio: 0.0 });
+        sample(cursor, at, stats)
+    };
+    let mut kept = KeptInput::default();
+    // Only "a" reports at first: "b" is not in the table, and reads as idle.
+    let mut cursor = 0;
+    for second in 1..=12i64 {
+        let at = T0_MS + second * 1000;
+        cursor += 1;
+        let mut batch = vec![with_sketch(cursor, at, "a", range(0, 49), 10 * second as u64, vec![1, second as u64])];
+        if second > 6 {
+            cursor += 1;
+            batch.push(with_sketch(cursor, at, "b", range(50, 99), 40, vec![3, 1]));
+        }
+        t.ingest(&wid("w1"), &batch, at);
+        refresh_planner_input(&mut kept, &t, &topology, secs(5), at);
+        let fresh = planner_input(&t, &topology, Vec::new(), secs(5), at);
+        assert_eq!(kept.input.partitions, fresh.partitions, "second {second}");
+        assert_eq!(kept.input.workers, fresh.workers, "second {second}");
+        let a = &kept.input.partitions[0].stats;
+        assert_eq!(a.sketch.as_ref().map(|s| s.bucket_ops.clone()), Some(vec![1, second as u64]), "the newest sketch");
+        assert!(a.ops_per_sec > 0.0);
+        assert_eq!(kept.input.partitions[1].stats.ops_per_sec > 0.0, second > 6, "second {second}");
+    }
+}
+
 /// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
 /// after; w2 a steady 10.
 #[test]
@@ -755,6 +817,45 @@ proptest! {
         }
         let wl = t.worker_load(&w, Metric::Ops, window, now).expect("worker known");
         prop_assert!((wl.sum - worker_total).abs() <= worker_total * 1e-5 + 1e-3, "{} {:?}", worker_total, wl);
+    }
+
+    /// The online pass's fused read of six columns is the per-column read, for any window
+    /// (inside the fine ring, reaching into the coarse one, before or after the newest sample).
+    #[test]
+    fn the_fused_column_read_is_the_per_column_read(
+        ops in prop::collection::vec(0u64..50_000, 1..300),
+        gaps in prop::collection::vec(0i64..3, 1..300),
+        from_back in 0i64..400,
+        len in 1i64..200,
+    ) {
+        use super::metric::{COL_BYTES, COL_CPU, COL_ERRORS, COL_LATENCY_P99, COL_OPS, COL_REJECTED};
+        use super::metric::View;
+        let mut t = table();
+        let mut at = T0_MS;
+        let samples: Vec<Sample> = ops
+            .iter()
+            .zip(gaps.iter().cycle())
+            .enumerate()
+            .map(|(k, (&o, &gap))| {
+                at += (1 + gap) * 1000;
+                let mut st = pstats("p1", "t", range(0, 99), o.max(4));
+                st.errors = o / 7;
+                st.latency_p99_us = o as f64;
+                sample(k as u64 + 1, at, st)
+            })
+            .collect();
+        t.ingest(&wid("w1"), &samples, at);
+        let i = t.partition_idx(&pid("p1")).expect("known");
+        let b = t.geo.slot_of(at - 1) - from_back + 20;
+        let a = b - len + 1;
+        let cols = [COL_OPS, COL_BYTES, COL_CPU, COL_REJECTED, COL_ERRORS, COL_LATENCY_P99];
+        let fused = t.pseries.sum_cols(i, cols, a, b);
+        for (c, got) in cols.iter().zip(fused) {
+            let want = t.pseries.sum(i, View::Col(*c), a, b);
+            prop_assert_eq!(got.2, want.2, "column {} any", c);
+            prop_assert!((got.0 - want.0).abs() <= 1e-9 * (1.0 + want.0.abs()), "column {}: {:?} vs {:?}", c, got, want);
+            prop_assert!((got.1 - want.1).abs() < 1e-9, "column {} covered: {:?} vs {:?}", c, got, want);
+        }
     }
 
     /// Windows never count a second twice: covered seconds never exceed the window.
