@@ -370,8 +370,8 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
     }
 
     /// [`SeriesStore::sum`] of several plain columns of one series over the same slots, with
-    /// the series' head and ring position read once: the online pass reads six columns of every
-    /// partition each second, and in the fine ring that is one slice arithmetic for all six.
+    /// the series' bounds checked once: the online pass reads six columns of every partition
+    /// each second.
     pub(crate) fn sum_cols<const N: usize>(&self, id: u32, cols: [usize; N], a: i64, b: i64) -> [(f64, f64, bool); N] {
         let head = self.heads[id as usize];
         if head == EMPTY_HEAD || b < a || a < self.fine_from[id as usize] {
@@ -382,24 +382,29 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
         if a > b {
             return [(0.0, 0.0, false); N];
         }
-        let fl = self.fl();
-        let n = (b - a + 1) as usize;
-        // As in `sum`: `head - a < fine_len`, so one conditional add replaces a modulo.
-        let back = self.head_pos[id as usize] as i64 - (head - a);
-        let r = if back < 0 { back + fl as i64 } else { back } as usize;
-        let (base, first) = (id as usize * fl, n.min(fl - r));
         cols.map(|c| {
-            let ring = &self.fine[c][base..base + fl];
-            let codec = &self.fine_codecs[c];
-            let (s1, p1) = codec.sum_codes(&ring[r..r + first]);
-            let (s2, p2) = codec.sum_codes(&ring[..n - first]);
-            (s1 + s2, (p1 + p2) as f64, p1 + p2 > 0)
+            let (total, present) = self.fine_sum(id, c, head, a, b);
+            (total, present as f64, present > 0)
         })
     }
 
-    /// Fast path of [`Self::fold`] for aggregates: `(Σ value × weight, Σ weight, any point)`
-    /// over fine slots `[a, b]`.
-    #[inline]
+    /// Sum and number of present codes of column `c` over fine slots `[s, b]` of a series whose
+    /// head is `head` (`fine_from <= s <= b <= head`). The span is at most one ring: two
+    /// contiguous runs, summed without branches.
+    fn fine_sum(&self, id: u32, c: usize, head: i64, s: i64, b: i64) -> (f64, usize) {
+        let fl = self.fl();
+        let n = (b - s + 1) as usize;
+        // `head - s < fine_len`, so one conditional add replaces a modulo.
+        let back = self.head_pos[id as usize] as i64 - (head - s);
+        let r = if back < 0 { back + fl as i64 } else { back } as usize;
+        let ring = &self.fine[c][id as usize * fl..(id as usize + 1) * fl];
+        let codec = &self.fine_codecs[c];
+        let first = &ring[r..(r + n).min(fl)];
+        let (s1, p1) = codec.sum_codes(first);
+        let (s2, p2) = codec.sum_codes(&ring[..n - first.len()]);
+        (s1 + s2, p1 + p2)
+    }
+
     pub(crate) fn sum(&self, id: u32, view: View, a: i64, b: i64) -> (f64, f64, bool) {
         let c = match view {
             View::Col(c) => c,
@@ -430,20 +435,8 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
         if s > b {
             return (sum, covered, any);
         }
-        // The fine part is at most one ring: two contiguous runs, summed without branches.
-        let fl = self.fl();
-        let n = (b - s + 1) as usize;
-        // `head - s < fine_len`, so one conditional add replaces a modulo.
-        let back = self.head_pos[id as usize] as i64 - (head - s);
-        let r = if back < 0 { back + fl as i64 } else { back } as usize;
-        let ring = &self.fine[c][id as usize * fl..(id as usize + 1) * fl];
-        let codec = &self.fine_codecs[c];
-        let first = &ring[r..(r + n).min(fl)];
-        let second = &ring[..n - first.len()];
-        let (s1, p1) = codec.sum_codes(first);
-        let (s2, p2) = codec.sum_codes(second);
-        let present = p1 + p2;
-        sum += s1 + s2;
+        let (fine_sum, present) = self.fine_sum(id, c, head, s, b);
+        sum += fine_sum;
         covered += present as f64;
         (sum, covered, any || present > 0)
     }
