@@ -629,6 +629,7 @@ mod tests {
             in_flight: Vec::new(),
             new_group_dedicates_owner: false,
             multi_way_split: false,
+            layout: None,
         };
         let merges = (0..5)
             .map(|k| OfflineMerge {

@@ -202,6 +202,7 @@ impl InputBuilder {
             .collect();
         self.version = c.version;
         self.rebuilds += 1;
+        self.input.layout = Some(lb_master::planner::new_layout_id());
     }
 }
 

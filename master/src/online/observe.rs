@@ -113,6 +113,7 @@ pub fn refresh_planner_input(
             .collect();
         kept.reads = vec![ViewRead::default(); all.len()];
         kept.built_from = Some(topology.version);
+        input.layout = Some(crate::planner::new_layout_id());
     }
     if all.len() < PARALLEL_INPUT_PARTITIONS {
         refresh(&mut input.partitions, &mut kept.reads, all);

@@ -21,6 +21,20 @@ pub struct PlannerInput {
     /// a hot partition is cut into all the pieces it needs, spread over workers, in one action.
     #[serde(default)]
     pub multi_way_split: bool,
+    /// Which layout this is: inputs with the same `Some` id have the same partitions and workers
+    /// in the same order, with the same owners and groups (only their load and the actions in
+    /// flight differ). The planner then keeps what it derives per position (each partition's
+    /// owner, its hysteresis) from one pass to the next instead of looking ids up again; `None`
+    /// makes it look them up every pass. Ids come from [`new_layout_id`] and never leave the
+    /// process.
+    #[serde(skip)]
+    pub layout: Option<u64>,
+}
+
+/// A layout id no other input of this process has had ([`PlannerInput::layout`]).
+pub fn new_layout_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

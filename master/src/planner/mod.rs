@@ -63,7 +63,9 @@ mod zone_tests;
 use lb_common::ids::GroupId;
 
 pub use config::{CrossZone, PlannerConfig, PolicyMode, ZonesConfig};
-pub use input::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
+pub use input::{
+    InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow, new_layout_id,
+};
 pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Scatter, Strikes};
 
@@ -88,7 +90,9 @@ pub const MAX_ALTERNATIVES: usize = 6;
 /// One pass of the analyzer and planner. See the module doc.
 pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, now_ms: i64) -> Plan {
     let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
-    let model = Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms);
+    let owners = state.layout.owners(input);
+    let model = Model::build_with_owners(input, owners, config.caps.move_source_drain_ratio, stalled_before_ms);
+    state.partitions.bind(input);
     let mut groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
     // A worker being dedicated has left the shared pool already.
     for (w, group) in &model.dedicating {
@@ -239,13 +243,19 @@ pub(crate) struct Pass<'a> {
 
 impl Pass<'_> {
     pub fn decline(&mut self, policy: Policy, subject: &str, reason: DeclineReason, why: String) {
+        self.decline_with(policy, subject, reason, || why);
+    }
+
+    /// [`Pass::decline`] with the why written only if the pass keeps it (the first
+    /// [`MAX_DECLINED_PER_PASS`]; the rest are only counted).
+    pub fn decline_with(&mut self, policy: Policy, subject: &str, reason: DeclineReason, why: impl FnOnce() -> String) {
         let counts = &mut self.plan.declined_counts;
         match counts.iter_mut().find(|(p, r, _)| *p == policy && *r == reason) {
             Some((_, _, n)) => *n += 1,
             None => counts.push((policy, reason, 1)),
         }
         if self.plan.rejected.len() < MAX_DECLINED_PER_PASS {
-            self.plan.rejected.push(Declined { policy, subject: subject.to_owned(), reason, why });
+            self.plan.rejected.push(Declined { policy, subject: subject.to_owned(), reason, why: why() });
         } else {
             self.plan.stats.declined_dropped += 1;
         }
@@ -336,11 +346,7 @@ impl Pass<'_> {
                 && shape.top_key_share_ratio < cfg.single_key_share_ratio
                 && shape.sequential_write_ratio < cfg.sequential_write_ratio;
             seen += 1;
-            // Most warm partitions were warm at the last pass too: no id cloned for those.
-            let h = match state.partitions.get_mut(&p.id) {
-                Some(h) => h,
-                None => state.partitions.entry(p.id.clone()).or_default(),
-            };
+            let h = state.partitions.at_mut(i, &p.id);
             if h.last_ms > 0 && self.now_ms > h.last_ms {
                 let raw = (demand - h.last_demand) / ((self.now_ms - h.last_ms) as f64 / 1000.0);
                 h.growth_per_sec = 0.5 * raw + 0.5 * h.growth_per_sec;
@@ -361,7 +367,7 @@ impl Pass<'_> {
         // Entries not refreshed this pass went under release: forget them.
         if state.partitions.len() > seen {
             let now = self.now_ms;
-            state.partitions.retain(|_, h| h.last_ms == now);
+            state.partitions.retain(|h| h.last_ms == now);
         }
         hot.sort_by(|a, b| (b.demand_ops / b.limit_ops).total_cmp(&(a.demand_ops / a.limit_ops)));
         hot

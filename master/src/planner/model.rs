@@ -36,6 +36,9 @@ pub struct Model {
     /// Per worker: load sum (partitions + background), capacity per dimension, eligibility.
     pub worker_load: Vec<Load>,
     cap: Vec<Load>,
+    /// Per worker: `1 / cap` per dimension (0 where the capacity is 0), for
+    /// [`Model::ratio_with_bounds`].
+    inv_cap: Vec<Load>,
     drain_ratio: f64,
     /// Per worker: capacity share left while its outgoing moves stream (transient only).
     drain: Vec<f64>,
@@ -60,15 +63,25 @@ impl Model {
     /// `stalled_before_ms`: in-flight actions started before it are presumed stuck (busy, but
     /// their move is not counted as done).
     pub fn build(input: &PlannerInput, move_drain_ratio: f64, stalled_before_ms: i64) -> Self {
+        Self::build_with_owners(input, &owner_positions(input), move_drain_ratio, stalled_before_ms)
+    }
+
+    /// [`Model::build`] with each partition's owner's position already known
+    /// ([`owner_positions`], kept per layout by the planner's state).
+    pub fn build_with_owners(
+        input: &PlannerInput,
+        owners: &[u32],
+        move_drain_ratio: f64,
+        stalled_before_ms: i64,
+    ) -> Self {
         let nw = input.workers.len();
-        let worker_index: HashMap<WorkerId, u32> =
-            input.workers.iter().enumerate().map(|(i, w)| (w.id.clone(), i as u32)).collect();
-        let mut partition_index: HashMap<&lb_common::ids::PartitionId, usize> = HashMap::new();
+        let (mut worker_index, mut partition_index) = (HashMap::new(), HashMap::new());
         if !input.in_flight.is_empty() {
+            worker_index = input.workers.iter().enumerate().map(|(i, w)| (&w.id, i as u32)).collect();
             partition_index = input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
         }
         let n = input.partitions.len();
-        let mut owner = Vec::with_capacity(n);
+        let mut owner = owners.to_vec();
         let mut load = Vec::with_capacity(n);
         let mut demand_ops = Vec::with_capacity(n);
         let mut served = vec![Load::default(); nw];
@@ -81,11 +94,9 @@ impl Model {
             let ops = demand.min(lim_ops);
             let bytes = (s.bytes_per_sec * scale).min(lim_bytes);
             let cpu = if s.ops_per_sec > 0.0 { s.cpu_cores * ops / s.ops_per_sec } else { s.cpu_cores };
-            let w = worker_index.get(&p.owner).copied().unwrap_or(u32::MAX);
-            if let Some(sv) = served.get_mut(w as usize) {
+            if let Some(sv) = served.get_mut(owner[load.len()] as usize) {
                 sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
             }
-            owner.push(w);
             load.push(Load { ops, bytes, cpu });
             demand_ops.push(demand);
         }
@@ -211,8 +222,11 @@ impl Model {
             }
         }
         let cluster_actions = input.in_flight.len() as u32;
+        let inv = |c: f64| if c > 0.0 { 1.0 / c } else { 0.0 };
+        let inv_cap = cap.iter().map(|c| Load { ops: inv(c.ops), bytes: inv(c.bytes), cpu: inv(c.cpu) }).collect();
         Self {
             held,
+            inv_cap,
             owner,
             load,
             demand_ops,
@@ -254,10 +268,23 @@ impl Model {
     }
 
     /// Worker `w`'s ratio with partition `p` added (`sign` 1) or removed (`sign` -1).
+    #[inline]
     pub fn ratio_with(&self, w: usize, p: usize, sign: f64) -> f64 {
         let mut l = self.worker_load[w];
         l.add(self.load[p], sign);
         self.ratio_of(w, l)
+    }
+
+    /// Bounds of [`Model::ratio_with`]`(w, p, 1.0)` from three multiplications instead of three
+    /// divisions: the exact ratio lies in `[lo, hi]`. A scan over every worker decides most of
+    /// them on the bounds and divides only where a threshold or the best so far falls between.
+    #[inline]
+    pub fn ratio_with_bounds(&self, w: usize, p: usize) -> (f64, f64) {
+        let (l, a, inv) = (self.worker_load[w], self.load[p], self.inv_cap[w]);
+        let r = ((l.ops + a.ops) * inv.ops).max((l.bytes + a.bytes) * inv.bytes).max((l.cpu + a.cpu) * inv.cpu);
+        // A product of a rounded reciprocal is within 2 ulps of the quotient; 1e-12 is far wider.
+        let slack = r.abs() * 1e-12;
+        (r - slack, r + slack)
     }
 
     /// Partitions currently on worker `w` (as built; moves this pass are not reflected).
@@ -460,6 +487,14 @@ impl Model {
 }
 
 /// `l` over `c` in the tightest dimension; a dimension of capacity 0 is not one (unknown).
+/// Per partition of `input`, its owner's position among the workers (`u32::MAX` for a worker
+/// the input does not have).
+pub fn owner_positions(input: &PlannerInput) -> Vec<u32> {
+    let worker_index: HashMap<&WorkerId, u32> =
+        input.workers.iter().enumerate().map(|(i, w)| (&w.id, i as u32)).collect();
+    input.partitions.iter().map(|p| worker_index.get(&p.owner).copied().unwrap_or(u32::MAX)).collect()
+}
+
 fn ratio(l: Load, c: Load) -> f64 {
     let mut r = if c.ops > 0.0 { l.ops / c.ops } else { 0.0 };
     if c.bytes > 0.0 {

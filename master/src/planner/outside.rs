@@ -342,6 +342,7 @@ mod tests {
             in_flight: Vec::new(),
             new_group_dedicates_owner: false,
             multi_way_split: false,
+            layout: None,
         }
     }
 

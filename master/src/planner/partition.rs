@@ -663,13 +663,10 @@ fn isolate(
         }
         Err(why) => alts.push(alt(format!("dedicate its worker to {id}"), why)),
     }
-    let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
-    pass.decline(
-        Policy::PartitionOverload,
-        id.as_str(),
-        nothing_helps(cross_zone, destination_full),
-        format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}"),
-    );
+    pass.decline_with(Policy::PartitionOverload, id.as_str(), nothing_helps(cross_zone, destination_full), || {
+        let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+        format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}")
+    });
 }
 
 /// Expects the new piece of a split proposed this pass. A dry-run proposal is repeated every
@@ -709,7 +706,7 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
                     index: i,
                 });
             }
-            let h = state.partitions.entry(p.id.clone()).or_default();
+            let h = state.partitions.at_mut(i, &p.id);
             h.windows = h.windows.max(child.parent_hot.windows);
             h.engaged |= child.parent_hot.engaged;
             state.scatter.push(Scatter { partition: p.id.clone(), child });

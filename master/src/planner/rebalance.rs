@@ -134,10 +134,25 @@ impl Pass<'_> {
                     capped += usize::from(!probe);
                     continue;
                 }
-                let dest_before = self.model.worker_ratio(w);
-                let dest_after = self.model.ratio_with(w, p, 1.0);
-                room_home |= !crossing && self.destination_allows(src_before, dest_after);
-                if dest_after > max_after || !self.destination_allows(src_before, dest_after) {
+                // Both tests are monotone in the ratio after (a lower one passes whatever a higher
+                // one passes): decided on the ratio's bounds, divided out only where they differ
+                // or where this worker may beat the best so far.
+                let (lo, hi) = self.model.ratio_with_bounds(w, p);
+                let (allows_lo, allows_hi) =
+                    (self.destination_allows(src_before, lo), self.destination_allows(src_before, hi));
+                let (fits_lo, fits_hi) = (allows_lo && lo <= max_after, allows_hi && hi <= max_after);
+                let zone_key = zone_ratio.get(w).copied().unwrap_or(0.0);
+                let may_win = fits_lo && !probe && (zone_key, lo) < best_key;
+                let dest_after = if allows_lo != allows_hi || fits_lo != fits_hi || may_win {
+                    self.model.ratio_with(w, p, 1.0)
+                } else {
+                    hi
+                };
+                let allows =
+                    if allows_lo == allows_hi { allows_lo } else { self.destination_allows(src_before, dest_after) };
+                room_home |= !crossing && allows;
+                let fits = if fits_lo == fits_hi { fits_lo } else { allows && dest_after <= max_after };
+                if !fits {
                     full += usize::from(!probe);
                     continue;
                 }
@@ -145,8 +160,9 @@ impl Pass<'_> {
                     room_elsewhere += 1;
                     continue;
                 }
-                let key = (zone_ratio.get(w).copied().unwrap_or(0.0), dest_after);
-                if key < best_key {
+                let key = (zone_key, dest_after);
+                if may_win && key < best_key {
+                    let dest_before = self.model.worker_ratio(w);
                     let gain = src_before.max(dest_before) - src_after.max(dest_after);
                     best = Some(MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost });
                     best_key = key;

@@ -8,6 +8,7 @@ use lb_common::ids::{Key, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::Trigger;
 use serde::{Deserialize, Serialize};
 
+use super::input::PlannerInput;
 use super::proposal::Policy;
 
 /// Hysteresis of one subject (partition, worker or the cluster).
@@ -119,7 +120,7 @@ pub struct PlannerState {
     #[serde(default)]
     pub expected_demand: Vec<ExpectedDemand>,
     /// Only partitions at or over the release threshold have an entry.
-    pub partitions: HashMap<PartitionId, Hysteresis>,
+    pub partitions: PartitionHysteresis,
     pub workers: HashMap<WorkerId, Hysteresis>,
     pub imbalance: Hysteresis,
     /// The zones' spread (`zones.cross = balance`), engaged like the imbalance policy.
@@ -136,6 +137,165 @@ pub struct PlannerState {
     pub strikes: HashMap<Policy, Strikes>,
     /// Passes run, for tests and metrics.
     pub passes: u64,
+    /// What the planner derives from the input's layout, kept while the layout holds.
+    #[serde(skip)]
+    pub(crate) layout: LayoutCache,
+}
+
+/// Per partition position in the input, each partition's owner (its position among the
+/// workers, `u32::MAX` for a worker the input does not have), derived once per layout
+/// ([`PlannerInput::layout`]) instead of hashing every owner's id every pass. A cache: two
+/// states never differ by it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LayoutCache {
+    layout: Option<u64>,
+    owners: Vec<u32>,
+}
+
+impl PartialEq for LayoutCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl LayoutCache {
+    /// Each partition's owner's position in `input`.
+    pub(crate) fn owners(&mut self, input: &PlannerInput) -> &[u32] {
+        if input.layout.is_none() || self.layout != input.layout || self.owners.len() != input.partitions.len() {
+            self.owners = super::model::owner_positions(input);
+            self.layout = input.layout;
+        }
+        debug_assert!(
+            self.owners == super::model::owner_positions(input),
+            "an input kept its layout id while its owners changed"
+        );
+        &self.owners
+    }
+}
+
+/// The hysteresis of the partitions at or over the release threshold. Entries are reached by
+/// the partition's position in the input: bound to a layout ([`PartitionHysteresis::bind`]),
+/// a pass finds a partition's entry with no id hashed or compared (at 100k partitions, tens of
+/// thousands of warm ones, that lookup was a quarter of a pass). Serialized as a map by id.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionHysteresis {
+    entries: Vec<HysteresisEntry>,
+    /// Per input position: the index of its entry, or [`NO_ENTRY`]; valid for layout `bound`.
+    at: Vec<u32>,
+    bound: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct HysteresisEntry {
+    id: PartitionId,
+    /// Its position in the bound input ([`NO_ENTRY`] when the input does not have it).
+    pos: u32,
+    h: Hysteresis,
+}
+
+const NO_ENTRY: u32 = u32::MAX;
+
+impl PartitionHysteresis {
+    /// Binds the entries to `input`'s positions: nothing to do while its layout is the one
+    /// bound; otherwise each of its partitions is looked up by id once.
+    pub(crate) fn bind(&mut self, input: &PlannerInput) {
+        let n = input.partitions.len();
+        if input.layout.is_some() && self.bound == input.layout && self.at.len() == n {
+            debug_assert!(
+                self.entries.iter().all(|e| e.pos == NO_ENTRY || input.partitions[e.pos as usize].id == e.id),
+                "an input kept its layout id while its partitions changed"
+            );
+            return;
+        }
+        self.bound = input.layout;
+        self.at.clear();
+        self.at.resize(n, NO_ENTRY);
+        for e in &mut self.entries {
+            e.pos = NO_ENTRY;
+        }
+        if self.entries.is_empty() {
+            return;
+        }
+        let by_id: HashMap<&PartitionId, u32> =
+            self.entries.iter().enumerate().map(|(k, e)| (&e.id, k as u32)).collect();
+        for (i, p) in input.partitions.iter().enumerate() {
+            if let Some(&k) = by_id.get(&p.id) {
+                self.at[i] = k;
+            }
+        }
+        for (i, &k) in self.at.iter().enumerate() {
+            if k != NO_ENTRY {
+                self.entries[k as usize].pos = i as u32;
+            }
+        }
+    }
+
+    /// The entry of the partition at position `i` of the bound input, created when it has none.
+    pub(crate) fn at_mut(&mut self, i: usize, id: &PartitionId) -> &mut Hysteresis {
+        let mut k = self.at[i];
+        if k == NO_ENTRY {
+            k = self.entries.len() as u32;
+            self.entries.push(HysteresisEntry { id: id.clone(), pos: i as u32, h: Hysteresis::default() });
+            self.at[i] = k;
+        }
+        &mut self.entries[k as usize].h
+    }
+
+    /// Keeps the entries `keep` says yes to.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Hysteresis) -> bool) {
+        let mut k = 0;
+        while k < self.entries.len() {
+            if keep(&self.entries[k].h) {
+                k += 1;
+                continue;
+            }
+            let gone = self.entries.swap_remove(k);
+            if let Some(slot) = self.at.get_mut(gone.pos as usize) {
+                *slot = NO_ENTRY;
+            }
+            if let Some(moved) = self.entries.get(k)
+                && let Some(slot) = self.at.get_mut(moved.pos as usize)
+            {
+                *slot = k as u32;
+            }
+        }
+    }
+
+    pub fn get(&self, id: &PartitionId) -> Option<&Hysteresis> {
+        self.entries.iter().find(|e| &e.id == id).map(|e| &e.h)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&PartitionId, &Hysteresis)> {
+        self.entries.iter().map(|e| (&e.id, &e.h))
+    }
+}
+
+impl PartialEq for PartitionHysteresis {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(id, h)| other.get(id) == Some(h))
+    }
+}
+
+impl Serialize for PartitionHysteresis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for PartitionHysteresis {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = HashMap::<PartitionId, Hysteresis>::deserialize(d)?;
+        let entries = map.into_iter().map(|(id, h)| HysteresisEntry { id, pos: NO_ENTRY, h }).collect();
+        Ok(Self { entries, at: Vec::new(), bound: None })
+    }
 }
 
 /// Harmful verdicts of one policy that have not decayed yet.

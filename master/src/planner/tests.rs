@@ -630,3 +630,87 @@ fn a_new_split_child_carries_its_expected_load_until_measured() {
     assert!(state.expected_demand.is_empty(), "expired: {:?}", state.expected_demand);
     assert!(!later.rejected.iter().any(|d| d.subject == "p9" && d.why.contains("itself hot")), "{:?}", later.rejected);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Kept per layout (owners and hysteresis by position, `PlannerInput::layout`), the planner
+    /// plans pass for pass what it plans looking every id up, across load changes and a layout
+    /// change that drops, reorders and moves partitions.
+    #[test]
+    fn a_planner_kept_per_layout_plans_what_one_looking_ids_up_does(
+        loads in prop::collection::vec(prop::collection::vec(0.0f64..14_000.0, 12), 8),
+    ) {
+        let owners = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3];
+        let first = cluster(&loads[0], &owners, 4, &[(3, "iso")]);
+        // The second layout: p5 gone, the rest reversed, p0 on w-2.
+        let mut second = first.clone();
+        second.partitions.remove(5);
+        second.partitions.reverse();
+        let last = second.partitions.len() - 1;
+        second.partitions[last].owner = wid(2);
+        let config = PlannerConfig::default();
+        let (mut by_position, mut by_id) = (PlannerState::default(), PlannerState::default());
+        for (k, pass_loads) in loads.iter().enumerate() {
+            let (mut input, layout) = if k < 4 { (first.clone(), 1) } else { (second.clone(), 2) };
+            for p in &mut input.partitions {
+                let i: usize = p.id.as_str()[1..].parse().expect("p<i>");
+                p.stats.ops_per_sec = pass_loads[i].min(10_000.0);
+                p.stats.rejected_per_sec = (pass_loads[i] - 10_000.0).max(0.0);
+            }
+            let now = 1_000 + k as i64 * 1_000;
+            let kept = plan(&PlannerInput { layout: Some(layout + 1_000_000), ..input.clone() }, &config, &mut by_position, now);
+            let looked_up = plan(&input, &config, &mut by_id, now);
+            prop_assert_eq!(&kept.proposals, &looked_up.proposals, "pass {}", k);
+            prop_assert_eq!(&kept.rejected, &looked_up.rejected, "pass {}", k);
+            prop_assert_eq!(&by_position, &by_id, "pass {}", k);
+        }
+    }
+}
+
+#[test]
+fn partition_hysteresis_is_kept_by_position_and_serialised_by_id() {
+    let mut input = cluster(&[9_500.0, 9_500.0, 1_000.0], &[0, 0, 1], 2, &[]);
+    input.layout = Some(7);
+    let mut h = state::PartitionHysteresis::default();
+    h.bind(&input);
+    h.at_mut(1, &input.partitions[1].id).windows = 3;
+    h.at_mut(2, &input.partitions[2].id).windows = 1;
+    assert_eq!(h.at_mut(1, &input.partitions[1].id).windows, 3, "the same entry again");
+    // A new layout: p2 first, p1 gone.
+    let mut next = input.clone();
+    next.partitions = vec![input.partitions[2].clone(), input.partitions[0].clone()];
+    next.layout = Some(8);
+    h.bind(&next);
+    assert_eq!(h.at_mut(0, &next.partitions[0].id).windows, 1, "p2 found at its new position");
+    assert_eq!(h.at_mut(1, &next.partitions[1].id).windows, 0, "p0 had none");
+    h.retain(|x| x.windows > 0);
+    assert_eq!(h.len(), 2, "p1 (3 windows) and p2 (1) are kept");
+    assert_eq!(h.at_mut(0, &next.partitions[0].id).windows, 1, "positions survive the removal");
+    let json = serde_json::to_value(&h).expect("serialise");
+    assert_eq!(json["p1"]["windows"], 3);
+    assert_eq!(json["p2"]["windows"], 1);
+    let back: state::PartitionHysteresis = serde_json::from_value(json).expect("parse");
+    assert_eq!(back, h);
+}
+
+proptest! {
+    /// The multiplied bounds a destination scan decides on hold the divided ratio.
+    #[test]
+    fn a_ratio_lies_within_its_multiplied_bounds(
+        worker_ops in 0.0f64..2e6, worker_bytes in 0.0f64..1e10, part_ops in 0.0f64..1e5, part_bytes in 0.0f64..1e9,
+        cap_ops in prop_oneof![Just(0.0), 1.0f64..1e6], cap_bytes in prop_oneof![Just(0.0), 1.0f64..1e10],
+    ) {
+        let mut input = cluster(&[part_ops.min(10_000.0)], &[0], 2, &[]);
+        input.partitions[0].stats.bytes_per_sec = part_bytes;
+        input.partitions[0].limit = None;
+        input.partitions[0].stats.ops_per_sec = part_ops;
+        input.partitions[0].stats.rejected_per_sec = 0.0;
+        input.workers[1].capacity = Capacity { ops_per_sec: cap_ops, bytes_per_sec: cap_bytes };
+        input.workers[1].load = WorkerWindow { ops_per_sec: worker_ops, bytes_per_sec: worker_bytes, ..WorkerWindow::default() };
+        let m = model::Model::build(&input, 0.2, 0);
+        let exact = m.ratio_with(1, 0, 1.0);
+        let (lo, hi) = m.ratio_with_bounds(1, 0);
+        prop_assert!(lo <= exact && exact <= hi, "{lo} <= {exact} <= {hi}");
+    }
+}
