@@ -12,102 +12,21 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lb_common::ids::{Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::protocol::{
-    ActionKind, Capacity, Cursor, Health, PartitionInfo, PartitionStats, Sample, SampleData, Topology, WorkerInfo,
-};
+use lb_common::ids::{TableId, TenantId};
+use lb_common::protocol::{ActionKind, Capacity, Health, PartitionInfo, Topology, WorkerInfo};
 use lb_master::online::observe::{KeptInput, planner_input, refresh_planner_input};
 use lb_master::planner::{PlannerConfig, PlannerState, plan};
 use lb_master::table::{GroupBy, Metric, MetricsTable, TableConfig};
 
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::Cluster;
+
 const T0_MS: i64 = 1_700_000_000_000;
-const WORKERS: usize = 100;
 /// The analysis pass's cluster: the 100,000 partitions on 1,000 workers.
 const PASS_PARTITIONS: usize = 100_000;
 const PASS_WORKERS: usize = 1_000;
-
-/// A cluster of `n` partitions over `tables` tables, spread over [`WORKERS`] workers, that
-/// produces one second (or `interval_ms`) of samples at a time.
-struct Cluster {
-    templates: Vec<PartitionStats>,
-    workers: Vec<WorkerId>,
-    cursors: Vec<u64>,
-}
-
-impl Cluster {
-    fn new(n: usize, tables: usize) -> Self {
-        Self::with_workers(n, tables, WORKERS)
-    }
-
-    fn with_workers(n: usize, tables: usize, workers: usize) -> Self {
-        let per_table = n.div_ceil(tables) as u64;
-        let width = u64::MAX / per_table;
-        let templates = (0..n)
-            .map(|i| {
-                let j = i as u64 % per_table;
-                let end = if j + 1 == per_table { u64::MAX } else { (j + 1) * width - 1 };
-                PartitionStats {
-                    tenant: TenantId::new(format!("tenant{}", i % 10)).unwrap(),
-                    table: TableId::new(format!("table{}", i % tables)).unwrap(),
-                    partition_id: PartitionId::new(format!("p{i}")).unwrap(),
-                    key_range: KeyRange { start: Key(j * width), end: Key(end) },
-                    read_ops: 0,
-                    write_ops: 0,
-                    read_bytes: 0,
-                    write_bytes: 0,
-                    errors: 0,
-                    rejected: 0,
-                    latency_p50_us: 200.0,
-                    latency_p99_us: 2_000.0,
-                    cpu_time_us: 0,
-                    stored_bytes: 1 << 30,
-                    sketch: None,
-                }
-            })
-            .collect();
-        let cursors = vec![0; workers];
-        let workers = (0..workers).map(|w| WorkerId::new(format!("w{w}")).unwrap()).collect();
-        Self { templates, workers, cursors }
-    }
-
-    /// Per worker, the samples of all partitions for the interval ending at `ts_ms`.
-    fn batches(&mut self, ts_ms: i64, interval_ms: u64) -> Vec<(WorkerId, Vec<Sample>)> {
-        let mut out: Vec<(WorkerId, Vec<Sample>)> = self.workers.iter().map(|w| (w.clone(), Vec::new())).collect();
-        let nw = self.workers.len();
-        for (i, t) in self.templates.iter().enumerate() {
-            let w = i % nw;
-            let mut s = t.clone();
-            // A skewed, time-varying load so that top-N and the heatmap have something to rank.
-            let ops = ((i * 7919 + ts_ms as usize / 1000) % 1000) as u64 * (interval_ms / 1000);
-            s.read_ops = ops;
-            s.write_ops = ops / 3;
-            s.read_bytes = ops * 512;
-            s.cpu_time_us = ops * 20;
-            s.rejected = ops / 100;
-            self.cursors[w] += 1;
-            out[w].1.push(Sample {
-                cursor: Cursor(self.cursors[w]),
-                timestamp_ms: ts_ms,
-                interval_ms,
-                data: SampleData::Partition(s),
-                agent_sampled: false,
-            });
-        }
-        out
-    }
-
-    fn fill(&mut self, table: &mut MetricsTable, from_ms: i64, secs: i64, interval_ms: u64) -> i64 {
-        let step = interval_ms as i64;
-        let mut ts = from_ms;
-        for _ in 0..(secs * 1000 / step) {
-            ts += step;
-            for (w, batch) in self.batches(ts, interval_ms) {
-                table.ingest(&w, &batch, ts);
-            }
-        }
-        ts
-    }
-}
 
 fn ingest(c: &mut Criterion) {
     let mut g = c.benchmark_group("ingest");
@@ -259,10 +178,12 @@ fn analysis_pass(c: &mut Criterion) {
     let window = Duration::from_secs(5);
     let config = PlannerConfig::default();
     let mut state = PlannerState::default();
-    // Warm the hysteresis so the measured pass is one that proposes.
+    // Warm the hysteresis so the measured pass is one that proposes, on the input the loop
+    // keeps from pass to pass (the state then holds what it derives from that layout, as live).
+    let mut kept = KeptInput::default();
     for k in 0..3 {
-        let input = planner_input(&table, &topo, Vec::new(), window, now);
-        plan(&input, &config, &mut state, now + k * 1000);
+        refresh_planner_input(&mut kept, &table, &topo, window, now);
+        plan(&kept.input, &config, &mut state, now + k * 1000);
     }
     let input = planner_input(&table, &topo, Vec::new(), window, now);
     let first = plan(&input, &config, &mut state.clone(), now + 3000);
@@ -279,10 +200,16 @@ fn analysis_pass(c: &mut Criterion) {
     });
     // The steady state: the layout did not change since the last pass, so only the load is
     // re-read into the views the loop keeps (`Online` in analysis.rs), then the planner runs.
-    let mut kept = KeptInput::default();
-    refresh_planner_input(&mut kept, &table, &topo, window, now);
     g.bench_function("refresh_input_100k_partitions_1k_workers", |b| {
         b.iter(|| refresh_planner_input(black_box(&mut kept), &table, &topo, window, now))
+    });
+    // The plan alone, on the kept input (the part of the pass that holds no lock).
+    g.bench_function("plan_kept_input_100k_partitions_1k_workers", |b| {
+        b.iter_batched(
+            || state.clone(),
+            |mut st| black_box(plan(&kept.input, &config, &mut st, now + 3000)),
+            criterion::BatchSize::LargeInput,
+        )
     });
     let mut refresh_and_plan = |b: &mut criterion::Bencher<'_>| {
         b.iter_batched(
