@@ -2,8 +2,9 @@
 //! time for `S` seconds (the 1 s ring is 80 s, so 90 s fills it), then its bytes per partition,
 //! the ingest rate and the process's peak RSS (issue 19: a million partitions).
 //!
-//! `cargo run --release -p lb-master --example table_scale [-- N W S]` (defaults 1,000,000,
-//! 10,000 and 90).
+//! `cargo run --release -p lb-master --example table_scale [-- N W S [STEP POINTS]]` (defaults
+//! 1,000,000, 10,000 and 90; STEP and POINTS set the coarse ring, default 60 s × 360 = 6 h, as
+//! `[table] coarse_step_ms` and `coarse_points` do).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_debug_implementations)]
 
@@ -19,7 +20,16 @@ fn main() {
     let arg = |i: usize, default: usize| std::env::args().nth(i).map_or(default, |a| a.parse().expect("a number"));
     let (n, workers, secs) = (arg(1, 1_000_000), arg(2, 10_000), arg(3, 90));
     let mut cluster = cluster::Cluster::with_workers(n, 100, workers);
-    let mut table = MetricsTable::new(TableConfig::default()).unwrap();
+    // The default ceiling is 500,000 partitions (`[table] max_partitions`): raised to `n`.
+    let defaults = TableConfig::default();
+    let config = TableConfig {
+        coarse_step: Duration::from_secs(arg(4, defaults.coarse_step.as_secs() as usize) as u64),
+        coarse_points: arg(5, defaults.coarse_points as usize) as u32,
+        max_partitions: n,
+        max_workers: workers.max(TableConfig::default().max_workers),
+        ..TableConfig::default()
+    };
+    let mut table = MetricsTable::new(config).unwrap();
     let (mut ingest, mut samples) = (Duration::ZERO, 0usize);
     let started = Instant::now();
     let mut ts = 1_700_000_000_000i64;
@@ -34,7 +44,10 @@ fn main() {
         ingest += t.elapsed();
     }
     let m = table.memory_usage();
-    println!("{n} partitions on {workers} workers, {secs} s of 1 s samples ({samples} samples)");
+    println!(
+        "{n} partitions on {workers} workers, {secs} s of 1 s samples ({samples} samples); the table holds {} partitions",
+        m.partitions
+    );
     println!(
         "ingest: {:.2} M samples/s on one thread ({:.1} s of {:.1} s wall; the rest builds the samples)",
         samples as f64 / ingest.as_secs_f64() / 1e6,
