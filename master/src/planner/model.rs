@@ -281,7 +281,15 @@ impl Model {
     #[inline]
     pub fn ratio_with_bounds(&self, w: usize, p: usize) -> (f64, f64) {
         let (l, a, inv) = (self.worker_load[w], self.load[p], self.inv_cap[w]);
-        let r = ((l.ops + a.ops) * inv.ops).max((l.bytes + a.bytes) * inv.bytes).max((l.cpu + a.cpu) * inv.cpu);
+        // As `ratio`: ops from 0 when it has no capacity, the other dimensions only where they
+        // have one.
+        let mut r = (l.ops + a.ops) * inv.ops;
+        if inv.bytes > 0.0 {
+            r = r.max((l.bytes + a.bytes) * inv.bytes);
+        }
+        if inv.cpu > 0.0 {
+            r = r.max((l.cpu + a.cpu) * inv.cpu);
+        }
         // A product of a rounded reciprocal is within 2 ulps of the quotient; 1e-12 is far wider.
         let slack = r.abs() * 1e-12;
         (r - slack, r + slack)
@@ -486,7 +494,6 @@ impl Model {
     }
 }
 
-/// `l` over `c` in the tightest dimension; a dimension of capacity 0 is not one (unknown).
 /// Per partition of `input`, its owner's position among the workers (`u32::MAX` for a worker
 /// the input does not have).
 pub fn owner_positions(input: &PlannerInput) -> Vec<u32> {
@@ -495,6 +502,7 @@ pub fn owner_positions(input: &PlannerInput) -> Vec<u32> {
     input.partitions.iter().map(|p| worker_index.get(&p.owner).copied().unwrap_or(u32::MAX)).collect()
 }
 
+/// `l` over `c` in the tightest dimension; a dimension of capacity 0 is not one (unknown).
 fn ratio(l: Load, c: Load) -> f64 {
     let mut r = if c.ops > 0.0 { l.ops / c.ops } else { 0.0 };
     if c.bytes > 0.0 {

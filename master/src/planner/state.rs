@@ -231,9 +231,10 @@ impl PartitionHysteresis {
     }
 
     /// The entry of the partition at position `i` of the bound input, created when it has none.
+    /// An index whose entry is not at `i` (the topology listed one id twice) counts as none.
     pub(crate) fn at_mut(&mut self, i: usize, id: &PartitionId) -> &mut Hysteresis {
         let mut k = self.at[i];
-        if k == NO_ENTRY {
+        if self.entries.get(k as usize).is_none_or(|e| e.pos != i as u32) {
             k = self.entries.len() as u32;
             self.entries.push(HysteresisEntry { id: id.clone(), pos: i as u32, h: Hysteresis::default() });
             self.at[i] = k;

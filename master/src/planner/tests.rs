@@ -714,3 +714,28 @@ proptest! {
         prop_assert!(lo <= exact && exact <= hi, "{lo} <= {exact} <= {hi}");
     }
 }
+
+/// A topology that lists one id twice (a storage bug) must not break the positions: each
+/// position gets an entry of its own, and dropping one leaves the other intact.
+#[test]
+fn partition_hysteresis_survives_a_duplicated_id() {
+    let mut input = cluster(&[9_500.0, 9_500.0, 1_000.0], &[0, 0, 1], 2, &[]);
+    input.partitions[1].id = input.partitions[0].id.clone();
+    input.layout = Some(9);
+    let mut h = state::PartitionHysteresis::default();
+    h.bind(&input);
+    h.at_mut(0, &input.partitions[0].id).windows = 2;
+    h.at_mut(2, &input.partitions[2].id).windows = 5;
+    // Re-bound by id (a state restored after a handover), both duplicates point at one entry.
+    let mut restored: state::PartitionHysteresis =
+        serde_json::from_value(serde_json::to_value(&h).expect("serialise")).expect("parse");
+    restored.bind(&input);
+    restored.at_mut(1, &input.partitions[1].id).last_ms = 1;
+    restored.retain(|x| x.last_ms == 1);
+    assert_eq!(restored.len(), 1);
+    // The same layout again: positions 0 and 2 lost their entries and get fresh ones.
+    restored.bind(&input);
+    assert_eq!(restored.at_mut(0, &input.partitions[0].id).windows, 0);
+    assert_eq!(restored.at_mut(2, &input.partitions[2].id).windows, 0);
+    assert_eq!(restored.at_mut(1, &input.partitions[1].id).last_ms, 1);
+}
