@@ -85,7 +85,7 @@ impl Model {
         let mut load = Vec::with_capacity(n);
         let mut demand_ops = Vec::with_capacity(n);
         let mut served = vec![Load::default(); nw];
-        for p in &input.partitions {
+        for (p, &w) in input.partitions.iter().zip(owners) {
             let s = &p.stats;
             let demand = s.ops_per_sec + s.rejected_per_sec;
             let scale = if s.ops_per_sec > 0.0 { demand / s.ops_per_sec } else { 1.0 };
@@ -94,7 +94,7 @@ impl Model {
             let ops = demand.min(lim_ops);
             let bytes = (s.bytes_per_sec * scale).min(lim_bytes);
             let cpu = if s.ops_per_sec > 0.0 { s.cpu_cores * ops / s.ops_per_sec } else { s.cpu_cores };
-            if let Some(sv) = served.get_mut(owner[load.len()] as usize) {
+            if let Some(sv) = served.get_mut(w as usize) {
                 sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
             }
             load.push(Load { ops, bytes, cpu });
