@@ -114,7 +114,8 @@ enum Command {
         /// Simulated time: seconds, or with a unit (`90s`, `30m`, `1h`); default the scenario's.
         #[arg(long, value_parser = parse_duration_secs)]
         duration: Option<u64>,
-        /// Where the table (`report.md`) and charts go; default `target/sim/<scenario>`.
+        /// Where the table (`report.md`), `figures.json`, `proposals.jsonl` (every proposal with its
+        /// reason and prediction) and the charts go; default `target/sim/<scenario>`.
         #[arg(long)]
         out: Option<PathBuf>,
         #[arg(long, value_delimiter = ',', default_value = "lb,none,greedy")]
@@ -330,6 +331,9 @@ fn run_sim(
     let json = out.join("figures.json");
     std::fs::write(&json, serde_json::to_string_pretty(&comparison.figures_json())?)
         .with_context(|| format!("cannot write {}", json.display()))?;
+    let proposals = out.join("proposals.jsonl");
+    std::fs::write(&proposals, comparison.proposals_jsonl()?)
+        .with_context(|| format!("cannot write {}", proposals.display()))?;
     for (name, svg) in comparison.charts() {
         let path = out.join(name);
         std::fs::write(&path, svg).with_context(|| format!("cannot write {}", path.display()))?;

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lb_common::protocol::ActionKind;
+use lb_common::protocol::{ActionKind, Proposal};
 use serde::Serialize;
 
 use super::safety::{self, Violation};
@@ -281,6 +281,8 @@ pub struct Run {
     pub group_ratios: Vec<Vec<f64>>,
     pub group_ids: Vec<String>,
     pub worker_ids: Vec<WorkerId>,
+    /// The planner's proposals with the second each was made (`lb` strategies; else empty).
+    pub proposals: Vec<(u64, Proposal)>,
 }
 
 impl Run {
@@ -297,6 +299,7 @@ impl Run {
             group_ratios: std::mem::take(&mut sim.group_ratios),
             group_ids: std::mem::take(&mut sim.group_ids),
             worker_ids: sim.engine.cluster.workers.ids.clone(),
+            proposals: std::mem::take(&mut sim.proposals),
         }
     }
 
@@ -545,6 +548,20 @@ impl Comparison {
             "wall_secs": self.wall.as_secs_f64(),
             "runs": runs,
         })
+    }
+
+    /// Every run's proposals as JSON lines, `{"strategy", "t_secs", "proposal"}`, in the order
+    /// made: what each action was, why, and what it was predicted to do.
+    pub fn proposals_jsonl(&self) -> Result<String, serde_json::Error> {
+        let mut out = String::new();
+        for r in &self.runs {
+            for (t, p) in &r.proposals {
+                let line = serde_json::json!({ "strategy": r.figures.strategy, "t_secs": t, "proposal": p });
+                out.push_str(&serde_json::to_string(&line)?);
+                out.push('\n');
+            }
+        }
+        Ok(out)
     }
 
     /// The charts: rejected % of demand, and max/mean worker load, over time; one line per
