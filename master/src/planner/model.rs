@@ -10,7 +10,7 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch
 use super::input::PlannerInput;
 
 /// Load in the three additive dimensions.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Load {
     pub ops: f64,
     pub bytes: f64,
@@ -87,17 +87,11 @@ impl Model {
         let mut served = vec![Load::default(); nw];
         for (p, &w) in input.partitions.iter().zip(owners) {
             let s = &p.stats;
-            let demand = s.ops_per_sec + s.rejected_per_sec;
-            let scale = if s.ops_per_sec > 0.0 { demand / s.ops_per_sec } else { 1.0 };
-            let (lim_ops, lim_bytes) =
-                p.limit.map_or((f64::INFINITY, f64::INFINITY), |l| (l.ops_per_sec, l.bytes_per_sec));
-            let ops = demand.min(lim_ops);
-            let bytes = (s.bytes_per_sec * scale).min(lim_bytes);
-            let cpu = if s.ops_per_sec > 0.0 { s.cpu_cores * ops / s.ops_per_sec } else { s.cpu_cores };
             if let Some(sv) = served.get_mut(w as usize) {
                 sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
             }
-            load.push(Load { ops, bytes, cpu });
+            let (l, demand) = measured_load(p);
+            load.push(l);
             demand_ops.push(demand);
         }
         let mut cap = Vec::with_capacity(nw);
@@ -335,6 +329,32 @@ impl Model {
         ratio(l, c)
     }
 
+    /// Raises partition `p`'s load (and its owner's with it) to at least `floor` in each
+    /// dimension: what a recent split placed on a piece that is not measured at it yet.
+    pub fn raise_load(&mut self, p: usize, floor: Load) {
+        let was = self.load[p];
+        let raised =
+            Load { ops: was.ops.max(floor.ops), bytes: was.bytes.max(floor.bytes), cpu: was.cpu.max(floor.cpu) };
+        if let Some(wl) = self.worker_load.get_mut(self.owner[p] as usize) {
+            wl.add(raised, 1.0);
+            wl.add(was, -1.0);
+        }
+        self.load[p] = raised;
+    }
+
+    /// Raises worker `w`'s load by what `planned` exceeds `counted` in each dimension: a piece
+    /// on its way there, counted at its measured share, that was placed for more.
+    pub fn raise_arriving(&mut self, w: usize, counted: Load, planned: Load) {
+        let more = Load {
+            ops: (planned.ops - counted.ops).max(0.0),
+            bytes: (planned.bytes - counted.bytes).max(0.0),
+            cpu: (planned.cpu - counted.cpu).max(0.0),
+        };
+        if let Some(wl) = self.worker_load.get_mut(w) {
+            wl.add(more, 1.0);
+        }
+    }
+
     /// Worker `w`'s ratio with `extra` load added.
     pub fn ratio_plus(&self, w: usize, extra: Load) -> f64 {
         let mut l = self.worker_load[w];
@@ -547,6 +567,19 @@ pub fn piece_shares(range: KeyRange, sketch: Option<&KeySketch>, keys: &[Key]) -
 
 /// The load of a piece carrying `share` of a partition's demand (`whole` is its load now, under
 /// its limit): the piece gets a limit of its own, so it serves up to that, not a share of `whole`.
+/// A partition's load as its window shows it, its rejected demand served up to its limit, and
+/// its demand in ops.
+pub fn measured_load(p: &super::input::PartitionView) -> (Load, f64) {
+    let s = &p.stats;
+    let demand = s.ops_per_sec + s.rejected_per_sec;
+    let scale = if s.ops_per_sec > 0.0 { demand / s.ops_per_sec } else { 1.0 };
+    let (lim_ops, lim_bytes) = p.limit.map_or((f64::INFINITY, f64::INFINITY), |l| (l.ops_per_sec, l.bytes_per_sec));
+    let ops = demand.min(lim_ops);
+    let bytes = (s.bytes_per_sec * scale).min(lim_bytes);
+    let cpu = if s.ops_per_sec > 0.0 { s.cpu_cores * ops / s.ops_per_sec } else { s.cpu_cores };
+    (Load { ops, bytes, cpu }, demand)
+}
+
 pub fn piece_load(p: &super::input::PartitionView, whole: Load, demand_ops: f64, share: f64) -> Load {
     let (lim_ops, lim_bytes) = p.limit.map_or((f64::INFINITY, f64::INFINITY), |l| (l.ops_per_sec, l.bytes_per_sec));
     let ops = (demand_ops * share).min(lim_ops);

@@ -3,15 +3,15 @@
 
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use lb_common::ids::{Key, PartitionId};
+use lb_common::ids::{Key, PartitionId, WorkerId};
 use lb_common::protocol::MAX_SPLIT_PIECES;
 
-use super::model::{Load, SketchShape, piece_load, piece_shares, sketch_shape, split_key, supports};
+use super::model::{Load, SketchShape, measured_load, piece_load, piece_shares, sketch_shape, split_key, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, PolicyMode, Prediction, Proposal, Trigger};
 use super::rebalance::{alt, nothing_helps};
-use super::state::{ExpectedDemand, PendingChild, PlannerState, Scatter};
+use super::state::{ExpectedDemand, PendingChild, PlacedPiece, PlannerState, Scatter};
 use super::{Hot, Pass};
 
 /// How long after a split a child's measured load may still lag what it carries: the master's
@@ -22,25 +22,91 @@ use super::{Hot, Pass};
 const CHILD_MEASUREMENT_LAG_MS: i64 = 10_000;
 
 /// Young split children read at least the demand their split left on them (see
-/// [`CHILD_MEASUREMENT_LAG_MS`]); expired expectations are dropped.
+/// [`CHILD_MEASUREMENT_LAG_MS`]), and every recent split's pieces at least the load it placed
+/// them for ([`ExpectedDemand::load`]); expired expectations are dropped.
 pub fn expect_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
     let now = pass.now_ms;
-    let partitions = &pass.input.partitions;
+    let (partitions, workers) = (&pass.input.partitions, &pass.input.workers);
+    state.expected_demand.retain(|e| e.until_ms.max(e.load_until_ms) > now);
+    // The pieces of multi-way splits in flight: the model counts each where it goes at its
+    // share of the parent's measured demand; it holds what the split placed it for.
+    let splitting: HashSet<&PartitionId> = pass
+        .input
+        .in_flight
+        .iter()
+        .filter_map(|a| match &a.spec {
+            ActionSpec::SplitInto { partition, .. } => Some(partition),
+            _ => None,
+        })
+        .collect();
+    let in_flight = |c: &PendingChild| c.placed.is_some() && splitting.contains(&c.parent);
+    // Positions are kept from the input they were taken in; where the layout changed since,
+    // the ids are found again in one scan of the partitions (and of the workers).
+    let stale: HashSet<&PartitionId> = state
+        .expected_demand
+        .iter()
+        .filter(|e| partitions.get(e.index).is_none_or(|p| p.id != e.partition))
+        .map(|e| &e.partition)
+        .chain(state.pending_children.iter().filter(|c| in_flight(c)).filter_map(|c| {
+            let at = c.placed.as_ref()?.parent_index;
+            partitions.get(at).is_none_or(|p| p.id != c.parent).then_some(&c.parent)
+        }))
+        .collect();
+    let found: HashMap<PartitionId, usize> = if stale.is_empty() {
+        HashMap::new()
+    } else {
+        partitions.iter().enumerate().filter(|(_, p)| stale.contains(&p.id)).map(|(i, p)| (p.id.clone(), i)).collect()
+    };
+    let stale_worker =
+        state.pending_children.iter().filter(|c| in_flight(c)).any(|c| {
+            c.placed.as_ref().is_some_and(|pl| workers.get(pl.worker_index).is_none_or(|w| w.id != pl.worker))
+        });
+    let worker_at: HashMap<&WorkerId, usize> =
+        if stale_worker { workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect() } else { HashMap::new() };
     state.expected_demand.retain_mut(|e| {
-        if e.until_ms <= now {
-            return false;
-        }
         if partitions.get(e.index).is_none_or(|p| p.id != e.partition) {
-            // The layout changed since: find it again (rare, and only for young children).
-            match partitions.iter().position(|p| p.id == e.partition) {
-                Some(i) => e.index = i,
+            match found.get(&e.partition) {
+                Some(&i) => e.index = i,
                 None => return false,
             }
         }
-        pass.model.demand_ops[e.index] = pass.model.demand_ops[e.index].max(e.demand_ops);
+        if e.until_ms > now {
+            pass.model.demand_ops[e.index] = pass.model.demand_ops[e.index].max(e.demand_ops);
+        }
+        if e.load_until_ms > now {
+            pass.model.raise_load(e.index, e.load);
+        }
         true
     });
+    for c in state.pending_children.iter_mut().filter(|c| c.placed.is_some() && splitting.contains(&c.parent)) {
+        let Some(placed) = c.placed.as_mut() else { continue };
+        if partitions.get(placed.parent_index).is_none_or(|p| p.id != c.parent) {
+            match found.get(&c.parent) {
+                Some(&i) => placed.parent_index = i,
+                None => continue,
+            }
+        }
+        if workers.get(placed.worker_index).is_none_or(|w| w.id != placed.worker) {
+            match worker_at.get(&placed.worker) {
+                Some(&w) => placed.worker_index = w,
+                None => continue,
+            }
+        }
+        let parent = &partitions[placed.parent_index];
+        if !parent.range.contains(c.start) {
+            continue;
+        }
+        let (whole, demand) = measured_load(parent);
+        pass.model.raise_arriving(placed.worker_index, piece_load(parent, whole, demand, placed.share), c.planned_load);
+    }
 }
+
+/// How long a split's pieces hold the load it placed them for: through the cooldown it sized
+/// them for, and at least until they are measured.
+fn reserve_ms(pass: &Pass<'_>) -> i64 {
+    (pass.config.caps.cooldown_secs as i64 * 1000).max(CHILD_MEASUREMENT_LAG_MS)
+}
+
 /// A split whose busier side keeps this share of the load divides nothing worth a cooldown.
 const MAX_USEFUL_SPLIT_SIDE_RATIO: f64 = 0.9;
 
@@ -82,7 +148,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
             continue;
         }
         if info.stats.sketch.is_none()
-            && state.expected_demand.iter().any(|e| e.partition == id)
+            && state.expected_demand.iter().any(|e| e.partition == id && e.until_ms > pass.now_ms)
             && supports(&info.supported_actions, ActionKind::Split)
         {
             pass.decline(
@@ -189,6 +255,8 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                     predicted,
                     rejected_alternatives: alts,
                 };
+                let (whole, demand) = (pass.model.load[p], pass.model.demand_ops[p]);
+                reserve(pass, state, p, piece_load(info, whole, demand, left_share));
                 pass.model.mark_action(p);
                 expect_child(
                     state,
@@ -201,6 +269,8 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         parent_hot: h.hysteresis,
                         split_at_ms: pass.now_ms,
                         expected_demand_ops: h.demand_ops * (1.0 - left_share),
+                        planned_load: piece_load(info, whole, demand, 1.0 - left_share),
+                        placed: None,
                     },
                 );
                 pass.propose(state, p, mode, proposal);
@@ -235,6 +305,9 @@ struct SplitIntoPlan {
     keys: Vec<Key>,
     shares: Vec<f64>,
     dests: Vec<usize>,
+    /// The demand the pieces were placed for (the projection through the cooldown, or what is
+    /// measured if more).
+    sized_for_ops: f64,
     owner_before: f64,
     owner_after: f64,
     /// The hottest worker receiving a piece, before and after.
@@ -367,7 +440,17 @@ fn plan_split_into(
         dest_before = dest_before.max(pass.model.worker_ratio(w));
         dest_after = dest_after.max(pass.model.ratio_plus(w, l));
     }
-    Ok(SplitIntoPlan { partition: p, keys, shares, dests, owner_before, owner_after, dest_before, dest_after })
+    Ok(SplitIntoPlan {
+        partition: p,
+        keys,
+        shares,
+        dests,
+        sized_for_ops: demand,
+        owner_before,
+        owner_after,
+        dest_before,
+        dest_after,
+    })
 }
 
 fn propose_split_into(
@@ -464,7 +547,9 @@ fn propose_split_into(
         predicted,
         rejected_alternatives: alts,
     };
-    for (k, share) in plan.keys.iter().zip(&plan.shares[1..]) {
+    let (whole, sized_for) = (pass.model.load[p], plan.sized_for_ops);
+    reserve(pass, state, p, piece_load(info, whole, sized_for, plan.shares[0]));
+    for ((k, share), &to) in plan.keys.iter().zip(&plan.shares[1..]).zip(&plan.dests) {
         expect_child(
             state,
             PendingChild {
@@ -477,6 +562,13 @@ fn propose_split_into(
                 parent_hot: h.hysteresis,
                 split_at_ms: pass.now_ms,
                 expected_demand_ops: h.demand_ops * share,
+                planned_load: piece_load(info, whole, sized_for, *share),
+                placed: Some(PlacedPiece {
+                    worker: pass.input.workers[to].id.clone(),
+                    worker_index: to,
+                    parent_index: p,
+                    share: *share,
+                }),
             },
         );
     }
@@ -682,6 +774,28 @@ fn expect_child(state: &mut PlannerState, child: PendingChild) {
     }
 }
 
+/// Holds `load` for the piece of split partition `p` that keeps its id (its measurement is the
+/// whole partition's until the window has passed the split). It replaces any floor the
+/// partition had: a dry-run proposal repeated every pass, or a young piece split again.
+fn reserve(pass: &Pass<'_>, state: &mut PlannerState, p: usize, load: Load) {
+    let partition = pass.input.partitions[p].id.clone();
+    state.expected_demand.retain_mut(|e| {
+        if e.partition == partition {
+            e.load_until_ms = 0;
+        }
+        e.until_ms.max(e.load_until_ms) > pass.now_ms
+    });
+    let load_until_ms = pass.now_ms + reserve_ms(pass);
+    state.expected_demand.push(ExpectedDemand {
+        partition,
+        demand_ops: 0.0,
+        until_ms: 0,
+        load,
+        load_until_ms,
+        index: p,
+    });
+}
+
 /// Finds split children that appeared since the last pass: each inherits its parent's
 /// hysteresis (a still-hot child is split again without waiting) and joins the scatter queue.
 pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
@@ -689,7 +803,7 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
         return;
     }
     let window_ms = (pass.config.partition_overload.scatter_window_secs * 1000) as i64;
-    let now = pass.now_ms;
+    let (now, reserve) = (pass.now_ms, reserve_ms(pass));
     state.pending_children.retain(|c| now - c.split_at_ms <= window_ms);
     for (i, p) in pass.input.partitions.iter().enumerate() {
         if let Some(k) = state
@@ -698,11 +812,13 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
             .position(|c| c.start == p.range.start && c.table == p.table && c.tenant == p.tenant && c.parent != p.id)
         {
             let child = state.pending_children.swap_remove(k);
-            if child.expected_demand_ops > 0.0 {
+            if child.expected_demand_ops > 0.0 || child.planned_load != Load::default() {
                 state.expected_demand.push(ExpectedDemand {
                     partition: p.id.clone(),
                     demand_ops: child.expected_demand_ops,
                     until_ms: child.split_at_ms + CHILD_MEASUREMENT_LAG_MS,
+                    load: child.planned_load,
+                    load_until_ms: child.split_at_ms + reserve,
                     index: i,
                 });
             }

@@ -2,7 +2,7 @@
 //! watermark (in-flight load counted), a group is one place with all its workers' capacity, and
 //! a hot range is cut into all its pieces, spread, in one action.
 
-use lb_common::ids::Key;
+use lb_common::ids::{Key, KeyRange, PartitionId};
 use lb_common::protocol::{ActionKind, ActionSpec, TopKey};
 
 use super::tests::cluster;
@@ -153,4 +153,117 @@ fn a_hot_range_with_no_room_for_its_pieces_is_declined_not_split_in_place() {
         why.iter().any(|(r, w)| *r == DeclineReason::DestinationOverloaded && w.contains("leaves both pieces")),
         "{why:?}"
     );
+}
+
+/// `input` after `split` of its partition 0 ran: the pieces exist where it sent them, not
+/// measured yet (the piece that keeps the id still reads the whole partition's window).
+fn after_split_into(input: &PlannerInput, split: &ActionSpec) -> PlannerInput {
+    let ActionSpec::SplitInto { split_keys, to_workers, .. } = split else { panic!("a multi-way split: {split:?}") };
+    let mut next = input.clone();
+    let parent = next.partitions[0].clone();
+    next.partitions[0].range.end = Key(split_keys[0].0 - 1);
+    for (i, (k, to)) in split_keys.iter().zip(to_workers).enumerate() {
+        let mut piece = parent.clone();
+        piece.id = PartitionId::new(format!("p0-{i}")).expect("id");
+        piece.range = KeyRange { start: *k, end: split_keys.get(i + 1).map_or(parent.range.end, |n| Key(n.0 - 1)) };
+        piece.owner = to.clone();
+        piece.stats = PartitionWindow::default();
+        next.partitions.push(piece);
+    }
+    next
+}
+
+/// The first proposal for `partition` within 5 passes a second apart from `from_ms`.
+fn first_proposal(input: &PlannerInput, state: &mut PlannerState, from_ms: i64, partition: &str) -> Option<Proposal> {
+    (0..5).find_map(|k| {
+        let plan = plan(input, &PlannerConfig::default(), state, from_ms + k * 1000);
+        plan.proposals.into_iter().find(|p| p.spec.partitions()[0].as_str() == partition)
+    })
+}
+
+/// w-0: 20k of fillers, p0 hot at 4x its limit, p1 at half its limit (not hot yet); five more
+/// workers with 20k each.
+fn two_hot_ranges_to_be() -> PlannerInput {
+    let mut loads = vec![40_000.0, 5_000.0];
+    let mut owners = vec![0, 0];
+    for w in 0..6 {
+        loads.extend([4_000.0; 5]);
+        owners.extend([w; 5]);
+    }
+    let mut input = cluster(&loads, &owners, 6, &[]);
+    input.multi_way_split = true;
+    input
+}
+
+/// `input` with p1 hot too (4x its limit).
+fn p1_hot(mut input: PlannerInput) -> PlannerInput {
+    input.partitions[1].stats.ops_per_sec = 10_000.0;
+    input.partitions[1].stats.rejected_per_sec = 30_000.0;
+    input.partitions[1].stats.sketch.as_mut().expect("sketch").bucket_ops = vec![2_500; 16];
+    input
+}
+
+#[test]
+fn a_split_holds_the_room_it_placed_its_pieces_in_until_they_are_measured() {
+    let input = two_hot_ranges_to_be();
+    let mut state = PlannerState::default();
+    let split = first_proposal(&input, &mut state, 1_000, "p0").expect("p0 split");
+    let kept = match &split.spec {
+        ActionSpec::SplitInto { to_workers, .. } => to_workers.iter().filter(|w| w.as_str() == "w-0").count(),
+        other => panic!("a multi-way split: {other:?}"),
+    };
+    assert!(kept >= 2, "its worker has room for some pieces: {:?}", split.spec);
+    let held = split.predicted.source_after_ratio;
+    assert!(held <= 0.85, "{:?}", split.predicted);
+    // The split has run; then p1 heats up too, while p0's pieces are not measured yet.
+    let next = p1_hot(after_split_into(&input, &split.spec));
+    let second = first_proposal(&next, &mut state, 4_000, "p1").expect("p1 split");
+    // It plans on w-0 as the first split left it, not as its windows read (the pieces' are
+    // empty), and keeps no piece of its own there past the high watermark (the piece that keeps
+    // the id stays; p0's window still reads all of p0 for a while).
+    let (before, after) = (second.predicted.source_before_ratio, second.predicted.source_after_ratio);
+    assert!(before >= held - 0.01, "{:?} after {:?}", second.predicted, split.predicted);
+    assert!(after <= 0.85 || after <= before, "{:?}", second.predicted);
+    // The floors last through the cooldown the pieces were sized for, then expire (the entries
+    // left are those of splits made in that last pass).
+    let later = 9_000 + PlannerConfig::default().caps.cooldown_secs as i64 * 1000 + 1_000;
+    plan(&next, &PlannerConfig::default(), &mut state, later);
+    assert!(
+        state.expected_demand.iter().all(|e| e.load_until_ms > later && !e.partition.as_str().contains('-')),
+        "{:?}",
+        state.expected_demand
+    );
+}
+
+#[test]
+fn a_growing_hot_range_keeps_at_home_only_what_fits_its_growth_and_its_pieces_count_while_in_flight() {
+    // p0's demand climbs 2,000 ops/s a second: its pieces are placed for what it reaches within
+    // its cooldown, far more than their share of what is measured now, and those kept at home
+    // for what it reaches within the scatter window (w-0 has room for all of them at the
+    // cooldown's projection, not at the window's).
+    let mut input = two_hot_ranges_to_be();
+    let mut state = PlannerState::default();
+    let mut split = None;
+    for k in 0..5 {
+        input.partitions[0].stats.rejected_per_sec = 30_000.0 + 2_000.0 * k as f64;
+        let plan = plan(&input, &PlannerConfig::default(), &mut state, 1_000 + 1_000 * k);
+        split = plan.proposals.into_iter().find(|p| p.spec.partitions()[0].as_str() == "p0");
+        if split.is_some() {
+            break;
+        }
+    }
+    let split = split.expect("p0 split");
+    let ActionSpec::SplitInto { to_workers, .. } = &split.spec else { panic!("a multi-way split: {:?}", split.spec) };
+    assert!(to_workers.iter().any(|w| w.as_str() != "w-0"), "{to_workers:?}");
+    assert!(split.predicted.source_after_ratio <= 0.85, "{:?}", split.predicted);
+    let planned = split.predicted.dest_after_ratio.expect("receivers");
+    // In flight, the receivers read what the split placed on them, not its share of now.
+    // (Another split elsewhere changed the layout meanwhile: every position moved.)
+    let mut next = p1_hot(input.clone());
+    next.partitions.rotate_left(3);
+    next.in_flight = vec![InFlightAction { spec: split.spec.clone(), started_at_ms: 6_000 }];
+    let pass = plan(&next, &PlannerConfig::default(), &mut state, 7_000);
+    let index = |id: &lb_common::ids::WorkerId| next.workers.iter().position(|w| &w.id == id).expect("worker");
+    let seen = to_workers.iter().map(|w| pass.worker_load_ratios[index(w)]).fold(0.0, f64::max);
+    assert!(seen >= planned - 0.01, "receivers at {seen:.3}, placed up to {planned:.3}");
 }

@@ -9,6 +9,7 @@ use lb_common::protocol::Trigger;
 use serde::{Deserialize, Serialize};
 
 use super::input::PlannerInput;
+use super::model::Load;
 use super::proposal::Policy;
 
 /// Hysteresis of one subject (partition, worker or the cluster).
@@ -91,6 +92,26 @@ pub struct PendingChild {
     /// what the child carries before the master has measured it.
     #[serde(default)]
     pub expected_demand_ops: f64,
+    /// The load the split placed this side for (its share of the demand projected through the
+    /// parent's cooldown): held for it on its worker until measured past it
+    /// ([`ExpectedDemand::load`]).
+    #[serde(default)]
+    pub planned_load: Load,
+    /// Where a multi-way split sent it (worker position and id in the input it was planned
+    /// on), its share of the parent's demand, and the parent's position: while the split is in
+    /// flight, its worker holds `planned_load` for it.
+    #[serde(default)]
+    pub placed: Option<PlacedPiece>,
+}
+
+/// Where a multi-way split's piece goes ([`PendingChild::placed`]). Positions are checked
+/// against the ids before use (the layout may have changed since).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlacedPiece {
+    pub worker: WorkerId,
+    pub worker_index: usize,
+    pub parent_index: usize,
+    pub share: f64,
 }
 
 /// A split's new piece that exists now and waits to be moved off its parent's worker: tried
@@ -102,13 +123,20 @@ pub struct Scatter {
     pub child: PendingChild,
 }
 
-/// A split child's demand before the master has measured it.
+/// A split piece's demand and load before the master has measured them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExpectedDemand {
     pub partition: PartitionId,
     pub demand_ops: f64,
-    /// Epoch millis until which it is trusted over the measurement.
+    /// Epoch millis until which `demand_ops` is trusted over the measurement.
     pub until_ms: i64,
+    /// The load its split placed on it, the growth through the cooldown included: a floor under
+    /// the measured load (and its worker's) until `load_until_ms`, so that no other action takes
+    /// the room the split's pieces were placed into while the measurement catches up with them.
+    #[serde(default)]
+    pub load: Load,
+    #[serde(default)]
+    pub load_until_ms: i64,
     /// Where the partition was in the last input: checked first, so a pass finds it without
     /// a scan of every partition while the layout holds.
     pub index: usize,
