@@ -300,31 +300,31 @@ impl LocalCluster {
         // The killed server may hold its ports for a moment after its watchdog exits: a start
         // that fails to bind is tried again on the same port until the ready timeout.
         let waited = Instant::now();
-        let last = || format!("see {}", dir.join("valkey.log").display());
         loop {
             let mut process = self.spawn(port, &dir)?;
             let left = self.config.ready_timeout.saturating_sub(waited.elapsed());
             match self.await_start(&mut process, port, &dir, left).await {
-                Some(Started::Answered(served)) if same_dir(&served, &dir) => {
+                Ok(Started::Answered(served)) if same_dir(&served, &dir) => {
                     self.nodes[index].process = Some(process);
                     break;
                 }
-                Some(Started::Answered(served)) => {
+                Ok(Started::Answered(served)) => {
                     warn!(index, port, foreign_dir = %served.display(), "the restarted node's port is answered by another valkey-server: trying again");
                 }
-                Some(Started::Exited) => {
+                Ok(Started::Exited) => {
                     warn!(index, port, log = %dir.join("valkey.log").display(), "restarted valkey-server did not start: trying again");
                 }
-                None => {
+                Err(last) => {
                     process.stop();
                     let what = format!("restarted valkey-server answering PING on port {port}");
-                    return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last: last() });
+                    return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last });
                 }
             }
             process.stop();
             if waited.elapsed() >= self.config.ready_timeout {
                 let what = format!("restarted valkey-server bound to port {port}");
-                return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last: last() });
+                let last = log_tail(&dir.join("valkey.log"));
+                return Err(LocalClusterError::NotReady { what, waited: waited.elapsed(), last });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -472,20 +472,20 @@ impl LocalCluster {
             let log = dir.join("valkey.log");
             match self.await_start(&mut process, port, dir, BIND_CHECK_TIMEOUT).await {
                 // Our server: it runs in the directory we gave it.
-                Some(Started::Answered(served)) if same_dir(&served, dir) => return Ok((port, process)),
+                Ok(Started::Answered(served)) if same_dir(&served, dir) => return Ok((port, process)),
                 // Another process (another test binary's cluster) got the port first.
-                Some(Started::Answered(served)) => {
+                Ok(Started::Answered(served)) => {
                     warn!(port, foreign_dir = %served.display(), "port answered by another valkey-server: trying another port");
                 }
-                Some(Started::Exited) => {
+                Ok(Started::Exited) => {
                     warn!(port, log = %log.display(), "valkey-server did not start: trying another port");
                 }
-                None => {
+                Err(last) => {
                     process.stop();
                     return Err(LocalClusterError::NotReady {
                         what: format!("valkey-server answering PING on port {port}"),
                         waited: BIND_CHECK_TIMEOUT,
-                        last: format!("see {}", log.display()),
+                        last,
                     });
                 }
             }
@@ -495,15 +495,15 @@ impl LocalCluster {
     }
 
     /// Waits up to `timeout` until the server just spawned on `port` answers PING (and says
-    /// which directory it runs in) or exits (its port taken, its `nodes.conf` locked); `None`
-    /// when neither happened in time.
+    /// which directory it runs in) or exits (its port taken, its `nodes.conf` locked); when neither happened in time, the last error from the server's port and the
+    /// end of its log.
     async fn await_start(
         &self,
         process: &mut NodeProcess,
         port: u16,
         dir: &Path,
         timeout: Duration,
-    ) -> Option<Started> {
+    ) -> Result<Started, String> {
         let waited = Instant::now();
         let addr = NodeAddr::new(HOST, port);
         loop {
@@ -512,14 +512,15 @@ impl LocalCluster {
                 client.ping().await?;
                 server_dir(&mut client).await
             };
-            if let Ok(served) = answered.await {
-                return Some(Started::Answered(served));
-            }
+            let error = match answered.await {
+                Ok(served) => return Ok(Started::Answered(served)),
+                Err(e) => e,
+            };
             if matches!(process.watchdog.try_wait(), Ok(Some(_))) || server_exited(dir) {
-                return Some(Started::Exited);
+                return Ok(Started::Exited);
             }
             if waited.elapsed() >= timeout {
-                return None;
+                return Err(format!("{error}; {}", log_tail(&dir.join("valkey.log"))));
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
@@ -685,6 +686,19 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 }
 
 /// Whether the server's log says it gave up (port in use, bad config).
+/// The last lines of a server's log, for an error that outlives the test's temporary directory.
+fn log_tail(path: &Path) -> String {
+    const LINES: usize = 12;
+    match fs::read_to_string(path) {
+        Ok(log) => {
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LINES)..].join(" | ");
+            format!("{} ends: {tail}", path.display())
+        }
+        Err(e) => format!("{} unreadable: {e}", path.display()),
+    }
+}
+
 fn server_exited(dir: &Path) -> bool {
     fs::read_to_string(dir.join("valkey.log"))
         .map(|log| {
