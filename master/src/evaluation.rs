@@ -219,12 +219,25 @@ fn worker_ratio(w: &WorkerView, rejected_per_sec: f64) -> f64 {
 /// The subject's numbers in `input`. `dest` falls back to the target's owner when the spec did
 /// not name one (a group lands wherever the storage puts it).
 pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
-    let ratios = worker_ratios(input);
-    let ratio_of = |id: &WorkerId| input.workers.iter().position(|w| &w.id == id).map(|i| ratios[i]);
-    let (mut target_ratio, mut demand, mut rejected) = (0.0f64, 0.0, 0.0);
+    // One scan of the partitions for the subject's numbers, the cluster's demand and the
+    // rejections each worker adds to its demand: a snapshot is taken for every action tracked
+    // and judged, and at a million partitions each scan is a pass over ~200 MB.
+    let index: std::collections::HashMap<&WorkerId, usize> =
+        input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect();
+    let mut worker_rejected = vec![0.0; input.workers.len()];
+    let (mut target_ratio, mut demand, mut rejected, mut cluster_demand) = (0.0f64, 0.0, 0.0, 0.0);
     let mut owner_now = None;
-    for p in input.partitions.iter().filter(|p| covers(subject, p)) {
+    for p in &input.partitions {
         let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
+        cluster_demand += d;
+        if p.stats.rejected_per_sec != 0.0
+            && let Some(&w) = index.get(&p.owner)
+        {
+            worker_rejected[w] += p.stats.rejected_per_sec;
+        }
+        if !covers(subject, p) {
+            continue;
+        }
         let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
         target_ratio = target_ratio.max(if limit > 0.0 { d / limit } else { 0.0 });
         demand += d;
@@ -233,8 +246,9 @@ pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
             owner_now = Some(p.owner.clone());
         }
     }
+    let ratios: Vec<f64> = input.workers.iter().zip(worker_rejected).map(|(w, r)| worker_ratio(w, r)).collect();
+    let ratio_of = |id: &WorkerId| index.get(id).map(|&i| ratios[i]);
     let dest = subject.dest.clone().or(owner_now).filter(|d| Some(d) != subject.source.as_ref());
-    let cluster_demand: f64 = input.partitions.iter().map(|p| p.stats.ops_per_sec + p.stats.rejected_per_sec).sum();
     let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
     for (w, &r) in input.workers.iter().zip(&ratios) {
         if w.health != Health::Down && w.group.is_none() {
