@@ -19,7 +19,7 @@
 //! The bookkeeping here is synchronous and pure; the online loop ([`crate::analysis`]) does the
 //! HTTP calls and hands the results in, so the rules are unit-tested without a network.
 
-use lb_common::ids::{ActionId, WorkerId};
+use lb_common::ids::{ActionId, Key, WorkerId};
 pub use lb_common::protocol::Pending;
 use lb_common::protocol::{ActionRecord, ActionSpec, ActionState, Execution, GroupTarget, Stages, Topology};
 use serde::{Deserialize, Serialize};
@@ -269,7 +269,8 @@ impl Executor {
         for (i, t) in self.tracked.iter_mut().enumerate().filter(|(_, t)| t.stages.relieved_ms.is_none()) {
             let Some(finished) = t.finished_at_ms else { continue };
             let s = &mut t.stages;
-            if s.visible_ms.is_none() && shows(&t.spec, &input.partitions).unwrap_or(true) {
+            let start = t.subject.range.as_ref().map(|(_, _, r)| r.start);
+            if s.visible_ms.is_none() && shows_near(&t.spec, &input.partitions, start).unwrap_or(true) {
                 s.visible_ms = Some(now_ms);
             }
             if s.visible_ms.is_some() && s.measured_ms.is_none() && window_end_ms - window_ms >= finished {
@@ -481,7 +482,18 @@ placed!(lb_common::protocol::PartitionInfo, crate::planner::PartitionView);
 /// Whether `partitions` show `spec` applied; `None` for a reshard, which the partitions do
 /// not show (the topology's datasets do).
 pub fn shows<P: Placed>(spec: &ActionSpec, partitions: &[P]) -> Option<bool> {
-    let find = |id| partitions.iter().find(|p| p.id() == id);
+    shows_near(spec, partitions, None)
+}
+
+/// [`shows`], told where the partition the spec names started when it was planned (a move, a
+/// split or a group keeps it): partitions starting there are tried first, so the ids of a
+/// million partitions are not compared for every action waiting to show.
+pub fn shows_near<P: Placed>(spec: &ActionSpec, partitions: &[P], start: Option<Key>) -> Option<bool> {
+    let find = |id| {
+        start
+            .and_then(|s| partitions.iter().find(|p| p.range().start == s && p.id() == id))
+            .or_else(|| partitions.iter().find(|p| p.id() == id))
+    };
     Some(match spec {
         ActionSpec::Move { partition, to_worker } => find(partition).is_some_and(|p| p.owner() == to_worker),
         ActionSpec::Split { partition, split_key } => {
@@ -493,7 +505,7 @@ pub fn shows<P: Placed>(spec: &ActionSpec, partitions: &[P]) -> Option<bool> {
             // at its key, on its worker.
             p.range().end.0.checked_add(1) == split_keys.first().map(|k| k.0)
                 && split_keys.iter().zip(to_workers).all(|(k, w)| {
-                    partitions.iter().any(|q| q.table() == p.table() && q.range().start == *k && q.owner() == w)
+                    partitions.iter().any(|q| q.range().start == *k && q.owner() == w && q.table() == p.table())
                 })
         }),
         ActionSpec::Merge { left: _, right } => find(right).is_none(),

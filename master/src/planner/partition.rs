@@ -805,7 +805,14 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
     let window_ms = (pass.config.partition_overload.scatter_window_secs * 1000) as i64;
     let (now, reserve) = (pass.now_ms, reserve_ms(pass));
     state.pending_children.retain(|c| now - c.split_at_ms <= window_ms);
+    // Only a partition starting where a pending child starts can be one: a binary search on the
+    // start keys, not a look at every pending child, for each of the input's partitions.
+    let mut starts: Vec<Key> = state.pending_children.iter().map(|c| c.start).collect();
+    starts.sort_unstable();
     for (i, p) in pass.input.partitions.iter().enumerate() {
+        if starts.binary_search(&p.range.start).is_err() {
+            continue;
+        }
         if let Some(k) = state
             .pending_children
             .iter()
