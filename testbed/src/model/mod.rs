@@ -254,7 +254,22 @@ impl Cluster {
         sorted[i.saturating_sub(1)] as usize
     }
 
-    /// Re-sorts table `t`'s partitions after a split or merge and marks cached masses stale.
+    /// Puts partition `q`, just cut from the right end of `p`, right after `p` in table `t`'s
+    /// order and marks cached masses stale: a split keeps the order, so it needs no re-sort (one
+    /// of a million-partition table's was most of a simulated split).
+    fn insert_after(&mut self, t: usize, p: usize, q: usize) {
+        let starts = &self.partitions.start;
+        let sorted = &mut self.tables[t].sorted;
+        let at = sorted.partition_point(|&x| starts[x as usize] <= starts[p]);
+        sorted.insert(at, q as u32);
+        debug_assert!(
+            sorted.windows(2).all(|w| starts[w[0] as usize] < starts[w[1] as usize]),
+            "table {t} out of order"
+        );
+        self.load.mark_dirty();
+    }
+
+    /// Re-sorts table `t`'s partitions after a merge and marks cached masses stale.
     fn resort(&mut self, t: usize) {
         let starts = &self.partitions.start;
         let mut sorted: Vec<u32> =

@@ -100,7 +100,7 @@ impl Cluster {
         self.partitions.group[q] = self.partitions.group[p].clone();
         self.load.push_partition();
         self.load.transfer_acc(p, q, right_demand_ratio);
-        self.resort(t);
+        self.insert_after(t, p, q);
         self.version += 1;
         Ok(new_id)
     }
