@@ -293,13 +293,14 @@ impl RunningValkey {
     }
 }
 
-/// The ops server's `[registry]`, `[collect]` and `[limits]` for a Valkey run polled every
+/// The ops server's `[registry]`, `[collect]`, `[limits]` and `[executor]` for a Valkey run polled every
 /// `interval_ms` (shared with [`crate::valkey_attach`]).
 pub(crate) fn ops_server_cadence(interval_ms: u64) -> String {
     format!(
         "[registry]\nheartbeat_interval_ms = {hb}\ndown_after_ms = {down}\n\
          [collect]\nagent_deadline_ms = 3000\nmax_agent_deadline_ms = 8000\nlimit_per_agent = 20000\n\
-         [limits]\nrequests_per_sec = 100000\n",
+         [limits]\nrequests_per_sec = 100000\n\
+         [executor]\nmax_concurrent_per_worker = 1\n",
         hb = interval_ms.max(100),
         down = (interval_ms * 10).max(1000),
     )

@@ -20,8 +20,12 @@ pub const DEFAULT_AGENT_DEADLINE_MS: u64 = 800;
 pub const DEFAULT_LIMIT_PER_AGENT: u32 = 5_000;
 /// 8 actions at once cluster-wide: enough to fix several hotspots, few enough to stay safe.
 pub const DEFAULT_MAX_CONCURRENT_ACTIONS: u64 = 8;
-/// One action per worker at a time: two moves off one hot worker compete for its capacity.
-pub const DEFAULT_MAX_CONCURRENT_PER_WORKER: u64 = 1;
+/// Two actions per worker at a time, the planner's own `caps.max_inflight_per_worker`: the planner
+/// charges each streaming move to its source's capacity (`caps.move_source_drain_ratio`) and plans
+/// a second only where that is worth it, so a lower limit here would only queue a move the planner
+/// believes is streaming. Cruise Control runs 5 partition moves per broker by default. A storage
+/// system whose moves block the source's serving thread (Valkey) sets 1.
+pub const DEFAULT_MAX_CONCURRENT_PER_WORKER: u64 = 2;
 /// 1,000 queued actions per tenant: far above any real storm, a hard stop for a runaway planner.
 pub const DEFAULT_MAX_QUEUED_PER_TENANT: u64 = 1_000;
 /// 250 ms between operation polls: quick feedback, negligible load on the storage admin API.

@@ -174,6 +174,7 @@ async fn a_burst_from_two_tenants_respects_limits_and_does_not_starve_the_small_
     let mut cfg = config(dir.path(), &url, extra);
     cfg.executor.halted = true;
     cfg.executor.max_concurrent = 2;
+    cfg.executor.max_concurrent_per_worker = 1;
     cfg.executor.poll_interval_ms = 10;
     let s = start(cfg.clone()).await;
     let mut ids = Vec::new();
