@@ -84,6 +84,12 @@ pub const CATALOG: &[MetricDef] = &[
         "Analysis ticks by outcome (ok; standby: not the leader; stale: collection behind; no_ops_server; fenced: the ops server refused this master's epoch at takeover; no_handover: the predecessor's state could not be read from etcd).",
     ),
     MetricDef::new(
+        "lb_master_analysis_early_passes_total",
+        Counter,
+        &[],
+        "Passes run before their interval was up because an action the master tracks had ended (the next step follows the end, not the clock).",
+    ),
+    MetricDef::new(
         "lb_master_analysis_pass_seconds",
         Histogram,
         &[],

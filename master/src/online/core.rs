@@ -63,8 +63,11 @@ impl OnlineConfig {
     }
 
     pub fn of(config: &MasterConfig) -> Self {
+        let mut planner = config.planner.clone();
+        // A pass run early (an action ended) must not hurry a hysteresis (see the field).
+        planner.hysteresis_min_gap_ms = (config.analyzer.interval_ms * 3 / 4) as i64;
         Self {
-            planner: config.planner.clone(),
+            planner,
             evaluation: config.evaluation.clone(),
             placement: config.placement.clone(),
             approval_ttl_secs: config.analyzer.approval_ttl_secs,

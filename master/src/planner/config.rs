@@ -89,6 +89,12 @@ pub struct PlannerConfig {
     pub caps: CapsConfig,
     pub feedback: FeedbackConfig,
     pub zones: ZonesConfig,
+    /// A window counts toward a hysteresis only if it ends at least this long after the last
+    /// one counted (`Hysteresis::observe`). Not a policy: the master sets it to 3/4 of its pass
+    /// interval, so a pass it runs early (an action of its own ended) never hurries an engage;
+    /// 0 counts every pass (the simulator's, a second apart).
+    #[serde(skip)]
+    pub hysteresis_min_gap_ms: i64,
 }
 
 /// Whether load may leave its zone.

@@ -354,7 +354,7 @@ impl Pass<'_> {
             let growth = h.growth_per_sec;
             h.last_demand = demand;
             h.last_ms = self.now_ms;
-            if h.observe(over, !warm, cfg.hot_windows, self.now_ms) {
+            if h.observe(over, !warm, cfg.hot_windows, self.now_ms, self.config.hysteresis_min_gap_ms) {
                 hot.push(Hot {
                     index: i,
                     hysteresis: *h,
@@ -384,7 +384,7 @@ impl Pass<'_> {
                 continue;
             }
             let h = state.workers.entry(info.id.clone()).or_default();
-            if h.observe(over, under, cfg.hot_windows, self.now_ms) {
+            if h.observe(over, under, cfg.hot_windows, self.now_ms, self.config.hysteresis_min_gap_ms) {
                 out.push(w);
             } else if under && h.windows == 0 {
                 state.workers.remove(&info.id);
@@ -400,6 +400,6 @@ impl Pass<'_> {
         let floor = mean >= cfg.min_mean_ratio;
         let over = floor && (mom >= cfg.engage_max_over_mean || cv >= cfg.engage_cv);
         let under = !floor || (mom < cfg.release_max_over_mean && cv < cfg.release_cv);
-        state.imbalance.observe(over, under, cfg.hot_windows, self.now_ms)
+        state.imbalance.observe(over, under, cfg.hot_windows, self.now_ms, self.config.hysteresis_min_gap_ms)
     }
 }

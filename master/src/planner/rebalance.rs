@@ -550,7 +550,13 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             first = false;
             let over = mean >= floor && spread >= engage;
             let under = mean < floor || spread < release;
-            if !state.zone_imbalance.observe(over, under, cfg.hot_windows, pass.now_ms) {
+            if !state.zone_imbalance.observe(
+                over,
+                under,
+                cfg.hot_windows,
+                pass.now_ms,
+                pass.config.hysteresis_min_gap_ms,
+            ) {
                 return;
             }
         } else if spread < release {

@@ -33,17 +33,26 @@ pub struct Hysteresis {
     /// When it engaged (the hysteresis was met), while it stays engaged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engaged_ms: Option<i64>,
+    /// The end of the last window counted in `windows`, while the streak lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_ms: Option<i64>,
 }
 
 impl Hysteresis {
     /// One window ending at `at_ms`: `over` engage, `under` release. Returns whether it is
-    /// engaged now.
-    pub fn observe(&mut self, over: bool, under: bool, needed: u32, at_ms: i64) -> bool {
+    /// engaged now. A window over engage that ends less than `min_gap_ms` after the last one
+    /// counted keeps the streak without adding to it (a pass run early sees mostly the same
+    /// seconds); one under engage breaks the streak whenever it comes.
+    pub fn observe(&mut self, over: bool, under: bool, needed: u32, at_ms: i64, min_gap_ms: i64) -> bool {
         if over {
-            self.windows = self.windows.saturating_add(1);
+            if self.counted_ms.is_none_or(|counted| at_ms - counted >= min_gap_ms) {
+                self.windows = self.windows.saturating_add(1);
+                self.counted_ms = Some(at_ms);
+            }
             self.since_ms.get_or_insert(at_ms);
         } else {
             self.windows = 0;
+            self.counted_ms = None;
         }
         if self.windows >= needed {
             if !self.engaged {
@@ -380,22 +389,42 @@ mod tests {
     #[test]
     fn engages_after_n_windows_and_releases_only_under_release() {
         let mut h = Hysteresis::default();
-        assert!(!h.observe(true, false, 2, 1_000));
+        assert!(!h.observe(true, false, 2, 1_000, 0));
         assert_eq!(h.timing(), (Some(1_000), None), "the onset is the first hot window");
-        assert!(h.observe(true, false, 2, 2_000));
+        assert!(h.observe(true, false, 2, 2_000, 0));
         assert_eq!(h.timing(), (Some(1_000), Some(2_000)), "detected when the hysteresis is met");
         // Between release and engage: stays engaged, and the episode keeps its onset.
-        assert!(h.observe(false, false, 2, 3_000));
+        assert!(h.observe(false, false, 2, 3_000, 0));
         assert_eq!(h.timing(), (Some(1_000), Some(2_000)));
-        assert!(!h.observe(false, true, 2, 4_000));
+        assert!(!h.observe(false, true, 2, 4_000, 0));
         assert_eq!(h.timing(), (None, None), "released: the episode is over");
         // One hot window after a cold one does not engage; a broken streak forgets its onset.
-        assert!(!h.observe(true, false, 2, 5_000));
-        assert!(!h.observe(false, false, 2, 6_000));
+        assert!(!h.observe(true, false, 2, 5_000, 0));
+        assert!(!h.observe(false, false, 2, 6_000, 0));
         assert_eq!(h.timing(), (None, None));
-        assert!(!h.observe(true, false, 2, 7_000));
-        assert!(h.observe(true, false, 2, 8_000));
+        assert!(!h.observe(true, false, 2, 7_000, 0));
+        assert!(h.observe(true, false, 2, 8_000, 0));
         assert_eq!(h.timing(), (Some(7_000), Some(8_000)));
+    }
+
+    #[test]
+    fn a_window_too_soon_after_the_last_counted_keeps_the_streak_without_adding_to_it() {
+        // Passes a second apart, with a gap of 750 ms: one run early (at 1.3 s, an action
+        // ended) sees mostly the same seconds and does not count, so engaging still takes two
+        // windows a pass apart.
+        let mut h = Hysteresis::default();
+        assert!(!h.observe(true, false, 2, 1_000, 750));
+        assert!(!h.observe(true, false, 2, 1_300, 750), "too soon to count");
+        assert_eq!(h.windows, 1);
+        assert!(h.observe(true, false, 2, 2_300, 750), "a pass interval after the one counted");
+        assert_eq!(h.timing(), (Some(1_000), Some(2_300)));
+        // A cold window breaks the streak however soon it comes.
+        let mut h = Hysteresis::default();
+        assert!(!h.observe(true, false, 2, 1_000, 750));
+        assert!(!h.observe(false, false, 2, 1_200, 750));
+        assert!(!h.observe(true, false, 2, 2_000, 750));
+        assert!(h.observe(true, false, 2, 3_000, 750));
+        assert_eq!(h.timing(), (Some(2_000), Some(3_000)));
     }
 
     #[test]
