@@ -263,7 +263,6 @@ fn read_partition(
         bytes_per_sec: (c.read_bytes + c.write_bytes) as f64 / secs,
         cpu_cores: c.cpu_time_us as f64 / 1e6 / secs,
         rejected_per_sec: c.rejected as f64 / secs,
-        latency_p99_us: c.latency_p99_us,
         sketch: Some(sketch),
     };
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use lb_common::protocol::{Health, PartitionInfo, Topology};
 
 use crate::planner::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
-use crate::table::{MetricsTable, PartitionSlot, RateBasis};
+use crate::table::{MetricsTable, PartitionLoad, PartitionSlot, RateBasis};
 
 /// Past 20,000 partitions the input is built on two threads (a single core takes ~10 ms).
 const PARALLEL_INPUT_PARTITIONS: usize = 20_000;
@@ -62,34 +62,39 @@ pub fn refresh_planner_input(
     now_ms: i64,
 ) {
     let reader = table.rate_reader(window, now_ms, RateBasis::Reported).ok();
-    let read = |p: &PartitionInfo, stats: &mut PartitionWindow, r: &mut ViewRead| {
-        r.slot = table.locate(&p.id, r.slot);
-        let (Some(reader), Some(slot)) = (reader.as_ref(), r.slot) else {
-            *stats = PartitionWindow::default();
-            r.sketch_version = 0;
-            return;
-        };
-        let rates = reader.rates_in(slot);
-        stats.ops_per_sec = rates.ops_per_sec;
-        stats.bytes_per_sec = rates.bytes_per_sec;
-        stats.cpu_cores = rates.cpu_cores;
-        stats.rejected_per_sec = rates.rejected_per_sec;
-        stats.latency_p99_us = rates.latency_p99_us.unwrap_or(0.0);
-        match table.sketch_at(slot, p.range) {
-            Some((_, version)) if version == r.sketch_version && stats.sketch.is_some() => {}
-            Some((sketch, version)) => {
-                stats.sketch = Some(sketch.clone());
-                r.sketch_version = version;
-            }
-            None => {
-                stats.sketch = None;
-                r.sketch_version = 0;
-            }
-        }
-    };
+    // Each half of the views on its own thread: find the table slots, read every partition's
+    // load a column at a time (`RateReader::loads_many`), then fill the views.
     let refresh = |views: &mut [PartitionView], reads: &mut [ViewRead], infos: &[PartitionInfo]| {
-        for ((v, r), p) in views.iter_mut().zip(reads).zip(infos) {
-            read(p, &mut v.stats, r);
+        for (r, p) in reads.iter_mut().zip(infos) {
+            r.slot = table.locate(&p.id, r.slot);
+        }
+        let slots: Vec<Option<PartitionSlot>> = reads.iter().map(|r| r.slot).collect();
+        let mut loads = vec![PartitionLoad::default(); slots.len()];
+        if let Some(reader) = reader.as_ref() {
+            reader.loads_many(&slots, &mut loads);
+        }
+        for (((v, r), p), load) in views.iter_mut().zip(reads).zip(infos).zip(loads) {
+            let stats = &mut v.stats;
+            let (Some(_), Some(slot)) = (reader.as_ref(), r.slot) else {
+                *stats = PartitionWindow::default();
+                r.sketch_version = 0;
+                continue;
+            };
+            stats.ops_per_sec = load.ops_per_sec;
+            stats.bytes_per_sec = load.bytes_per_sec;
+            stats.cpu_cores = load.cpu_cores;
+            stats.rejected_per_sec = load.rejected_per_sec;
+            match table.sketch_at(slot, p.range) {
+                Some((_, version)) if version == r.sketch_version && stats.sketch.is_some() => {}
+                Some((sketch, version)) => {
+                    stats.sketch = Some(sketch.clone());
+                    r.sketch_version = version;
+                }
+                None => {
+                    stats.sketch = None;
+                    r.sketch_version = 0;
+                }
+            }
         }
     };
     let all = &topology.partitions;

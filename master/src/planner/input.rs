@@ -61,7 +61,6 @@ pub struct PartitionWindow {
     pub cpu_cores: f64,
     /// Refused ops (over the partition limit or the worker's capacity): demand = ops + rejected.
     pub rejected_per_sec: f64,
-    pub latency_p99_us: f64,
     pub sketch: Option<KeySketch>,
 }
 

@@ -41,7 +41,6 @@ pub(crate) fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &
                     bytes_per_sec: 0.0,
                     cpu_cores: 0.0,
                     rejected_per_sec: (ops - 10_000.0).max(0.0),
-                    latency_p99_us: 1000.0,
                     sketch: Some(KeySketch {
                         bucket_ops: vec![(ops / 16.0) as u64; 16],
                         top_keys: vec![],

@@ -107,8 +107,8 @@ use serde::{Deserialize, Serialize};
 
 pub use metric::Metric;
 pub use query::{
-    ClusterOverview, Freshness, GroupBy, GroupKey, PartitionRates, PartitionRow, RateBasis, RateReader, TopEntry, TopN,
-    WindowStats, WorkerLoad, WorkerRow,
+    ClusterOverview, Freshness, GroupBy, GroupKey, PartitionLoad, PartitionRates, PartitionRow, RateBasis, RateReader,
+    TopEntry, TopN, WindowStats, WorkerLoad, WorkerRow,
 };
 pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable, PartitionSlot};
 pub use views::{Heatmap, History, HistoryPoint};

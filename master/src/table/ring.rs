@@ -71,6 +71,17 @@ pub(crate) struct Point {
     pub weight: f64,
 }
 
+/// What a read of fine slots `[a, b]` of one series touches ([`SeriesStore::span`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// Nothing: the series has no data in the span (every sum is empty).
+    Empty,
+    /// Only its fine ring, slots `[a, b]` with `b <= head`: [`SeriesStore::fine_sum`] reads it.
+    Fine { head: i64, a: i64, b: i64 },
+    /// Its coarse ring too, or an empty series: only [`SeriesStore::sum`] reads it.
+    General,
+}
+
 /// Every series of one kind (partitions or workers).
 #[derive(Debug, Clone)]
 pub(crate) struct SeriesStore<F: Codec, K: Codec> {
@@ -373,25 +384,33 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
     /// the series' bounds checked once: the online pass reads six columns of every partition
     /// each second.
     pub(crate) fn sum_cols<const N: usize>(&self, id: u32, cols: [usize; N], a: i64, b: i64) -> [(f64, f64, bool); N] {
+        match self.span(id, a, b) {
+            // Empty, or reaching back into the coarse ring: the general path.
+            Span::General => cols.map(|c| self.sum(id, View::Col(c), a, b)),
+            Span::Empty => [(0.0, 0.0, false); N],
+            Span::Fine { head, a, b } => cols.map(|c| {
+                let (total, present) = self.fine_sum(id, c, head, a, b);
+                (total, present as f64, present > 0)
+            }),
+        }
+    }
+
+    /// Where [`SeriesStore::sum_cols`] would read fine slots `[a, b]` of series `id` from.
+    #[inline]
+    pub(crate) fn span(&self, id: u32, a: i64, b: i64) -> Span {
         let head = self.heads[id as usize];
         if head == EMPTY_HEAD || b < a || a < self.fine_from[id as usize] {
-            // Empty, or reaching back into the coarse ring: the general path.
-            return cols.map(|c| self.sum(id, View::Col(c), a, b));
+            return Span::General;
         }
         let b = b.min(head);
-        if a > b {
-            return [(0.0, 0.0, false); N];
-        }
-        cols.map(|c| {
-            let (total, present) = self.fine_sum(id, c, head, a, b);
-            (total, present as f64, present > 0)
-        })
+        if a > b { Span::Empty } else { Span::Fine { head, a, b } }
     }
 
     /// Sum and number of present codes of column `c` over fine slots `[s, b]` of a series whose
     /// head is `head` (`fine_from <= s <= b <= head`). The span is at most one ring: two
     /// contiguous runs, summed without branches.
-    fn fine_sum(&self, id: u32, c: usize, head: i64, s: i64, b: i64) -> (f64, usize) {
+    #[inline]
+    pub(crate) fn fine_sum(&self, id: u32, c: usize, head: i64, s: i64, b: i64) -> (f64, usize) {
         let fl = self.fl();
         let n = (b - s + 1) as usize;
         // `head - s < fine_len`, so one conditional add replaces a modulo.

@@ -858,6 +858,46 @@ proptest! {
         }
     }
 
+    /// The analyzer's read of many partitions a column at a time gives each one's load as its
+    /// own read does: partitions with gaps, young ones, quiet ones whose newest sample is older
+    /// than the window, one not in the table, and windows inside the fine ring or reaching into
+    /// the coarse one.
+    #[test]
+    fn the_column_at_a_time_read_of_many_is_each_ones_read(
+        series in prop::collection::vec((prop::collection::vec(0u64..50_000, 1..120), 0i64..3, 0i64..200), 1..8),
+        from_back in 0i64..300,
+        len in 1i64..150,
+    ) {
+        let mut t = table();
+        let mut now = T0_MS;
+        for (k, (ops, gap, start)) in series.iter().enumerate() {
+            let id = format!("p{k}");
+            let mut at = T0_MS + start * 1000;
+            let samples: Vec<Sample> = ops
+                .iter()
+                .enumerate()
+                .map(|(j, &o)| {
+                    at += (1 + gap) * 1000;
+                    let mut st = pstats(&id, "t", range(k as u64 * 100, k as u64 * 100 + 99), o);
+                    st.rejected = o / 9;
+                    sample(j as u64 + 1, at, st)
+                })
+                .collect();
+            now = now.max(at);
+            t.ingest(&wid(&format!("w{}", k % 3)), &samples, at);
+        }
+        let end = now - from_back * 1000;
+        let reader = t.rate_reader(secs(len as u64), end, RateBasis::Reported).expect("reader");
+        let mut slots: Vec<Option<PartitionSlot>> = (0..series.len()).map(|k| t.locate(&pid(&format!("p{k}")), None)).collect();
+        slots.push(None);
+        let mut many = vec![PartitionLoad::default(); slots.len()];
+        reader.loads_many(&slots, &mut many);
+        for (slot, got) in slots.iter().zip(&many) {
+            let want = slot.map(|s| PartitionLoad::from(reader.rates_in(s))).unwrap_or_default();
+            prop_assert_eq!(got, &want, "slot {:?}", slot);
+        }
+    }
+
     /// Windows never count a second twice: covered seconds never exceed the window.
     #[test]
     fn coverage_never_exceeds_the_window(n in 1i64..400, last in 1u64..3000, lag in 0i64..400) {
