@@ -44,6 +44,7 @@
 
 pub mod config;
 mod dedicate;
+mod destinations;
 pub mod input;
 mod manual;
 mod model;
@@ -100,8 +101,18 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     }
     let splitting = vec![false; input.partitions.len()];
     let zones = Zones::of(input);
-    let mut pass =
-        Pass { input, config, now_ms, model, groups, zones, splitting, plan: Plan::default(), proposed_this_pass: 0 };
+    let mut pass = Pass {
+        input,
+        config,
+        now_ms,
+        model,
+        groups,
+        zones,
+        splitting,
+        plan: Plan::default(),
+        proposed_this_pass: 0,
+        destinations: Default::default(),
+    };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
 
@@ -239,6 +250,8 @@ pub(crate) struct Pass<'a> {
     /// append tail), so partition overload splits it rather than anything moving it (a move cannot lower its demand against its limit, and
     /// its cooldown would hold the split back).
     pub splitting: Vec<bool>,
+    /// The workers sorted for [`Pass::best_destination`], kept while the model stands still.
+    destinations: std::cell::RefCell<destinations::Destinations>,
 }
 
 impl Pass<'_> {

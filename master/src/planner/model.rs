@@ -257,6 +257,16 @@ impl Model {
         self.transient_ratio(w) * self.drain[w] / (self.drain[w] - self.drain_ratio).max(0.5)
     }
 
+    /// The largest `1 / capacity` in each dimension over all workers: a partition adds at most
+    /// its load times this to any worker's ratio.
+    pub fn max_inv_cap(&self) -> Load {
+        self.inv_cap.iter().fold(Load::default(), |m, c| Load {
+            ops: m.ops.max(c.ops),
+            bytes: m.bytes.max(c.bytes),
+            cpu: m.cpu.max(c.cpu),
+        })
+    }
+
     pub fn worker_ratio(&self, w: usize) -> f64 {
         self.ratio_of(w, self.worker_load[w])
     }

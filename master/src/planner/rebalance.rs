@@ -17,6 +17,21 @@ const SPLIT_FIRST: &str = "over its own limit: partition overload splits it firs
 /// Candidates tried per overloaded worker before giving up: the best few explain the choice.
 const MAX_CANDIDATES_PER_WORKER: usize = 8;
 
+/// What a look at the destinations of one move found (see [`Pass::best_destination`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Scan {
+    /// Workers at their concurrent action cap.
+    capped: usize,
+    /// Workers the move would put over the high watermark (or `max_after`).
+    full: usize,
+    /// Workers of other zones with room, where crossing is not allowed.
+    room_elsewhere: usize,
+    /// Whether a worker of the owner's zone could take the load at all.
+    room_home: bool,
+    /// The coolest worker that fits.
+    best: Option<MoveEval>,
+}
+
 /// A move that passed the gain test.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MoveEval {
@@ -105,70 +120,31 @@ impl Pass<'_> {
     ) -> Result<MoveEval, DeclineReason> {
         let src = self.model.owner[p] as usize;
         let src_before = self.model.worker_ratio(src);
-        let src_after = self.model.ratio_with(src, p, -1.0);
         let id = &self.input.partitions[p].id;
-        let (mut capped, mut full, mut room_elsewhere, mut room_home) = (0usize, 0usize, 0usize, false);
-        let mut best = None::<MoveEval>;
-        for crossing in [false, true] {
-            // Crossing is for relief: only a source over the high watermark whose zone has no
-            // worker with the room (one merely at its action cap, which passes within a move's
-            // time, or one that would only end hotter than the source, keeps it home).
-            let high = self.config.worker_overload.high_watermark_ratio;
-            if crossing && (!self.zones.several() || best.is_some() || capped > 0 || room_home || src_before <= high) {
-                break;
+        let mut scan = match self.home_sorted(p, group, max_after) {
+            Some(sorted) => {
+                #[cfg(debug_assertions)]
+                {
+                    let mut all = Scan::default();
+                    self.scan_all(p, group, max_after, false, &mut all);
+                    debug_assert_eq!(sorted, all, "the sorted destination scan of {id} differs from the full one");
+                }
+                sorted
             }
-            // Not allowed to cross: other zones are only looked at to say whether they had room.
-            let probe = crossing && !self.may_cross_zones();
-            let cost = self.move_cost(p) * if crossing { self.config.zones.cross_zone_cost_factor } else { 1.0 };
-            let zone_ratio = if crossing { self.zone_ratios_by_worker() } else { Vec::new() };
-            // Crossing, the coolest zone first (a crossing balances zones), then the coolest worker.
-            let mut best_key = (f64::INFINITY, f64::INFINITY);
-            for w in 0..self.input.workers.len() {
-                if w == src || !self.model.healthy[w] || self.groups[w].as_ref() != group {
-                    continue;
-                }
-                if self.zones.same(src, w) == crossing {
-                    continue;
-                }
-                if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
-                    capped += usize::from(!probe);
-                    continue;
-                }
-                // Both tests are monotone in the ratio after (a lower one passes whatever a higher
-                // one passes): decided on the ratio's bounds, divided out only where they differ
-                // or where this worker may beat the best so far.
-                let (lo, hi) = self.model.ratio_with_bounds(w, p);
-                let (allows_lo, allows_hi) =
-                    (self.destination_allows(src_before, lo), self.destination_allows(src_before, hi));
-                let (fits_lo, fits_hi) = (allows_lo && lo <= max_after, allows_hi && hi <= max_after);
-                let zone_key = zone_ratio.get(w).copied().unwrap_or(0.0);
-                let may_win = fits_lo && !probe && (zone_key, lo) < best_key;
-                let dest_after = if allows_lo != allows_hi || fits_lo != fits_hi || may_win {
-                    self.model.ratio_with(w, p, 1.0)
-                } else {
-                    hi
-                };
-                let allows =
-                    if allows_lo == allows_hi { allows_lo } else { self.destination_allows(src_before, dest_after) };
-                room_home |= !crossing && allows;
-                let fits = if fits_lo == fits_hi { fits_lo } else { allows && dest_after <= max_after };
-                if !fits {
-                    full += usize::from(!probe);
-                    continue;
-                }
-                if probe {
-                    room_elsewhere += 1;
-                    continue;
-                }
-                let key = (zone_key, dest_after);
-                if may_win && key < best_key {
-                    let dest_before = self.model.worker_ratio(w);
-                    let gain = src_before.max(dest_before) - src_after.max(dest_after);
-                    best = Some(MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost });
-                    best_key = key;
-                }
+            None => {
+                let mut all = Scan::default();
+                self.scan_all(p, group, max_after, false, &mut all);
+                all
             }
+        };
+        // Crossing is for relief: only a source over the high watermark whose zone has no
+        // worker with the room (one merely at its action cap, which passes within a move's
+        // time, or one that would only end hotter than the source, keeps it home).
+        let high = self.config.worker_overload.high_watermark_ratio;
+        if self.zones.several() && scan.best.is_none() && scan.capped == 0 && !scan.room_home && src_before > high {
+            self.scan_all(p, group, max_after, true, &mut scan);
         }
+        let Scan { capped, full, room_elsewhere, best, .. } = scan;
         if capped > 0 {
             alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
         }
@@ -214,6 +190,143 @@ impl Pass<'_> {
             return Err(DeclineReason::NoGain);
         }
         Ok(b)
+    }
+
+    /// One look at every worker for a move of partition `p` out of its owner's zone
+    /// (`crossing`) or inside it, added to `scan`: [`Pass::best_destination`] without the order.
+    pub(super) fn scan_all(&self, p: usize, group: Option<&GroupId>, max_after: f64, crossing: bool, scan: &mut Scan) {
+        let src = self.model.owner[p] as usize;
+        let src_before = self.model.worker_ratio(src);
+        let src_after = self.model.ratio_with(src, p, -1.0);
+        // Not allowed to cross: other zones are only looked at to say whether they had room.
+        let probe = crossing && !self.may_cross_zones();
+        let cost = self.move_cost(p) * if crossing { self.config.zones.cross_zone_cost_factor } else { 1.0 };
+        let zone_ratio = if crossing { self.zone_ratios_by_worker() } else { Vec::new() };
+        // Crossing, the coolest zone first (a crossing balances zones), then the coolest worker.
+        let mut best_key = (f64::INFINITY, f64::INFINITY);
+        for w in 0..self.input.workers.len() {
+            if w == src || !self.model.healthy[w] || self.groups[w].as_ref() != group {
+                continue;
+            }
+            if self.zones.same(src, w) == crossing {
+                continue;
+            }
+            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
+                scan.capped += usize::from(!probe);
+                continue;
+            }
+            // Both tests are monotone in the ratio after (a lower one passes whatever a higher
+            // one passes): decided on the ratio's bounds, divided out only where they differ
+            // or where this worker may beat the best so far.
+            let (lo, hi) = self.model.ratio_with_bounds(w, p);
+            let (allows_lo, allows_hi) =
+                (self.destination_allows(src_before, lo), self.destination_allows(src_before, hi));
+            let (fits_lo, fits_hi) = (allows_lo && lo <= max_after, allows_hi && hi <= max_after);
+            let zone_key = zone_ratio.get(w).copied().unwrap_or(0.0);
+            let may_win = fits_lo && !probe && (zone_key, lo) < best_key;
+            let dest_after = if allows_lo != allows_hi || fits_lo != fits_hi || may_win {
+                self.model.ratio_with(w, p, 1.0)
+            } else {
+                hi
+            };
+            let allows =
+                if allows_lo == allows_hi { allows_lo } else { self.destination_allows(src_before, dest_after) };
+            scan.room_home |= !crossing && allows;
+            let fits = if fits_lo == fits_hi { fits_lo } else { allows && dest_after <= max_after };
+            if !fits {
+                scan.full += usize::from(!probe);
+                continue;
+            }
+            if probe {
+                scan.room_elsewhere += 1;
+                continue;
+            }
+            let key = (zone_key, dest_after);
+            if may_win && key < best_key {
+                let dest_before = self.model.worker_ratio(w);
+                let gain = src_before.max(dest_before) - src_after.max(dest_after);
+                scan.best = Some(MoveEval { dest: w, src_before, src_after, dest_before, dest_after, gain, cost });
+                best_key = key;
+            }
+        }
+    }
+
+    /// [`Pass::scan_all`] inside the owner's zone, from the workers sorted by load ratio
+    /// ([`super::destinations`]): the same answer, with only the workers where it can change
+    /// worked out one by one. `None` where the order does not apply (a group's workers, a load
+    /// below zero in some dimension).
+    pub(super) fn home_sorted(&self, p: usize, group: Option<&GroupId>, max_after: f64) -> Option<Scan> {
+        let a = self.model.load[p];
+        if group.is_some() || !(a.ops >= 0.0 && a.bytes >= 0.0 && a.cpu >= 0.0) {
+            return None;
+        }
+        let model = &self.model;
+        let src = model.owner[p] as usize;
+        let src_before = model.worker_ratio(src);
+        let src_after = model.ratio_with(src, p, -1.0);
+        let cost = self.move_cost(p);
+        let cap = self.config.caps.max_inflight_per_worker;
+        let mut dests = self.destinations.borrow_mut();
+        let (home, inv) = dests.home_of(model, &self.groups, &self.zones, cap, src);
+        let allows = |after: f64| self.destination_allows(src_before, after);
+        let fits = |after: f64| allows(after) && after <= max_after;
+        // With the partition added, a worker's ratio rises by at most this (plus rounding).
+        let rise = (a.ops * inv.ops).max(a.bytes * inv.bytes).max(a.cpu * inv.cpu) * (1.0 + 1e-9) + 1e-12;
+        let order = &home.order;
+        let shared_src = model.healthy[src] && self.groups[src].is_none();
+        let src_capped = shared_src && model.worker_actions[src] >= cap;
+        let src_at = if shared_src && !src_capped {
+            order.binary_search_by(|e| e.0.total_cmp(&src_before).then(e.1.cmp(&(src as u32)))).ok()
+        } else {
+            None
+        };
+        let others =
+            |from: usize, to: usize| (to - from) - usize::from(src_at.is_some_and(|i| (from..to).contains(&i)));
+        // Cool enough to fit whatever the partition adds; too hot to fit; too hot to take it.
+        let sure = order.partition_point(|&(r, _)| fits(r + rise));
+        let no_fit = order.partition_point(|&(r, _)| fits(r));
+        let no_room = order.partition_point(|&(r, _)| allows(r));
+        let mut scan = Scan { capped: home.capped.len() - usize::from(src_capped), ..Scan::default() };
+        let mut best: Option<(f64, usize)> = None;
+        // The coolest after the move wins; of equals, the first worker (as `scan_all` finds it).
+        let consider = |best: &mut Option<(f64, usize)>, d: f64, w: usize| {
+            if best.is_none_or(|(bd, bw)| d < bd || (d == bd && w < bw)) {
+                *best = Some((d, w));
+            }
+        };
+        let after = |w: u32| model.ratio_with(w as usize, p, 1.0);
+        scan.room_home = others(0, sure) > 0;
+        for &(r, w) in &order[..sure] {
+            // The ratio only rises: a worker already hotter than the best after the move loses.
+            if best.is_some_and(|(bd, _)| r > bd) {
+                break;
+            }
+            if w as usize != src {
+                consider(&mut best, after(w), w as usize);
+            }
+        }
+        for &(_, w) in &order[sure..no_fit] {
+            if w as usize == src {
+                continue;
+            }
+            let d = after(w);
+            scan.room_home |= allows(d);
+            if fits(d) {
+                consider(&mut best, d, w as usize);
+            } else {
+                scan.full += 1;
+            }
+        }
+        scan.full += others(no_fit, order.len());
+        if !scan.room_home {
+            scan.room_home = order[no_fit..no_room].iter().any(|&(_, w)| w as usize != src && allows(after(w)));
+        }
+        scan.best = best.map(|(dest_after, dest)| {
+            let dest_before = model.worker_ratio(dest);
+            let gain = src_before.max(dest_before) - src_after.max(dest_after);
+            MoveEval { dest, src_before, src_after, dest_before, dest_after, gain, cost }
+        });
+        Some(scan)
     }
 
     /// Isolating partition `p` into `group`: where the storage system will put it

@@ -740,3 +740,70 @@ fn partition_hysteresis_survives_a_duplicated_id() {
     assert_eq!(restored.at_mut(2, &input.partitions[2].id).windows, 0);
     assert_eq!(restored.at_mut(1, &input.partitions[1].id).last_ms, 1);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The destination scan over the workers sorted by load ratio answers what the look at every
+    /// worker answers (the coolest that fits, the counts at the cap and too hot, whether any has
+    /// room), across capacities in two dimensions, zones (and workers without one), unhealthy,
+    /// grouped and capped workers, ties, and each partition's own worker at its cap or not.
+    #[test]
+    fn the_sorted_destination_scan_answers_what_the_full_one_does(
+        workers in prop::collection::vec((1u8..4, 0u8..2, 0u8..4, 0u8..10, 0u32..3, 0u8..6), 2..14),
+        parts in prop::collection::vec((0.0f64..30_000.0, 0.0f64..2e8, 0usize..14), 1..40),
+        cap in 1u32..3,
+    ) {
+        let n = workers.len();
+        // And an idle partition, which adds nothing: its destinations tie with their ratio now.
+        let parts: Vec<_> = parts.into_iter().chain([(0.0, 0.0, 0)]).collect();
+        let loads: Vec<f64> = parts.iter().map(|p| p.0).collect();
+        let owners: Vec<usize> = parts.iter().map(|p| p.2 % n).collect();
+        let mut input = cluster(&loads, &owners, n, &[]);
+        for (p, part) in input.partitions.iter_mut().zip(&parts) {
+            p.stats.bytes_per_sec = part.1;
+        }
+        let zones = ["a", "b", "c"];
+        for (w, &(cap_ops, bytes_cap, zone, health, _, group)) in input.workers.iter_mut().zip(&workers) {
+            // Capacities repeat, so that ratios tie.
+            w.capacity = Capacity { ops_per_sec: f64::from(cap_ops) * 50_000.0, bytes_per_sec: if bytes_cap == 0 { 0.0 } else { 5e8 } };
+            w.zone = zones.get(usize::from(zone)).map(|z| lb_common::ids::ZoneId::new(*z).expect("id"));
+            w.health = if health == 0 { Health::Down } else { Health::Healthy };
+            w.group = (group == 0).then(|| GroupId::new("iso").expect("id"));
+        }
+        let mut config = PlannerConfig::default();
+        config.caps.max_inflight_per_worker = cap;
+        let model = Model::build(&input, config.caps.move_source_drain_ratio, 0);
+        let groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
+        let mut pass = Pass {
+            input: &input,
+            config: &config,
+            now_ms: 0,
+            model,
+            groups,
+            zones: Zones::of(&input),
+            splitting: vec![false; input.partitions.len()],
+            plan: Plan::default(),
+            proposed_this_pass: 0,
+            destinations: Default::default(),
+        };
+        for (w, &(.., actions, _)) in workers.iter().enumerate() {
+            pass.model.worker_actions[w] = actions;
+        }
+        let high = config.worker_overload.high_watermark_ratio;
+        for p in 0..input.partitions.len() {
+            let src_ratio = pass.model.worker_ratio(pass.model.owner[p] as usize);
+            for max_after in [high, src_ratio.min(high), src_ratio, 1.0, f64::INFINITY] {
+                let sorted = pass.home_sorted(p, None, max_after).expect("a shared-pool move with loads at or over zero");
+                let mut all = rebalance::Scan::default();
+                pass.scan_all(p, None, max_after, false, &mut all);
+                prop_assert_eq!(sorted, all, "partition {} max_after {}", p, max_after);
+            }
+            // A move changes the model: the next scan sorts again and still agrees.
+            if p % 3 == 0 {
+                let to = (pass.model.owner[p] as usize + 1) % n;
+                pass.model.apply_move(p, to);
+            }
+        }
+    }
+}

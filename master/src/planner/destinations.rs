@@ -1,0 +1,92 @@
+//! Where a move may go, found without looking at every worker.
+//!
+//! [`Pass::best_destination`](super::Pass::best_destination) runs once per hot partition and
+//! per worker-overload candidate, and each run looked at every worker: 60 % of a pass over 100k
+//! partitions on 1,000 workers (`cargo bench -p lb-master --bench table -- analysis_pass`,
+//! 2026-12-05). Its answer within the owner's zone is the coolest worker that fits, how many
+//! are at their action cap, how many would end too hot, and whether any could take the load at
+//! all. With the workers sorted by their load ratio, most of that follows from two facts:
+//! adding a partition never lowers a worker's ratio, and raises it by at most the partition's
+//! load over the smallest capacity. So the workers cool enough to fit for sure, and those too hot
+//! to fit at all, are counted by binary search; only the band between, and the few coolest while
+//! they may still win, are worked out one by one.
+//!
+//! The order is kept for as long as nothing it depends on changes (the workers' loads, action
+//! counts, health and pool membership), checked on every use against a copy; a proposal that
+//! changes the model makes the next use sort again.
+
+use lb_common::ids::GroupId;
+
+use super::Zones;
+use super::model::{Load, Model};
+
+/// The shared-pool workers of one zone (every worker, without zones), for moves out of it.
+#[derive(Debug)]
+pub(crate) struct ZoneOrder {
+    /// Healthy workers under their action cap, ascending by (load ratio, index).
+    pub order: Vec<(f64, u32)>,
+    /// Healthy workers at their action cap.
+    pub capped: Vec<u32>,
+}
+
+/// The sorted workers of a pass, per zone of the source, with what they were sorted from.
+#[derive(Debug, Default)]
+pub(crate) struct Destinations {
+    worker_load: Vec<Load>,
+    worker_actions: Vec<u32>,
+    healthy: Vec<bool>,
+    shared: Vec<bool>,
+    cap: u32,
+    /// The largest `1 / capacity` in each dimension over all workers.
+    max_inv_cap: Load,
+    /// Per zone index (the last slot: a source without a zone, which shares every zone).
+    zones: Vec<Option<ZoneOrder>>,
+}
+
+impl Destinations {
+    /// The order of the workers that share a zone with `src`, sorted again first if the model
+    /// changed since the last use.
+    pub fn home_of(
+        &mut self,
+        model: &Model,
+        groups: &[Option<GroupId>],
+        zones: &Zones,
+        cap: u32,
+        src: usize,
+    ) -> (&ZoneOrder, Load) {
+        let stale = self.cap != cap
+            || self.worker_load != model.worker_load
+            || self.worker_actions != model.worker_actions
+            || self.healthy != model.healthy
+            || self.shared.len() != groups.len()
+            || self.shared.iter().zip(groups).any(|(s, g)| *s != g.is_none());
+        if stale {
+            self.worker_load.clone_from(&model.worker_load);
+            self.worker_actions.clone_from(&model.worker_actions);
+            self.healthy.clone_from(&model.healthy);
+            self.shared = groups.iter().map(Option::is_none).collect();
+            self.cap = cap;
+            self.max_inv_cap = model.max_inv_cap();
+            self.zones.clear();
+            self.zones.resize_with(zones.names.len() + 1, || None);
+        }
+        let z = zones.of[src];
+        let slot = if z == Zones::NONE { zones.names.len() } else { z as usize };
+        let order = self.zones[slot].get_or_insert_with(|| {
+            let (mut order, mut capped) = (Vec::new(), Vec::new());
+            for (w, group) in groups.iter().enumerate() {
+                if !model.healthy[w] || group.is_some() || !zones.same(src, w) {
+                    continue;
+                }
+                if model.worker_actions[w] >= cap {
+                    capped.push(w as u32);
+                } else {
+                    order.push((model.worker_ratio(w), w as u32));
+                }
+            }
+            order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            ZoneOrder { order, capped }
+        });
+        (order, self.max_inv_cap)
+    }
+}
