@@ -7,7 +7,7 @@ use std::time::Duration;
 use lb_common::protocol::{Health, PartitionInfo, Topology};
 
 use crate::planner::{InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow};
-use crate::table::{MetricsTable, PartitionLoad, PartitionSlot, RateBasis};
+use crate::table::{MetricsTable, PartitionLoad, PartitionSlot, RateBasis, SlotsEpoch};
 
 /// Past 20,000 partitions the input is built on two threads (a single core takes ~10 ms).
 const PARALLEL_INPUT_PARTITIONS: usize = 20_000;
@@ -32,19 +32,24 @@ pub fn planner_input(
 }
 
 /// The planner's input kept from pass to pass, with what lets the next pass re-read only the
-/// load: the topology version its partition views were built from, and per view where the table
-/// keeps the partition's series and which sketch the view already holds.
+/// load: the topology version its partition views were built from, per view where the table
+/// keeps the partition's series and which sketch the view already holds, and when those were
+/// read (the table's slot epoch and sketch count).
 #[derive(Debug, Default)]
 pub struct KeptInput {
     pub input: PlannerInput,
     built_from: Option<u64>,
     /// One per partition view, in the same order.
     reads: Vec<ViewRead>,
+    /// The table's [`SlotsEpoch`] and [`MetricsTable::sketches_kept`] when every view's slot and
+    /// sketch were last read; `None` after a pass without a window.
+    read_at: Option<(SlotsEpoch, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 struct ViewRead {
-    /// A hint, checked against the id on every use ([`MetricsTable::locate`]).
+    /// A hint, checked against the id on every use ([`MetricsTable::locate`]) unless the
+    /// table freed no slot since it was found.
     slot: Option<PartitionSlot>,
     /// The version of the sketch in the view (0: none): an unchanged sketch is not copied again.
     sketch_version: u64,
@@ -62,18 +67,30 @@ pub fn refresh_planner_input(
     now_ms: i64,
 ) {
     let reader = table.rate_reader(window, now_ms, RateBasis::Reported).ok();
+    let same_layout =
+        kept.built_from == Some(topology.version) && kept.input.partitions.len() == topology.partitions.len();
+    let now_at = (table.slots_epoch(), table.sketches_kept());
+    // No slot freed since the last read: every slot found then still holds its partition. No
+    // sketch kept since either: a view whose slot stands has the sketch it should.
+    let slots_hold = same_layout && kept.read_at.is_some_and(|(epoch, _)| epoch == now_at.0);
+    let sketches_hold = slots_hold && kept.read_at.is_some_and(|(_, kept)| kept == now_at.1);
     // Each half of the views on its own thread: find the table slots, read every partition's
     // load a column at a time (`RateReader::loads_many`), then fill the views.
     let refresh = |views: &mut [PartitionView], reads: &mut [ViewRead], infos: &[PartitionInfo]| {
-        for (r, p) in reads.iter_mut().zip(infos) {
-            r.slot = table.locate(&p.id, r.slot);
+        let mut found = vec![false; reads.len()];
+        for ((r, p), found) in reads.iter_mut().zip(infos).zip(&mut found) {
+            if !(slots_hold && r.slot.is_some()) {
+                let was = r.slot;
+                r.slot = table.locate(&p.id, was);
+                *found = r.slot != was;
+            }
         }
         let slots: Vec<Option<PartitionSlot>> = reads.iter().map(|r| r.slot).collect();
         let mut loads = vec![PartitionLoad::default(); slots.len()];
         if let Some(reader) = reader.as_ref() {
             reader.loads_many(&slots, &mut loads);
         }
-        for (((v, r), p), load) in views.iter_mut().zip(reads).zip(infos).zip(loads) {
+        for ((((v, r), p), load), found) in views.iter_mut().zip(reads).zip(infos).zip(loads).zip(found) {
             let stats = &mut v.stats;
             let (Some(_), Some(slot)) = (reader.as_ref(), r.slot) else {
                 *stats = PartitionWindow::default();
@@ -84,6 +101,9 @@ pub fn refresh_planner_input(
             stats.bytes_per_sec = load.bytes_per_sec;
             stats.cpu_cores = load.cpu_cores;
             stats.rejected_per_sec = load.rejected_per_sec;
+            if sketches_hold && !found {
+                continue;
+            }
             match table.sketch_at(slot, p.range) {
                 Some((_, version)) if version == r.sketch_version && stats.sketch.is_some() => {}
                 Some((sketch, version)) => {
@@ -99,7 +119,6 @@ pub fn refresh_planner_input(
     };
     let all = &topology.partitions;
     let input = &mut kept.input;
-    let same_layout = kept.built_from == Some(topology.version) && input.partitions.len() == all.len();
     if !same_layout {
         input.partitions = all
             .iter()
@@ -132,6 +151,7 @@ pub fn refresh_planner_input(
             refresh(lv, lr, li);
         });
     }
+    kept.read_at = reader.is_some().then_some(now_at);
     let loads: HashMap<_, _> =
         table.workers(window, now_ms).unwrap_or_default().into_iter().map(|w| (w.id.clone(), w)).collect();
     let workers = topology

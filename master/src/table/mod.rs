@@ -110,7 +110,7 @@ pub use query::{
     ClusterOverview, Freshness, GroupBy, GroupKey, PartitionLoad, PartitionRates, PartitionRow, RateBasis, RateReader,
     TopEntry, TopN, WindowStats, WorkerLoad, WorkerRow,
 };
-pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable, PartitionSlot};
+pub use store::{ErrorBound, IngestStats, MemoryUsage, MetricsTable, PartitionSlot, SlotsEpoch};
 pub use views::{Heatmap, History, HistoryPoint};
 
 /// One second: the report interval of workers and agents, so one fine slot holds one report.

@@ -150,6 +150,34 @@ pub struct MetricsTable {
     /// Sketches kept so far (the last one's [`PartitionEntry::sketch_version`]): versions are
     /// unique over the table's life, also across an entry freed and made again.
     pub(crate) sketch_seq: u64,
+    /// This table (a copy is another) and how many times it freed partition slots: while both
+    /// stay the same, a [`PartitionSlot`] found before still holds its partition.
+    instance: Instance,
+    slots_freed: u64,
+}
+
+/// A table's identity for [`MetricsTable::slots_epoch`]: unique per table, and a copy is another.
+#[derive(Debug)]
+struct Instance(u64);
+
+impl Instance {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        Self(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clone for Instance {
+    fn clone(&self) -> Self {
+        Self::new()
+    }
+}
+
+/// When [`PartitionSlot`]s were found ([`MetricsTable::slots_epoch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotsEpoch {
+    table: u64,
+    freed: u64,
 }
 
 /// Where the table keeps a partition's series: found once by id ([`MetricsTable::locate`]) and
@@ -206,6 +234,8 @@ impl MetricsTable {
             live_partitions: 0,
             newest_slot: None,
             sketch_seq: 0,
+            instance: Instance::new(),
+            slots_freed: 0,
         })
     }
 
@@ -455,6 +485,7 @@ impl MetricsTable {
                 (e.gone && e.latest_ts_ms.is_none_or(|t| t < cutoff)).then_some(i as u32)
             })
             .collect();
+        self.slots_freed += u64::from(!victims.is_empty());
         for &v in &victims {
             let e = self.partitions[v as usize].take().expect("victims are live");
             for c in &e.children {
@@ -504,6 +535,18 @@ impl MetricsTable {
     pub fn sketch_for(&self, partition: &PartitionId, range: KeyRange) -> Option<&KeySketch> {
         let e = self.entry(*self.partition_index.get(partition)?);
         e.sketch.as_deref().filter(|_| e.sketch_range == Some(range))
+    }
+
+    /// The table and the times it freed slots: a slot [`MetricsTable::locate`] found at the same
+    /// epoch still holds the same partition (slots are only ever freed by eviction), so a reader
+    /// of every partition each second need not check its hints while the epoch stands.
+    pub fn slots_epoch(&self) -> SlotsEpoch {
+        SlotsEpoch { table: self.instance.0, freed: self.slots_freed }
+    }
+
+    /// How many key sketches the table has kept: the same count, no sketch changed.
+    pub fn sketches_kept(&self) -> u64 {
+        self.sketch_seq
     }
 
     /// The slot of partition `id`: `hint` when it still holds `id` (no hashing), else looked up.

@@ -583,6 +583,32 @@ fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
         assert!(a.ops_per_sec > 0.0);
         assert_eq!(kept.input.partitions[1].stats.ops_per_sec > 0.0, second > 6, "second {second}");
     }
+    // Seconds without a new sketch: the views keep theirs without looking (no sketch kept).
+    for second in 13..=16i64 {
+        let at = T0_MS + second * 1000;
+        cursor += 1;
+        t.ingest(&wid("w1"), &[sample(cursor, at, pstats("a", "t", range(0, 49), 70))], at);
+        refresh_planner_input(&mut kept, &t, &topology, secs(5), at);
+        let fresh = planner_input(&t, &topology, Vec::new(), secs(5), at);
+        assert_eq!(kept.input.partitions, fresh.partitions, "second {second}");
+    }
+    // The table drops "b" (gone from its topology, then evicted) and reuses its slot for "c":
+    // the kept view of "b" must not read "c" there.
+    let b_slot = t.locate(&pid("b"), None).expect("known");
+    let mut without_b = topology.clone();
+    without_b.partitions.truncate(1);
+    without_b.version = 8;
+    t.apply_topology(&without_b);
+    let far = T0_MS + 7 * 24 * 3_600_000;
+    assert!(t.evict_expired(far) >= 1);
+    let at = far + 1000;
+    cursor += 1;
+    t.ingest(&wid("w1"), &[with_sketch(cursor, at, "c", range(50, 99), 900, vec![5, 5])], at);
+    assert_eq!(t.locate(&pid("c"), None), Some(b_slot), "the freed slot is reused");
+    refresh_planner_input(&mut kept, &t, &topology, secs(5), at);
+    let fresh = planner_input(&t, &topology, Vec::new(), secs(5), at);
+    assert_eq!(kept.input.partitions, fresh.partitions);
+    assert_eq!(kept.input.partitions[1].stats, crate::planner::PartitionWindow::default(), "b is not in the table: idle");
 }
 
 /// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
