@@ -229,6 +229,7 @@ impl Pass<'_> {
         let proposal = Proposal { spec, policy, mode, origin, reason, trigger, predicted, rejected_alternatives: alts };
         self.model.apply_dedication(d.partition, &d.moves);
         self.groups[d.worker] = Some(d.group);
+        self.destinations.get_mut().invalidate();
         self.propose(state, d.partition, mode, proposal);
     }
 }

@@ -11,9 +11,10 @@
 //! to fit at all, are counted by binary search; only the band between, and the few coolest while
 //! they may still win, are worked out one by one.
 //!
-//! The order is kept for as long as nothing it depends on changes (the workers' loads, action
-//! counts, health and pool membership), checked on every use against a copy; a proposal that
-//! changes the model makes the next use sort again.
+//! The order is kept while nothing it depends on changes: the model counts every change of the
+//! workers' loads and action counts ([`Model::workers_changed`]), and a worker leaving the shared
+//! pool in a pass invalidates it ([`Destinations::invalidate`]). Debug builds check a kept order
+//! against a copy of what it was sorted from.
 
 use lb_common::ids::GroupId;
 
@@ -29,23 +30,28 @@ pub(crate) struct ZoneOrder {
     pub capped: Vec<u32>,
 }
 
-/// The sorted workers of a pass, per zone of the source, with what they were sorted from.
+/// The sorted workers of a pass, per zone of the source, with what they were sorted at.
 #[derive(Debug, Default)]
 pub(crate) struct Destinations {
-    worker_load: Vec<Load>,
-    worker_actions: Vec<u32>,
-    healthy: Vec<bool>,
-    shared: Vec<bool>,
-    cap: u32,
+    /// [`Model::workers_changed`] and the action cap the orders were sorted at.
+    sorted_at: Option<(u64, u32)>,
     /// The largest `1 / capacity` in each dimension over all workers.
     max_inv_cap: Load,
     /// Per zone index (the last slot: a source without a zone, which shares every zone).
     zones: Vec<Option<ZoneOrder>>,
+    /// What the orders were sorted from (debug builds: checked on every use).
+    #[cfg(debug_assertions)]
+    seen: (Vec<Load>, Vec<u32>, Vec<bool>, Vec<bool>),
 }
 
 impl Destinations {
-    /// The order of the workers that share a zone with `src`, sorted again first if the model
-    /// changed since the last use.
+    /// Forgets the orders: a worker left the shared pool.
+    pub fn invalidate(&mut self) {
+        self.sorted_at = None;
+    }
+
+    /// The order of the workers that share a zone with `src` (sorted again first if the model
+    /// changed since), with the largest `1 / capacity` in each dimension.
     pub fn home_of(
         &mut self,
         model: &Model,
@@ -54,21 +60,25 @@ impl Destinations {
         cap: u32,
         src: usize,
     ) -> (&ZoneOrder, Load) {
-        let stale = self.cap != cap
-            || self.worker_load != model.worker_load
-            || self.worker_actions != model.worker_actions
-            || self.healthy != model.healthy
-            || self.shared.len() != groups.len()
-            || self.shared.iter().zip(groups).any(|(s, g)| *s != g.is_none());
-        if stale {
-            self.worker_load.clone_from(&model.worker_load);
-            self.worker_actions.clone_from(&model.worker_actions);
-            self.healthy.clone_from(&model.healthy);
-            self.shared = groups.iter().map(Option::is_none).collect();
-            self.cap = cap;
+        #[cfg(debug_assertions)]
+        let now = (
+            model.worker_load.clone(),
+            model.worker_actions.clone(),
+            model.healthy.clone(),
+            groups.iter().map(Option::is_none).collect::<Vec<_>>(),
+        );
+        if self.sorted_at != Some((model.workers_changed(), cap)) {
+            self.sorted_at = Some((model.workers_changed(), cap));
             self.max_inv_cap = model.max_inv_cap();
             self.zones.clear();
             self.zones.resize_with(zones.names.len() + 1, || None);
+            #[cfg(debug_assertions)]
+            {
+                self.seen = now;
+            }
+        } else {
+            #[cfg(debug_assertions)]
+            assert!(self.seen == now, "the workers changed without Model::workers_changed or Destinations::invalidate");
         }
         let z = zones.of[src];
         let slot = if z == Zones::NONE { zones.names.len() } else { z as usize };

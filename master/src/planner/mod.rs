@@ -328,18 +328,16 @@ impl Pass<'_> {
         let cfg = &self.config.partition_overload;
         let mut hot = Vec::new();
         let mut seen = 0usize;
-        for (i, p) in self.input.partitions.iter().enumerate() {
-            let demand = self.model.demand_ops[i];
-            let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+        for (i, (&demand, own)) in self.model.demand_ops.iter().zip(&self.model.own).enumerate() {
+            let limit = own.limit_ops;
             // Against its own limit, in the tighter of ops and bytes.
-            let bytes_ratio = match p.limit {
-                Some(l) if l.bytes_per_sec > 0.0 && p.stats.ops_per_sec > 0.0 => {
-                    p.stats.bytes_per_sec * demand / p.stats.ops_per_sec / l.bytes_per_sec
-                }
-                _ => 0.0,
+            let bytes_ratio = if own.limit_bytes > 0.0 && own.ops_per_sec > 0.0 {
+                own.bytes_per_sec * demand / own.ops_per_sec / own.limit_bytes
+            } else {
+                0.0
             };
             let ratio = (demand / limit).max(bytes_ratio);
-            let rejected_ratio = if demand > 0.0 { p.stats.rejected_per_sec / demand } else { 0.0 };
+            let rejected_ratio = if demand > 0.0 { own.rejected_per_sec / demand } else { 0.0 };
             let floor = demand >= cfg.min_ops_per_sec;
             // Rejections count only near the partition's own limit: an overloaded worker rejects
             // on every partition it holds, and that is the worker policy's case, not a split's.
@@ -350,14 +348,18 @@ impl Pass<'_> {
             if !warm {
                 continue;
             }
+            let p = &self.input.partitions[i];
             // Splittable: supported, and not one hot key or an append tail (those are isolated,
-            // and the worker policies may do that too).
-            let shape = model::sketch_shape(p.stats.sketch.as_ref());
+            // and the worker policies may do that too). Looked at only where it is over: the
+            // view and its sketch are far apart in memory, and many more are only warm.
             self.splitting[i] = cfg.mode != PolicyMode::Off
                 && over
                 && model::supports(&p.supported_actions, lb_common::protocol::ActionKind::Split)
-                && shape.top_key_share_ratio < cfg.single_key_share_ratio
-                && shape.sequential_write_ratio < cfg.sequential_write_ratio;
+                && {
+                    let shape = model::sketch_shape(p.stats.sketch.as_ref());
+                    shape.top_key_share_ratio < cfg.single_key_share_ratio
+                        && shape.sequential_write_ratio < cfg.sequential_write_ratio
+                };
             seen += 1;
             let h = state.partitions.at_mut(i, &p.id);
             if h.last_ms > 0 && self.now_ms > h.last_ms {

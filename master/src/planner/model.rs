@@ -9,6 +9,76 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch
 
 use super::input::PlannerInput;
 
+/// A partition's own limit and the measurements its demand is judged by against it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OwnLimit {
+    /// Ops/s it may serve (infinite without a limit).
+    pub limit_ops: f64,
+    /// Bytes/s it may serve (0: not a dimension of its limit).
+    pub limit_bytes: f64,
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub rejected_per_sec: f64,
+}
+
+impl OwnLimit {
+    fn of(p: &super::input::PartitionView) -> Self {
+        let s = &p.stats;
+        Self {
+            limit_ops: p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec),
+            limit_bytes: p.limit.map_or(0.0, |l| l.bytes_per_sec),
+            ops_per_sec: s.ops_per_sec,
+            bytes_per_sec: s.bytes_per_sec,
+            rejected_per_sec: s.rejected_per_sec,
+        }
+    }
+}
+
+/// Past this many partitions, [`read_partitions`] reads them on two threads: the pass reads every
+/// partition's view once, and at 100k views (far apart in memory) that takes milliseconds.
+const PARALLEL_READ_PARTITIONS: usize = 20_000;
+
+/// Each partition's load, demand and own limit, and what each worker serves of its partitions
+/// (`owners[i]` is partition `i`'s worker).
+fn read_partitions(
+    partitions: &[super::input::PartitionView],
+    owners: &[u32],
+    workers: usize,
+) -> (Vec<Load>, Vec<f64>, Vec<OwnLimit>, Vec<Load>) {
+    let read = |partitions: &[super::input::PartitionView], owners: &[u32]| {
+        let n = partitions.len();
+        let (mut load, mut demand_ops, mut own) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut served = vec![Load::default(); workers];
+        for (p, &w) in partitions.iter().zip(owners) {
+            own.push(OwnLimit::of(p));
+            let s = &p.stats;
+            if let Some(sv) = served.get_mut(w as usize) {
+                sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
+            }
+            let (l, demand) = measured_load(p);
+            load.push(l);
+            demand_ops.push(demand);
+        }
+        (load, demand_ops, own, served)
+    };
+    if partitions.len() < PARALLEL_READ_PARTITIONS {
+        return read(partitions, owners);
+    }
+    let mid = partitions.len() / 2;
+    let (mut first, second) = std::thread::scope(|s| {
+        let second = s.spawn(|| read(&partitions[mid..], &owners[mid.min(owners.len())..]));
+        let first = read(&partitions[..mid], &owners[..mid.min(owners.len())]);
+        (first, second.join().expect("a partition read does not panic"))
+    });
+    first.0.extend(second.0);
+    first.1.extend(second.1);
+    first.2.extend(second.2);
+    for (a, b) in first.3.iter_mut().zip(&second.3) {
+        a.add(*b, 1.0);
+    }
+    first
+}
+
 /// Load in the three additive dimensions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Load {
@@ -31,6 +101,9 @@ pub struct Model {
     pub owner: Vec<u32>,
     pub load: Vec<Load>,
     pub demand_ops: Vec<f64>,
+    /// Per partition: what its demand is judged against, copied out of its view so that the
+    /// pass's look at every partition reads one compact array.
+    pub own: Vec<OwnLimit>,
     /// Busy with an in-flight action (or proposed this pass).
     pub busy: Vec<bool>,
     /// Per worker: load sum (partitions + background), capacity per dimension, eligibility.
@@ -57,6 +130,9 @@ pub struct Model {
     /// Partitions per worker, with those on their way (in flight or proposed) counted where
     /// they land: what a storage system's group placement goes by.
     pub held: Vec<u32>,
+    /// Changes of the workers' loads and action counts since the model was built: what a view
+    /// sorted by load ([`super::destinations`]) was sorted at.
+    workers_changed: u64,
 }
 
 impl Model {
@@ -82,21 +158,11 @@ impl Model {
         }
         let n = input.partitions.len();
         let mut owner = owners.to_vec();
-        let mut load = Vec::with_capacity(n);
-        let mut demand_ops = Vec::with_capacity(n);
-        let mut served = vec![Load::default(); nw];
-        for (p, &w) in input.partitions.iter().zip(owners) {
-            let s = &p.stats;
-            if let Some(sv) = served.get_mut(w as usize) {
-                sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
-            }
-            let (l, demand) = measured_load(p);
-            load.push(l);
-            demand_ops.push(demand);
-        }
+        let (load, demand_ops, own, served) = read_partitions(&input.partitions, owners, nw);
         let mut cap = Vec::with_capacity(nw);
         let mut worker_load = Vec::with_capacity(nw);
         let mut healthy = Vec::with_capacity(nw);
+        let mut load = load;
         for (w, info) in input.workers.iter().enumerate() {
             cap.push(Load { ops: info.capacity.ops_per_sec, bytes: info.capacity.bytes_per_sec, cpu: info.cpu_cores });
             let reported_cpu = info.load.cpu_ratio * info.cpu_cores;
@@ -224,6 +290,7 @@ impl Model {
             owner,
             load,
             demand_ops,
+            own,
             busy,
             worker_load,
             cap,
@@ -236,6 +303,7 @@ impl Model {
             by_worker_start,
             by_worker,
             dedicating,
+            workers_changed: 0,
         }
     }
 
@@ -342,6 +410,7 @@ impl Model {
     /// Raises partition `p`'s load (and its owner's with it) to at least `floor` in each
     /// dimension: what a recent split placed on a piece that is not measured at it yet.
     pub fn raise_load(&mut self, p: usize, floor: Load) {
+        self.workers_changed += 1;
         let was = self.load[p];
         let raised =
             Load { ops: was.ops.max(floor.ops), bytes: was.bytes.max(floor.bytes), cpu: was.cpu.max(floor.cpu) };
@@ -355,6 +424,7 @@ impl Model {
     /// Raises worker `w`'s load by what `planned` exceeds `counted` in each dimension: a piece
     /// on its way there, counted at its measured share, that was placed for more.
     pub fn raise_arriving(&mut self, w: usize, counted: Load, planned: Load) {
+        self.workers_changed += 1;
         let more = Load {
             ops: (planned.ops - counted.ops).max(0.0),
             bytes: (planned.bytes - counted.bytes).max(0.0),
@@ -375,6 +445,7 @@ impl Model {
     /// Applies a multi-way split of `p`: the first piece (`shares[0]` of its demand) stays, the
     /// piece `i` goes to `dests[i - 1]`, each under its own limit.
     pub fn apply_split_into(&mut self, input: &PlannerInput, p: usize, shares: &[f64], dests: &[usize]) {
+        self.workers_changed += 1;
         let w = self.owner[p] as usize;
         let (whole, demand) = (self.load[p], self.demand_ops[p]);
         let info = &input.partitions[p];
@@ -397,6 +468,7 @@ impl Model {
     }
 
     pub fn apply_move(&mut self, p: usize, to: usize) {
+        self.workers_changed += 1;
         let from = self.owner[p] as usize;
         self.held[from] = self.held[from].saturating_sub(1);
         self.held[to] += 1;
@@ -470,6 +542,7 @@ impl Model {
 
     /// Applies a dedication of `p`'s worker: `moves` leave it, as one action.
     pub fn apply_dedication(&mut self, p: usize, moves: &[(usize, usize)]) {
+        self.workers_changed += 1;
         let from = self.owner[p] as usize;
         let mut receivers = Vec::new();
         for &(q, to) in moves {
@@ -490,6 +563,18 @@ impl Model {
         self.busy[p] = true;
         self.worker_actions[from] += 1;
         self.cluster_actions += 1;
+    }
+
+    /// An action that changes partition `p` in place on worker `w`: counted there too.
+    pub fn count_in_place(&mut self, p: usize, w: usize) {
+        self.mark_action(p);
+        self.worker_actions[w] += 1;
+        self.workers_changed += 1;
+    }
+
+    /// How many times the workers' loads or action counts changed since the model was built.
+    pub fn workers_changed(&self) -> u64 {
+        self.workers_changed
     }
 
     /// A metadata action (split): busy partition, counted cluster-wide, not per worker.

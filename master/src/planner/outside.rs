@@ -154,8 +154,7 @@ impl<'a> OutsideCheck<'a> {
     }
 
     fn count_in_place(&mut self, p: usize, owner: usize) {
-        self.model.mark_action(p);
-        self.model.worker_actions[owner] += 1;
+        self.model.count_in_place(p, owner);
     }
 
     /// The load `how` takes off `p`'s worker, summed per worker it lands on.

@@ -608,7 +608,11 @@ fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
     refresh_planner_input(&mut kept, &t, &topology, secs(5), at);
     let fresh = planner_input(&t, &topology, Vec::new(), secs(5), at);
     assert_eq!(kept.input.partitions, fresh.partitions);
-    assert_eq!(kept.input.partitions[1].stats, crate::planner::PartitionWindow::default(), "b is not in the table: idle");
+    assert_eq!(
+        kept.input.partitions[1].stats,
+        crate::planner::PartitionWindow::default(),
+        "b is not in the table: idle"
+    );
 }
 
 /// One point per step, each the overview of its own step: w1 serves 10 ops/s for 10 s and 30
