@@ -149,7 +149,6 @@ impl Pass<'_> {
             alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
         }
         if full > 0 {
-            let high = self.config.worker_overload.high_watermark_ratio;
             alts.push(alt(
                 format!("move {id} to {full} other workers"),
                 format!(
