@@ -34,49 +34,29 @@ impl OwnLimit {
     }
 }
 
-/// Past this many partitions, [`read_partitions`] reads them on two threads: the pass reads every
-/// partition's view once, and at 100k views (far apart in memory) that takes milliseconds.
-const PARALLEL_READ_PARTITIONS: usize = 20_000;
-
 /// Each partition's load, demand and own limit, and what each worker serves of its partitions
-/// (`owners[i]` is partition `i`'s worker).
+/// (`owners[i]` is partition `i`'s worker): the pass's one read of every partition's view.
+/// (Reading them on two threads past 20,000 partitions was tried and made the planner bench's
+/// pass slower, 10.9 -> 17.6 ms: the second thread's fresh allocations fault their pages in.)
 fn read_partitions(
     partitions: &[super::input::PartitionView],
     owners: &[u32],
     workers: usize,
 ) -> (Vec<Load>, Vec<f64>, Vec<OwnLimit>, Vec<Load>) {
-    let read = |partitions: &[super::input::PartitionView], owners: &[u32]| {
-        let n = partitions.len();
-        let (mut load, mut demand_ops, mut own) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut served = vec![Load::default(); workers];
-        for (p, &w) in partitions.iter().zip(owners) {
-            own.push(OwnLimit::of(p));
-            let s = &p.stats;
-            if let Some(sv) = served.get_mut(w as usize) {
-                sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
-            }
-            let (l, demand) = measured_load(p);
-            load.push(l);
-            demand_ops.push(demand);
+    let n = partitions.len();
+    let (mut load, mut demand_ops, mut own) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut served = vec![Load::default(); workers];
+    for (p, &w) in partitions.iter().zip(owners) {
+        own.push(OwnLimit::of(p));
+        let s = &p.stats;
+        if let Some(sv) = served.get_mut(w as usize) {
+            sv.add(Load { ops: s.ops_per_sec, bytes: s.bytes_per_sec, cpu: s.cpu_cores }, 1.0);
         }
-        (load, demand_ops, own, served)
-    };
-    if partitions.len() < PARALLEL_READ_PARTITIONS {
-        return read(partitions, owners);
+        let (l, demand) = measured_load(p);
+        load.push(l);
+        demand_ops.push(demand);
     }
-    let mid = partitions.len() / 2;
-    let (mut first, second) = std::thread::scope(|s| {
-        let second = s.spawn(|| read(&partitions[mid..], &owners[mid.min(owners.len())..]));
-        let first = read(&partitions[..mid], &owners[..mid.min(owners.len())]);
-        (first, second.join().expect("a partition read does not panic"))
-    });
-    first.0.extend(second.0);
-    first.1.extend(second.1);
-    first.2.extend(second.2);
-    for (a, b) in first.3.iter_mut().zip(&second.3) {
-        a.add(*b, 1.0);
-    }
-    first
+    (load, demand_ops, own, served)
 }
 
 /// Load in the three additive dimensions.
