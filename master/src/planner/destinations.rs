@@ -26,8 +26,8 @@ use super::model::{Load, Model};
 pub(crate) struct ZoneOrder {
     /// Healthy workers under their action cap, ascending by (load ratio, index).
     pub order: Vec<(f64, u32)>,
-    /// Healthy workers at their action cap.
-    pub capped: Vec<u32>,
+    /// How many healthy workers are at their action cap.
+    pub capped: usize,
 }
 
 /// The sorted workers of a pass, per zone of the source, with what they were sorted at.
@@ -83,13 +83,13 @@ impl Destinations {
         let z = zones.of[src];
         let slot = if z == Zones::NONE { zones.names.len() } else { z as usize };
         let order = self.zones[slot].get_or_insert_with(|| {
-            let (mut order, mut capped) = (Vec::new(), Vec::new());
+            let (mut order, mut capped) = (Vec::new(), 0);
             for (w, group) in groups.iter().enumerate() {
                 if !model.healthy[w] || group.is_some() || !zones.same(src, w) {
                     continue;
                 }
                 if model.worker_actions[w] >= cap {
-                    capped.push(w as u32);
+                    capped += 1;
                 } else {
                     order.push((model.worker_ratio(w), w as u32));
                 }

@@ -138,11 +138,10 @@ impl Model {
         }
         let n = input.partitions.len();
         let mut owner = owners.to_vec();
-        let (load, demand_ops, own, served) = read_partitions(&input.partitions, owners, nw);
+        let (mut load, demand_ops, own, served) = read_partitions(&input.partitions, owners, nw);
         let mut cap = Vec::with_capacity(nw);
         let mut worker_load = Vec::with_capacity(nw);
         let mut healthy = Vec::with_capacity(nw);
-        let mut load = load;
         for (w, info) in input.workers.iter().enumerate() {
             cap.push(Load { ops: info.capacity.ops_per_sec, bytes: info.capacity.bytes_per_sec, cpu: info.cpu_cores });
             let reported_cpu = info.load.cpu_ratio * info.cpu_cores;

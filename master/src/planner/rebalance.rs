@@ -285,7 +285,7 @@ impl Pass<'_> {
         let sure = order.partition_point(|&(r, _)| fits(r + rise));
         let no_fit = order.partition_point(|&(r, _)| fits(r));
         let no_room = order.partition_point(|&(r, _)| allows(r));
-        let mut scan = Scan { capped: home.capped.len() - usize::from(src_capped), ..Scan::default() };
+        let mut scan = Scan { capped: home.capped - usize::from(src_capped), ..Scan::default() };
         let mut best: Option<(f64, usize)> = None;
         // The coolest after the move wins; of equals, the first worker (as `scan_all` finds it).
         let consider = |best: &mut Option<(f64, usize)>, d: f64, w: usize| {

@@ -381,8 +381,8 @@ impl<F: Codec, K: Codec> SeriesStore<F, K> {
     }
 
     /// [`SeriesStore::sum`] of several plain columns of one series over the same slots, with
-    /// the series' bounds checked once: the online pass reads six columns of every partition
-    /// each second.
+    /// the series' bounds checked once (a partition's [`PartitionRates`](super::PartitionRates)
+    /// read on its own; the online pass reads a column at a time, `RateReader::loads_many`).
     pub(crate) fn sum_cols<const N: usize>(&self, id: u32, cols: [usize; N], a: i64, b: i64) -> [(f64, f64, bool); N] {
         match self.span(id, a, b) {
             // Empty, or reaching back into the coarse ring: the general path.
