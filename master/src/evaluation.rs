@@ -127,8 +127,17 @@ impl EvaluationConfig {
 
 /// The subject of `spec` in the layout it was planned on.
 pub fn subject_of(spec: &ActionSpec, input: &PlannerInput) -> Subject {
+    subject_in(spec, input, None)
+}
+
+/// [`subject_of`], finding the spec's partitions through `index` when it is `input`'s.
+pub fn subject_in(spec: &ActionSpec, input: &PlannerInput, index: Option<&LayoutIndex>) -> Subject {
     let ids: Vec<PartitionId> = crate::planner::partitions_of(spec).into_iter().cloned().collect();
-    let views: Vec<_> = input.partitions.iter().filter(|p| ids.contains(&p.id)).collect();
+    let positions = match index.filter(|x| x.fits(input)) {
+        Some(index) => index.positions_of(&ids, input),
+        None => (0..input.partitions.len()).filter(|&i| ids.contains(&input.partitions[i].id)).collect(),
+    };
+    let views: Vec<_> = positions.iter().map(|&i| &input.partitions[i]).collect();
     let range = views.first().map(|first| {
         let start = views.iter().map(|p| p.range.start).min().unwrap_or(first.range.start);
         let end = views.iter().map(|p| p.range.end).max().unwrap_or(first.range.end);
@@ -140,6 +149,180 @@ pub fn subject_of(spec: &ActionSpec, input: &PlannerInput) -> Subject {
     };
     let dedication = crate::planner::is_dedication(spec, input);
     Subject { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest, dedication }
+}
+
+/// Where one layout's partitions sit ([`PlannerInput::layout`]), for the evaluation's lookups:
+/// a spec's partitions by id, a subject's key range by start key. Built once per layout (the
+/// executor keeps it), so tracking, watching and judging an action reads the few partitions it
+/// is about instead of scanning them all: at a million partitions a scan is ~10 ms, and one pass
+/// tracks and judges up to dozens of actions. Answers are those of the scan, in input order.
+#[derive(Debug, Clone, Default)]
+pub struct LayoutIndex {
+    layout: Option<u64>,
+    len: usize,
+    by_id: crate::planner::IdIndex,
+    /// Every partition by (its table's hash, start key, position).
+    by_start: Vec<StartEntry>,
+    /// Per entry of `by_start`: the largest end key among the entries of its table hash up to
+    /// it, so a walk back from a range's end stops where nothing earlier can reach the range.
+    reach: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct StartEntry {
+    table: u64,
+    start: u64,
+    end: u64,
+    pos: u32,
+}
+
+fn table_hash(tenant: &str, table: &str) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(tenant.as_bytes());
+    h.update(&[0]);
+    h.update(table.as_bytes());
+    h.digest()
+}
+
+impl LayoutIndex {
+    /// The index of `input`'s layout; one that fits no input when the input has no layout id.
+    pub fn of(input: &PlannerInput) -> Self {
+        let Some(layout) = input.layout else { return Self::default() };
+        let by_id = crate::planner::IdIndex::of(&input.partitions);
+        let mut by_start: Vec<StartEntry> = input
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| StartEntry {
+                table: table_hash(p.tenant.as_str(), p.table.as_str()),
+                start: p.range.start.0,
+                end: p.range.end.0,
+                pos: i as u32,
+            })
+            .collect();
+        by_start.sort_unstable_by_key(|e| (e.table, e.start, e.pos));
+        let mut reach = Vec::with_capacity(by_start.len());
+        for (k, e) in by_start.iter().enumerate() {
+            let before = (k > 0 && by_start[k - 1].table == e.table).then(|| reach[k - 1]);
+            reach.push(before.map_or(e.end, |r: u64| r.max(e.end)));
+        }
+        Self { layout: Some(layout), len: input.partitions.len(), by_id, by_start, reach }
+    }
+
+    /// This index made `input`'s (rebuilt only when the layout changed); `None` when `input` has
+    /// no layout id.
+    pub fn refresh(&mut self, input: &PlannerInput) -> Option<&Self> {
+        input.layout?;
+        if !self.fits(input) {
+            *self = Self::of(input);
+        }
+        Some(self)
+    }
+
+    /// Whether this is `input`'s layout.
+    pub fn fits(&self, input: &PlannerInput) -> bool {
+        self.layout.is_some() && self.layout == input.layout && self.len == input.partitions.len()
+    }
+
+    /// Positions of the partitions named `ids`, ascending.
+    fn positions_of(&self, ids: &[PartitionId], input: &PlannerInput) -> Vec<usize> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(self.by_id.positions(id, &input.partitions));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The partitions whose placement shows whether `spec` ran ([`crate::executor::shows`]), in
+    /// input order: those it names, and for a multi-way split those of their table starting at
+    /// its keys. `None` where that takes all of them (a table's or tenant's group, a reshard)
+    /// or this is not `input`'s index.
+    pub fn near<'a>(&self, spec: &ActionSpec, input: &'a PlannerInput) -> Option<Vec<&'a PartitionView>> {
+        use lb_common::protocol::GroupTarget;
+        let keys: &[lb_common::ids::Key] = match spec {
+            ActionSpec::SplitInto { split_keys, .. } => split_keys,
+            ActionSpec::Move { .. }
+            | ActionSpec::Split { .. }
+            | ActionSpec::Merge { .. }
+            | ActionSpec::Group { target: GroupTarget::Partition { .. }, .. } => &[],
+            _ => return None,
+        };
+        if !self.fits(input) {
+            return None;
+        }
+        let ids: Vec<PartitionId> = crate::planner::partitions_of(spec).into_iter().cloned().collect();
+        let mut at = self.positions_of(&ids, input);
+        let tables: Vec<u64> = at
+            .iter()
+            .map(|&i| table_hash(input.partitions[i].tenant.as_str(), input.partitions[i].table.as_str()))
+            .collect();
+        for t in tables {
+            for k in keys {
+                let from = self.by_start.partition_point(|e| (e.table, e.start) < (t, k.0));
+                let starting = self.by_start[from..].iter().take_while(|e| e.table == t && e.start == k.0);
+                at.extend(starting.map(|e| e.pos as usize));
+            }
+        }
+        at.sort_unstable();
+        at.dedup();
+        Some(at.into_iter().map(|i| &input.partitions[i]).collect())
+    }
+
+    /// Positions of the partitions that [`covers`] `subject`, ascending.
+    fn covering(&self, subject: &Subject, input: &PlannerInput) -> Vec<usize> {
+        let Some((tenant, table, range)) = &subject.range else {
+            return self.positions_of(&subject.partitions, input);
+        };
+        let t = table_hash(tenant.as_str(), table.as_str());
+        let mut k = self.by_start.partition_point(|e| (e.table, e.start) <= (t, range.end.0));
+        let mut out = Vec::new();
+        while k > 0 && self.by_start[k - 1].table == t && self.reach[k - 1] >= range.start.0 {
+            k -= 1;
+            let i = self.by_start[k].pos as usize;
+            if self.by_start[k].end >= range.start.0 && covers(subject, &input.partitions[i]) {
+                out.push(i);
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+/// What the partitions covering a subject carry.
+struct SubjectLoad<'a> {
+    /// The hottest one's demand over its limit.
+    target: f64,
+    demand: f64,
+    rejected: f64,
+    /// The owner of the last of them (in input order) that is one of the subject's own.
+    owner_now: Option<&'a WorkerId>,
+}
+
+fn subject_load<'a>(subject: &Subject, input: &'a PlannerInput, index: Option<&LayoutIndex>) -> SubjectLoad<'a> {
+    let mut load = SubjectLoad { target: 0.0, demand: 0.0, rejected: 0.0, owner_now: None };
+    for i in covering(subject, input, index) {
+        let p = &input.partitions[i];
+        let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
+        let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
+        load.target = load.target.max(if limit > 0.0 { d / limit } else { 0.0 });
+        load.demand += d;
+        load.rejected += p.stats.rejected_per_sec;
+        if subject.partitions.contains(&p.id) {
+            load.owner_now = Some(&p.owner);
+        }
+    }
+    load
+}
+
+/// Positions of `input`'s partitions that [`covers`] `subject`, ascending: through `index` when
+/// it is `input`'s, else by a scan.
+fn covering(subject: &Subject, input: &PlannerInput, index: Option<&LayoutIndex>) -> Vec<usize> {
+    match index.filter(|x| x.fits(input)) {
+        Some(index) => index.covering(subject, input),
+        None => (0..input.partitions.len()).filter(|&i| covers(subject, &input.partitions[i])).collect(),
+    }
 }
 
 /// Whether `p` now covers what `subject` covered (a split's pieces included).
@@ -162,25 +345,12 @@ pub const RELIEVED_REJECTED_RATIO: f64 = 0.01;
 /// demand rejected, its hottest partition (a split's hottest piece) within its limit, and the
 /// worker it took load off within its capacity. One scan of the partitions serves them all
 /// (it runs every pass while finished actions wait for relief).
-pub fn relieved(subjects: &[&Subject], input: &PlannerInput) -> Vec<bool> {
+pub fn relieved(subjects: &[&Subject], input: &PlannerInput, index: Option<&LayoutIndex>) -> Vec<bool> {
     let ratios = subjects.iter().any(|s| s.source.is_some()).then(|| worker_ratios(input));
-    // Per subject: hottest ratio, demand, rejected.
-    let mut seen = vec![(0.0f64, 0.0f64, 0.0f64); subjects.len()];
-    for p in &input.partitions {
-        for (s, seen) in subjects.iter().zip(seen.iter_mut()) {
-            if covers(s, p) {
-                let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
-                let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
-                seen.0 = seen.0.max(if limit > 0.0 { d / limit } else { 0.0 });
-                seen.1 += d;
-                seen.2 += p.stats.rejected_per_sec;
-            }
-        }
-    }
     subjects
         .iter()
-        .zip(seen)
-        .map(|(s, (target, demand, rejected))| {
+        .map(|s| {
+            let SubjectLoad { target, demand, rejected, .. } = subject_load(s, input, index);
             let source = s.source.as_ref().and_then(|id| {
                 let w = input.workers.iter().position(|w| &w.id == id)?;
                 ratios.as_ref().map(|r| r[w])
@@ -216,60 +386,75 @@ fn worker_ratio(w: &WorkerView, rejected_per_sec: f64) -> f64 {
     ops.max(bytes).max(cpu)
 }
 
+/// What every snapshot of one input shares: each worker's demand ratio, the pool's spread and
+/// the cluster's demand. One scan of the partitions; a pass takes it once for all the actions
+/// it tracks or judges on that input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Census {
+    ratios: Vec<f64>,
+    max: f64,
+    mean: f64,
+    cv: f64,
+    demand: f64,
+}
+
+impl Census {
+    pub fn of(input: &PlannerInput) -> Self {
+        let index: std::collections::HashMap<&WorkerId, usize> =
+            input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect();
+        let mut worker_rejected = vec![0.0; input.workers.len()];
+        let mut demand = 0.0;
+        for p in &input.partitions {
+            demand += p.stats.ops_per_sec + p.stats.rejected_per_sec;
+            if p.stats.rejected_per_sec != 0.0
+                && let Some(&w) = index.get(&p.owner)
+            {
+                worker_rejected[w] += p.stats.rejected_per_sec;
+            }
+        }
+        let ratios: Vec<f64> = input.workers.iter().zip(worker_rejected).map(|(w, r)| worker_ratio(w, r)).collect();
+        let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
+        for (w, &r) in input.workers.iter().zip(&ratios) {
+            if w.health != Health::Down && w.group.is_none() {
+                n += 1.0;
+                sum += r;
+                sq += r * r;
+                max = max.max(r);
+            }
+        }
+        let mean = if n > 0.0 { sum / n } else { 0.0 };
+        let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
+        Self { ratios, max, mean, cv, demand }
+    }
+}
+
 /// The subject's numbers in `input`. `dest` falls back to the target's owner when the spec did
 /// not name one (a group lands wherever the storage puts it).
 pub fn snapshot(subject: &Subject, input: &PlannerInput) -> Snapshot {
-    // One scan of the partitions for the subject's numbers, the cluster's demand and the
-    // rejections each worker adds to its demand: a snapshot is taken for every action tracked
-    // and judged, and at a million partitions each scan is a pass over ~200 MB.
-    let index: std::collections::HashMap<&WorkerId, usize> =
-        input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect();
-    let mut worker_rejected = vec![0.0; input.workers.len()];
-    let (mut target_ratio, mut demand, mut rejected, mut cluster_demand) = (0.0f64, 0.0, 0.0, 0.0);
-    let mut owner_now = None;
-    for p in &input.partitions {
-        let d = p.stats.ops_per_sec + p.stats.rejected_per_sec;
-        cluster_demand += d;
-        if p.stats.rejected_per_sec != 0.0
-            && let Some(&w) = index.get(&p.owner)
-        {
-            worker_rejected[w] += p.stats.rejected_per_sec;
-        }
-        if !covers(subject, p) {
-            continue;
-        }
-        let limit = p.limit.map_or(f64::INFINITY, |l| l.ops_per_sec);
-        target_ratio = target_ratio.max(if limit > 0.0 { d / limit } else { 0.0 });
-        demand += d;
-        rejected += p.stats.rejected_per_sec;
-        if subject.partitions.contains(&p.id) {
-            owner_now = Some(p.owner.clone());
-        }
-    }
-    let ratios: Vec<f64> = input.workers.iter().zip(worker_rejected).map(|(w, r)| worker_ratio(w, r)).collect();
-    let ratio_of = |id: &WorkerId| index.get(id).map(|&i| ratios[i]);
-    let dest = subject.dest.clone().or(owner_now).filter(|d| Some(d) != subject.source.as_ref());
-    let (mut n, mut sum, mut sq, mut max) = (0.0, 0.0, 0.0, 0.0f64);
-    for (w, &r) in input.workers.iter().zip(&ratios) {
-        if w.health != Health::Down && w.group.is_none() {
-            n += 1.0;
-            sum += r;
-            sq += r * r;
-            max = max.max(r);
-        }
-    }
-    let mean = if n > 0.0 { sum / n } else { 0.0 };
-    let cv = if mean > 0.0 { ((sq / n - mean * mean).max(0.0)).sqrt() / mean } else { 0.0 };
+    snapshot_with(subject, input, &Census::of(input), None)
+}
+
+/// [`snapshot`] on `census` (taken of `input`), finding the subject's partitions through
+/// `index` when it is `input`'s.
+pub fn snapshot_with(
+    subject: &Subject,
+    input: &PlannerInput,
+    census: &Census,
+    index: Option<&LayoutIndex>,
+) -> Snapshot {
+    let SubjectLoad { target: target_ratio, demand, rejected, owner_now } = subject_load(subject, input, index);
+    let ratio_of = |id: &WorkerId| input.workers.iter().rposition(|w| &w.id == id).map(|i| census.ratios[i]);
+    let dest = subject.dest.clone().or(owner_now.cloned()).filter(|d| Some(d) != subject.source.as_ref());
     Snapshot {
         target_ratio,
         target_rejected_ratio: if demand > 0.0 { rejected / demand } else { 0.0 },
         source_ratio: subject.source.as_ref().and_then(ratio_of),
         dest_ratio: dest.as_ref().and_then(ratio_of),
-        cluster_max_ratio: max,
-        cluster_mean_ratio: mean,
-        cluster_cv: cv,
+        cluster_max_ratio: census.max,
+        cluster_mean_ratio: census.mean,
+        cluster_cv: census.cv,
         target_demand_ops_per_sec: demand,
-        cluster_demand_ops_per_sec: cluster_demand,
+        cluster_demand_ops_per_sec: census.demand,
     }
 }
 
@@ -462,6 +647,73 @@ mod tests {
 
     fn input(workers: Vec<WorkerView>, partitions: Vec<PartitionView>) -> PlannerInput {
         PlannerInput { partitions, workers, ..PlannerInput::default() }
+    }
+
+    proptest::proptest! {
+        /// The layout index finds what the scan finds: a spec's partitions by id (one listed
+        /// twice, one absent), and a subject's key range over two tables whose partitions may
+        /// overlap, listed in any order; the snapshots and relief checks are the scan's, to
+        /// the bit (the index reads the partitions in input order).
+        #[test]
+        fn the_layout_index_answers_what_the_scan_does(
+            parts in proptest::collection::vec((0u8..2, 0u64..1000, 0u64..300, 0.0f64..900.0, 0.0f64..300.0, 0u8..3, proptest::bool::ANY), 1..60),
+            picks in proptest::collection::vec((0usize..80, 0u64..1000, 0u64..400), 1..8),
+        ) {
+            let mut partitions: Vec<PartitionView> = Vec::new();
+            for (i, &(table, start, width, ops, rejected, owner, adjacent)) in parts.iter().enumerate() {
+                // Ids repeat now and then: a topology may list one twice. Some partitions start
+                // where the one before ended, in its table: a split's pieces.
+                let (table, start) = match partitions.last() {
+                    Some(prev) if adjacent => (prev.table.clone(), prev.range.end.0 + 1),
+                    _ => (format!("x{table}").parse().unwrap(), start),
+                };
+                let mut p = partition(&format!("p{}", i % 50), &format!("w{owner}"), (start, start + width), ops, rejected);
+                p.table = table;
+                partitions.push(p);
+            }
+            let workers = (0..3).map(|w| worker(&format!("w{w}"), 100.0 * f64::from(w))).collect();
+            let mut now = input(workers, partitions);
+            now.layout = Some(crate::planner::new_layout_id());
+            let index = LayoutIndex::of(&now);
+            proptest::prop_assert!(index.fits(&now));
+            let census = Census::of(&now);
+            let ids = crate::planner::IdIndex::of(&now.partitions);
+            let map: std::collections::HashMap<&PartitionId, usize> =
+                now.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+            for k in 0..60 {
+                let id: PartitionId = format!("p{k}").parse().unwrap();
+                proptest::prop_assert_eq!(ids.last(&id, &now.partitions), map.get(&id).copied());
+            }
+            for &(k, start, width) in &picks {
+                // Whether a multi-way split of a partition shows, on the partitions the index
+                // picks against all of them: cut where the partition ends (where a piece may
+                // start) and where another one starts, each piece on that one's owner.
+                let (p, q) = (&now.partitions[k % now.partitions.len()], &now.partitions[start as usize % now.partitions.len()]);
+                let next = now.partitions.iter().find(|x| x.table == p.table && x.range.start.0 == p.range.end.0 + 1);
+                let split = ActionSpec::SplitInto {
+                    partition: p.id.clone(),
+                    split_keys: vec![Key(p.range.end.0 + 1), q.range.start],
+                    to_workers: vec![next.map_or_else(|| "w1".parse().unwrap(), |x| x.owner.clone()), q.owner.clone()],
+                };
+                let near = index.near(&split, &now).expect("a split's partitions");
+                let at = Some(p.range.start);
+                // (More than half of the cases have a split that shows.)
+                proptest::prop_assert_eq!(
+                    crate::executor::shows_near(&split, &near, at),
+                    crate::executor::shows_near(&split, &now.partitions, at)
+                );
+                let spec = ActionSpec::Move { partition: format!("p{k}").parse().unwrap(), to_worker: "w1".parse().unwrap() };
+                let indexed = subject_in(&spec, &now, Some(&index));
+                proptest::prop_assert_eq!(&indexed, &subject_of(&spec, &now));
+                let mut by_range = indexed.clone();
+                let table = if start % 2 == 0 { "x0" } else { "x1" };
+                by_range.range = Some(("t".parse().unwrap(), table.parse().unwrap(), KeyRange { start: Key(start), end: Key(start + width) }));
+                for subject in [&indexed, &by_range] {
+                    proptest::prop_assert_eq!(snapshot_with(subject, &now, &census, Some(&index)), snapshot(subject, &now));
+                    proptest::prop_assert_eq!(relieved(&[subject], &now, Some(&index)), relieved(&[subject], &now, None));
+                }
+            }
+        }
     }
 
     #[test]

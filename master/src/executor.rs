@@ -84,9 +84,42 @@ pub struct Executor {
     /// Targets (policy, kind, target) whose dry-run proposal an SRE rejected, until when they
     /// are not offered again.
     pub(crate) rejected: std::collections::HashMap<String, i64>,
+    /// The evaluation's index of the last layout it looked into (rebuilt when the layout changes).
+    index: evaluation::LayoutIndex,
+    /// Within a pass ([`Executor::begin_pass`] to [`Executor::end_pass`]): the census of the
+    /// input the pass tracks its actions on, by that input's address.
+    pass_census: Option<Option<(usize, evaluation::Census)>>,
 }
 
 impl Executor {
+    /// From here to [`Executor::end_pass`], actions tracked on one input share one census of it:
+    /// the caller does not change an input between two tracks on it.
+    pub fn begin_pass(&mut self) {
+        self.pass_census = Some(None);
+    }
+
+    pub fn end_pass(&mut self) {
+        self.pass_census = None;
+    }
+
+    /// `subject`'s snapshot in `input`: on the pass's census of it when inside a pass.
+    fn snapshot(&mut self, subject: &Subject, input: &PlannerInput) -> Snapshot {
+        let index = self.index.refresh(input);
+        let at = std::ptr::from_ref(input) as usize;
+        let fresh;
+        let census = match &mut self.pass_census {
+            Some(slot) => match slot {
+                Some((a, census)) if *a == at => &*census,
+                _ => &slot.insert((at, evaluation::Census::of(input))).1,
+            },
+            None => {
+                fresh = evaluation::Census::of(input);
+                &fresh
+            }
+        };
+        evaluation::snapshot_with(subject, input, census, index)
+    }
+
     /// Starts following a submitted action.
     ///
     /// An action ahead of a forecast peak (`trigger.peak_at_ms`) is judged in the peak's hour,
@@ -123,8 +156,8 @@ impl Executor {
         input: &PlannerInput,
         now_ms: i64,
     ) {
-        let subject = evaluation::subject_of(spec, input);
-        let before = evaluation::snapshot(&subject, input);
+        let subject = evaluation::subject_in(spec, input, self.index.refresh(input));
+        let before = self.snapshot(&subject, input);
         self.tracked.push(Tracked {
             id,
             spec: spec.clone(),
@@ -266,12 +299,19 @@ impl Executor {
     /// averaged over `window_ms` up to `window_end_ms`.
     pub fn observe_stages(&mut self, input: &PlannerInput, window_end_ms: i64, window_ms: i64, now_ms: i64) {
         let mut measured = Vec::new();
+        let index = self.index.refresh(input);
         for (i, t) in self.tracked.iter_mut().enumerate().filter(|(_, t)| t.stages.relieved_ms.is_none()) {
             let Some(finished) = t.finished_at_ms else { continue };
             let s = &mut t.stages;
             let start = t.subject.range.as_ref().map(|(_, _, r)| r.start);
-            if s.visible_ms.is_none() && shows_near(&t.spec, &input.partitions, start).unwrap_or(true) {
-                s.visible_ms = Some(now_ms);
+            if s.visible_ms.is_none() {
+                let shows = match index.and_then(|x| x.near(&t.spec, input)) {
+                    Some(near) => shows_near(&t.spec, &near, start),
+                    None => shows_near(&t.spec, &input.partitions, start),
+                };
+                if shows.unwrap_or(true) {
+                    s.visible_ms = Some(now_ms);
+                }
             }
             if s.visible_ms.is_some() && s.measured_ms.is_none() && window_end_ms - window_ms >= finished {
                 s.measured_ms = Some(now_ms);
@@ -284,7 +324,7 @@ impl Executor {
             return;
         }
         let subjects: Vec<&Subject> = measured.iter().map(|&i| &self.tracked[i].subject).collect();
-        let relieved = evaluation::relieved(&subjects, input);
+        let relieved = evaluation::relieved(&subjects, input, index);
         for (i, relieved) in measured.into_iter().zip(relieved) {
             if relieved {
                 self.tracked[i].stages.relieved_ms = Some(now_ms);
@@ -370,19 +410,27 @@ impl Executor {
         let (due, rest): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.tracked).into_iter().partition(|t| t.due(config, now_ms));
         self.tracked = rest;
-        due.into_iter().map(|t| evaluate_one(t, after, config, planner, state, now_ms)).collect()
+        if due.is_empty() {
+            return Vec::new();
+        }
+        let census = evaluation::Census::of(after);
+        let index = self.index.refresh(after);
+        due.into_iter().map(|t| evaluate_one(t, after, &census, index, config, planner, state, now_ms)).collect()
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn evaluate_one(
     t: Tracked,
     after: &PlannerInput,
+    census: &evaluation::Census,
+    index: Option<&evaluation::LayoutIndex>,
     config: &EvaluationConfig,
     planner: &PlannerConfig,
     state: &mut PlannerState,
     now_ms: i64,
 ) -> Evaluation {
-    let after_snapshot = evaluation::snapshot(&t.subject, after);
+    let after_snapshot = evaluation::snapshot_with(&t.subject, after, census, index);
     let mut judgement =
         evaluation::judge(t.policy, t.spec.kind(), t.subject.dedication, &t.before, &after_snapshot, config);
     if let Some(predicted) = &t.predicted_dest {
@@ -477,7 +525,7 @@ macro_rules! placed {
         }
     )*};
 }
-placed!(lb_common::protocol::PartitionInfo, crate::planner::PartitionView);
+placed!(lb_common::protocol::PartitionInfo, crate::planner::PartitionView, &crate::planner::PartitionView);
 
 /// Whether `partitions` show `spec` applied; `None` for a reshard, which the partitions do
 /// not show (the topology's datasets do).

@@ -403,8 +403,14 @@ impl Analyzer for OfflineAnalyzer {
         // What the planner proposed in this pass acts on its partitions too.
         busy.extend(ctx.earlier.iter().flat_map(crate::planner::partitions_of).cloned());
         let mut proposals = Vec::new();
-        let index: HashMap<&PartitionId, usize> =
-            ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+        // Built only when a merge is due: at a million partitions it is a pass's worth of work.
+        let mut index: Option<HashMap<&PartitionId, usize>> = None;
+        let mut position = |id: &PartitionId| {
+            index
+                .get_or_insert_with(|| ctx.input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect())
+                .get(id)
+                .copied()
+        };
         // The planner's in-flight caps and its destination rule, on its model: the merged
         // partition stays on the left's owner, so the right's load lands there.
         let mut check = None;
@@ -427,7 +433,7 @@ impl Analyzer for OfflineAnalyzer {
                 fresh || retry.iter().any(|(l, r)| l == &m.left && r == &m.right)
             };
             for m in found.merges.iter().filter(due) {
-                let (Some(&l), Some(&r)) = (index.get(&m.left), index.get(&m.right)) else { continue };
+                let (Some(l), Some(r)) = (position(&m.left), position(&m.right)) else { continue };
                 let (lp, rp) = (&ctx.input.partitions[l], &ctx.input.partitions[r]);
                 let now_demand =
                     lp.stats.ops_per_sec + lp.stats.rejected_per_sec + rp.stats.ops_per_sec + rp.stats.rejected_per_sec;

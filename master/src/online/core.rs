@@ -434,6 +434,8 @@ impl OnlineCore {
         }
         self.executor.correct_for_recent_moves(obs.input, obs.window_ms, obs.window_end_ms);
         let input: &PlannerInput = obs.input;
+        // From here on neither input changes: the actions tracked on one share one census of it.
+        self.executor.begin_pass();
         let mut ctx = AnalysisContext {
             input,
             datasets: obs.datasets,
@@ -478,6 +480,7 @@ impl OnlineCore {
         for request in obs.manual {
             self.manual(request, input, obs.datasets, config, now_ms, &mut out);
         }
+        self.executor.end_pass();
         out
     }
 

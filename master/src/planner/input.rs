@@ -31,6 +31,58 @@ pub struct PlannerInput {
     pub layout: Option<u64>,
 }
 
+/// Partitions' positions by id in one layout ([`PlannerInput::layout`]): (a hash of the id,
+/// the position), sorted. A lookup is a binary search confirmed on the id itself, where a pass
+/// would otherwise hash every partition's id (a million of them in the simulator's largest
+/// runs) to find the few it acts on.
+#[derive(Debug, Clone, Default)]
+pub struct IdIndex(Vec<(u64, u32)>);
+
+impl IdIndex {
+    pub fn of(partitions: &[PartitionView]) -> Self {
+        let mut v: Vec<(u64, u32)> = partitions.iter().enumerate().map(|(i, p)| (id_hash(&p.id), i as u32)).collect();
+        v.sort_unstable();
+        Self(v)
+    }
+
+    /// Partitions indexed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Positions of the partition named `id` in `partitions` (those this was built over),
+    /// ascending.
+    pub fn positions<'a>(
+        &'a self,
+        id: &'a PartitionId,
+        partitions: &'a [PartitionView],
+    ) -> impl Iterator<Item = usize> + 'a {
+        let h = id_hash(id);
+        let from = self.0.partition_point(|&(x, _)| x < h);
+        let mut found: Vec<usize> = self.0[from..]
+            .iter()
+            .take_while(move |&&(x, _)| x == h)
+            .map(|&(_, i)| i as usize)
+            .filter(move |&i| partitions.get(i).is_some_and(|p| &p.id == id))
+            .collect();
+        found.sort_unstable();
+        found.into_iter()
+    }
+
+    /// The last position of `id` (a map collected from the partitions in order keeps that one).
+    pub fn last(&self, id: &PartitionId, partitions: &[PartitionView]) -> Option<usize> {
+        self.positions(id, partitions).last()
+    }
+}
+
+fn id_hash(id: &PartitionId) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_str().as_bytes())
+}
+
 /// A layout id no other input of this process has had ([`PlannerInput::layout`]).
 pub fn new_layout_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

@@ -65,7 +65,7 @@ use lb_common::ids::GroupId;
 
 pub use config::{CrossZone, PlannerConfig, PolicyMode, ZonesConfig};
 pub use input::{
-    InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow, new_layout_id,
+    IdIndex, InFlightAction, PartitionView, PartitionWindow, PlannerInput, WorkerView, WorkerWindow, new_layout_id,
 };
 pub use proposal::{Alternative, DeclineReason, Declined, Plan, PlanStats, Policy, Prediction, Proposal, Trigger};
 pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Scatter, Strikes};
@@ -91,8 +91,9 @@ pub const MAX_ALTERNATIVES: usize = 6;
 /// One pass of the analyzer and planner. See the module doc.
 pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, now_ms: i64) -> Plan {
     let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
-    let owners = state.layout.owners(input);
-    let model = Model::build_with_owners(input, owners, config.caps.move_source_drain_ratio, stalled_before_ms);
+    // The model looks up the partitions of the actions in flight, when there are any.
+    let (owners, ids) = state.layout.owners_and_ids(input, !input.in_flight.is_empty());
+    let model = Model::build_with_owners(input, owners, ids, config.caps.move_source_drain_ratio, stalled_before_ms);
     state.partitions.bind(input);
     let mut groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
     // A worker being dedicated has left the shared pool already.

@@ -119,14 +119,16 @@ impl Model {
     /// `stalled_before_ms`: in-flight actions started before it are presumed stuck (busy, but
     /// their move is not counted as done).
     pub fn build(input: &PlannerInput, move_drain_ratio: f64, stalled_before_ms: i64) -> Self {
-        Self::build_with_owners(input, &owner_positions(input), move_drain_ratio, stalled_before_ms)
+        Self::build_with_owners(input, &owner_positions(input), None, move_drain_ratio, stalled_before_ms)
     }
 
     /// [`Model::build`] with each partition's owner's position already known
-    /// ([`owner_positions`], kept per layout by the planner's state).
+    /// ([`owner_positions`], kept per layout by the planner's state), and the partitions'
+    /// positions by id when kept too (else hashed here when actions are in flight).
     pub fn build_with_owners(
         input: &PlannerInput,
         owners: &[u32],
+        ids: Option<&super::IdIndex>,
         move_drain_ratio: f64,
         stalled_before_ms: i64,
     ) -> Self {
@@ -134,8 +136,14 @@ impl Model {
         let (mut worker_index, mut partition_index) = (HashMap::new(), HashMap::new());
         if !input.in_flight.is_empty() {
             worker_index = input.workers.iter().enumerate().map(|(i, w)| (&w.id, i as u32)).collect();
-            partition_index = input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+            if ids.is_none() {
+                partition_index = input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+            }
         }
+        let position = |id: &PartitionId| match ids {
+            Some(ids) => ids.last(id, &input.partitions),
+            None => partition_index.get(id).copied(),
+        };
         let n = input.partitions.len();
         let mut owner = owners.to_vec();
         let (mut load, demand_ops, own, served) = read_partitions(&input.partitions, owners, nw);
@@ -168,7 +176,7 @@ impl Model {
         let mut arriving = vec![Load::default(); nw];
         for a in &input.in_flight {
             for id in partitions_of(&a.spec) {
-                if let Some(&i) = partition_index.get(id) {
+                if let Some(i) = position(id) {
                     busy[i] = true;
                     if matches!(a.spec, ActionSpec::Split { .. }) {
                         continue;
@@ -250,7 +258,7 @@ impl Model {
         let mut dedicating = Vec::new();
         for a in &input.in_flight {
             if let Some((p, group)) = dedication_target(&a.spec, input)
-                && let Some(&i) = partition_index.get(p)
+                && let Some(i) = position(p)
                 && (owner[i] as usize) < nw
             {
                 let w = owner[i] as usize;

@@ -187,6 +187,8 @@ pub struct PlannerState {
 pub(crate) struct LayoutCache {
     layout: Option<u64>,
     owners: Vec<u32>,
+    /// Positions by id, built when first asked for in a layout.
+    ids: Option<super::IdIndex>,
 }
 
 impl PartialEq for LayoutCache {
@@ -196,17 +198,22 @@ impl PartialEq for LayoutCache {
 }
 
 impl LayoutCache {
-    /// Each partition's owner's position in `input`.
-    pub(crate) fn owners(&mut self, input: &PlannerInput) -> &[u32] {
+    /// Each partition's owner's position in `input`, and the partitions' positions by id when
+    /// `ids`.
+    pub(crate) fn owners_and_ids(&mut self, input: &PlannerInput, ids: bool) -> (&[u32], Option<&super::IdIndex>) {
         if input.layout.is_none() || self.layout != input.layout || self.owners.len() != input.partitions.len() {
             self.owners = super::model::owner_positions(input);
+            self.ids = None;
             self.layout = input.layout;
         }
         debug_assert!(
             self.owners == super::model::owner_positions(input),
             "an input kept its layout id while its owners changed"
         );
-        &self.owners
+        if ids && self.ids.is_none() {
+            self.ids = Some(super::IdIndex::of(&input.partitions));
+        }
+        (&self.owners, if ids { self.ids.as_ref() } else { None })
     }
 }
 
