@@ -156,7 +156,7 @@ pub fn subject_in(spec: &ActionSpec, input: &PlannerInput, index: Option<&Layout
 /// executor keeps it), so tracking, watching and judging an action reads the few partitions it
 /// is about instead of scanning them all: at a million partitions a scan is ~10 ms, and one pass
 /// tracks and judges up to dozens of actions. Answers are those of the scan, in input order.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct LayoutIndex {
     layout: Option<u64>,
     len: usize,
@@ -166,6 +166,16 @@ pub struct LayoutIndex {
     /// Per entry of `by_start`: the largest end key among the entries of its table hash up to
     /// it, so a walk back from a range's end stops where nothing earlier can reach the range.
     reach: Vec<u64>,
+}
+
+/// A summary: the entries are a million lines at the largest scale.
+impl std::fmt::Debug for LayoutIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayoutIndex")
+            .field("layout", &self.layout)
+            .field("partitions", &self.len)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -35,23 +35,21 @@ pub struct PlannerInput {
 /// the position), sorted. A lookup is a binary search confirmed on the id itself, where a pass
 /// would otherwise hash every partition's id (a million of them in the simulator's largest
 /// runs) to find the few it acts on.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct IdIndex(Vec<(u64, u32)>);
+
+/// A summary: the entries are a million lines at the largest scale.
+impl std::fmt::Debug for IdIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdIndex").field("partitions", &self.0.len()).finish_non_exhaustive()
+    }
+}
 
 impl IdIndex {
     pub fn of(partitions: &[PartitionView]) -> Self {
         let mut v: Vec<(u64, u32)> = partitions.iter().enumerate().map(|(i, p)| (id_hash(&p.id), i as u32)).collect();
         v.sort_unstable();
         Self(v)
-    }
-
-    /// Partitions indexed.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// Positions of the partition named `id` in `partitions` (those this was built over),
