@@ -353,10 +353,10 @@ pub const RELIEVED_REJECTED_RATIO: f64 = 0.01;
 
 /// Whether each subject is relieved in `input`: under [`RELIEVED_REJECTED_RATIO`] of its
 /// demand rejected, its hottest partition (a split's hottest piece) within its limit, and the
-/// worker it took load off within its capacity. One scan of the partitions serves them all
-/// (it runs every pass while finished actions wait for relief).
+/// worker it took load off within its capacity. It runs every pass while finished actions
+/// wait for relief: each subject's partitions are found through `index` when it is `input`'s.
 pub fn relieved(subjects: &[&Subject], input: &PlannerInput, index: Option<&LayoutIndex>) -> Vec<bool> {
-    let ratios = subjects.iter().any(|s| s.source.is_some()).then(|| worker_ratios(input));
+    let ratios = subjects.iter().any(|s| s.source.is_some()).then(|| Census::of(input).ratios);
     subjects
         .iter()
         .map(|s| {
@@ -370,21 +370,7 @@ pub fn relieved(subjects: &[&Subject], input: &PlannerInput, index: Option<&Layo
         .collect()
 }
 
-/// Per worker: demand ratio in the tightest dimension (ops incl. rejected, bytes, CPU).
-fn worker_ratios(input: &PlannerInput) -> Vec<f64> {
-    let index: std::collections::HashMap<&WorkerId, usize> =
-        input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect();
-    let mut rejected = vec![0.0; input.workers.len()];
-    // Only partitions that reject add anything: at a million partitions, hashing every owner's id
-    // for every snapshot (one per action tracked or judged) was most of a simulated hour.
-    for p in input.partitions.iter().filter(|p| p.stats.rejected_per_sec != 0.0) {
-        if let Some(&w) = index.get(&p.owner) {
-            rejected[w] += p.stats.rejected_per_sec;
-        }
-    }
-    input.workers.iter().zip(rejected).map(|(w, r)| worker_ratio(w, r)).collect()
-}
-
+/// A worker's demand ratio in the tightest dimension (ops incl. rejected, bytes, CPU).
 fn worker_ratio(w: &WorkerView, rejected_per_sec: f64) -> f64 {
     let ops = if w.capacity.ops_per_sec > 0.0 {
         (w.load.ops_per_sec + rejected_per_sec) / w.capacity.ops_per_sec
@@ -416,6 +402,8 @@ impl Census {
         let mut demand = 0.0;
         for p in &input.partitions {
             demand += p.stats.ops_per_sec + p.stats.rejected_per_sec;
+            // Only partitions that reject add to their worker's demand: at a million partitions,
+            // hashing every owner's id was most of a simulated hour.
             if p.stats.rejected_per_sec != 0.0
                 && let Some(&w) = index.get(&p.owner)
             {
