@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use lb_common::clients::OpsClient;
+use lb_common::http::KeptClient;
 use lb_common::protocol::{HeartbeatRequest, RegisterRequest};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,8 @@ pub async fn run(
 ) {
     let mut registered_with: Option<String> = None;
     let mut backoff = MIN_BACKOFF;
+    // One client (and connection) for every heartbeat while the settings hold.
+    let kept = KeptClient::default();
     loop {
         let cfg = config.borrow().clone();
         let wait = match &cfg.ops_server {
@@ -37,10 +40,7 @@ pub async fn run(
                 Duration::from_secs(5)
             }
             Some(ops) => {
-                let mut client = OpsClient::new(&ops.url, &cfg.client);
-                if let Some(token) = &ops.token {
-                    client = client.with_bearer_token(token);
-                }
+                let client = OpsClient::from_http(kept.get(&ops.url, &cfg.client, ops.token.as_deref()));
                 let result = if registered_with.as_deref() == Some(ops.url.as_str()) {
                     let beat = HeartbeatRequest {
                         worker_id: cfg.worker_id.clone(),

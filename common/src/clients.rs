@@ -17,7 +17,7 @@
 
 use crate::config::shared::HttpClientConfig;
 use crate::config::watch::ReloadStatus;
-use crate::http::{ClientError, HttpClient};
+use crate::http::{ClientError, Conditional, HttpClient};
 use crate::ids::{ActionId, PartitionId};
 use crate::protocol::*;
 
@@ -291,6 +291,12 @@ impl OpsClient {
     /// The storage system's topology, read through the ops server.
     pub async fn topology(&self) -> Result<Topology, ClientError> {
         self.http.get("/v1/topology").await
+    }
+
+    /// The topology unless it is still the one tagged `etag` (the `ETag` of an earlier read):
+    /// then the ops server answers `304` and sends nothing.
+    pub async fn topology_if_changed(&self, etag: Option<&str>) -> Result<Conditional<Topology>, ClientError> {
+        self.http.get_if_changed("/v1/topology", etag).await
     }
 
     pub async fn agents(&self) -> Result<AgentsResponse, ClientError> {

@@ -222,7 +222,7 @@ pub async fn run(shared: Shared, cancel: CancellationToken) {
         let cfg = shared.config.borrow().clone();
         // A new ops server URL starts from fresh cursors only if the URL changed.
         if collector.as_ref().is_none_or(|(url, _)| *url != cfg.ops_server.url) {
-            collector = Some((cfg.ops_server.url.clone(), Collector::new(crate::ops_client(&cfg))));
+            collector = Some((cfg.ops_server.url.clone(), Collector::new(shared.ops_client())));
         }
         let (_, c) = collector.as_mut().expect("set above");
         let table = shared.table.clone();

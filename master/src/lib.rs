@@ -86,6 +86,9 @@ pub struct Shared {
     /// loop reads the topology again at once instead of at its next interval, so the next
     /// pass plans on (and sees) the action's effect.
     pub topology_wake: Arc<tokio::sync::Notify>,
+    /// The client towards the ops server, kept while its URL, timeouts and token hold
+    /// ([`Shared::ops_client`]).
+    pub ops_client: Arc<lb_common::http::KeptClient>,
 }
 
 /// Requests queued for the online loop; more than this at once is an SRE script gone wrong.
@@ -139,6 +142,7 @@ pub async fn start(
         config_status: config_status.clone(),
         offline: offline::FindingsSlot::fed(),
         topology_wake: Arc::new(tokio::sync::Notify::new()),
+        ops_client: Arc::default(),
     };
     if cfg.auth.tokens.is_empty() {
         warn!("no auth tokens configured: approving proposals is open to anyone who can reach the API");
@@ -170,18 +174,18 @@ pub async fn start(
     shutdown.spawn(collector::run(shared.clone(), shutdown.token()));
     shutdown.spawn(topology::run(shared.clone(), shutdown.token()));
     shutdown.spawn(maintenance::run(shared.clone(), shutdown.token()));
-    let config_for_ops = shared.config.clone();
+    let for_ops = shared.clone();
     shutdown.spawn(online::run(
         shared.clone(),
-        move || ops_client(&config_for_ops.borrow()),
+        move || for_ops.ops_client(),
         approvals_rx,
         snapshot_tx,
         shutdown.token(),
     ));
-    let config_for_archiver = shared.config.clone();
+    let for_archiver = shared.clone();
     shutdown.spawn(archiver::run(
         shared.clone(),
-        move || ops_client(&config_for_archiver.borrow()),
+        move || for_archiver.ops_client(),
         shared.offline.clone(),
         shutdown.token(),
     ));
@@ -205,12 +209,17 @@ impl RunningMaster {
     }
 }
 
-/// The client for the ops server, with the service token when one is configured.
-pub(crate) fn ops_client(config: &MasterConfig) -> OpsClient {
-    let client = OpsClient::new(&config.ops_server.url, &config.client);
-    match &config.ops_server.token {
-        Some(token) => client.with_bearer_token(token),
-        None => client,
+impl Shared {
+    /// The client for the ops server, with the service token when one is configured: the same
+    /// client (and connection pool) for every call while the config's URL, timeouts and token
+    /// hold.
+    pub(crate) fn ops_client(&self) -> OpsClient {
+        let config = self.config.borrow().clone();
+        OpsClient::from_http(self.ops_client.get(
+            &config.ops_server.url,
+            &config.client,
+            config.ops_server.token.as_deref(),
+        ))
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lb_common::http::Conditional;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -13,11 +14,25 @@ use crate::{Shared, lineage};
 /// changed the layout ([`Shared::topology_wake`]): read the topology through the ops server,
 /// apply it to the table, and link the history of the partitions that were split or merged
 /// since the last read.
+///
+/// The read is conditional: the ops server tags each topology, and while it is the one this loop
+/// has (`304 Not Modified`, no body), the kept copy is applied again — the table learns the read
+/// time and drops partitions the storage no longer lists — and nothing is parsed or linked.
 pub async fn run(shared: Shared, cancel: CancellationToken) {
+    // The last topology read and its tag.
+    let mut kept: Option<(String, Arc<lb_common::protocol::Topology>)> = None;
     loop {
         let cfg = shared.config.borrow().clone();
-        match crate::ops_client(&cfg).topology().await {
-            Ok(topology) => {
+        let etag = kept.as_ref().map(|(tag, _)| tag.as_str());
+        match shared.ops_client().topology_if_changed(etag).await {
+            Ok(Conditional::NotModified) => {
+                let read_at_ms = chrono::Utc::now().timestamp_millis();
+                if let Some((_, topology)) = &kept {
+                    let mut table = shared.table.write().expect("table lock is never poisoned");
+                    table.apply_topology_at(topology, Some(read_at_ms));
+                }
+            }
+            Ok(Conditional::Modified { value: topology, etag }) => {
                 let read_at_ms = chrono::Utc::now().timestamp_millis();
                 let previous = shared.topology.read().expect("topology lock is never poisoned").clone();
                 let mut table = shared.table.write().expect("table lock is never poisoned");
@@ -36,7 +51,9 @@ pub async fn run(shared: Shared, cancel: CancellationToken) {
                     }
                 }
                 drop(table);
-                *shared.topology.write().expect("topology lock is never poisoned") = Some(Arc::new(topology));
+                let topology = Arc::new(topology);
+                kept = etag.map(|tag| (tag, topology.clone()));
+                *shared.topology.write().expect("topology lock is never poisoned") = Some(topology);
             }
             Err(error) => warn!(%error, "cannot refresh the topology"),
         }

@@ -22,11 +22,20 @@ pub fn initialize() {
         }
     }
     metrics::counter!("lb_ops_stale_epoch_refusals_total").increment(0);
+    for reply in ["full", "not_modified"] {
+        metrics::counter!("lb_ops_topology_reads_total", "reply" => reply).increment(0);
+    }
     metrics::gauge!("lb_ops_halted_executors").set(0.0);
     metrics::gauge!("lb_ops_running_actions").set(0.0);
 }
 
 pub const CATALOG: &[MetricDef] = &[
+    MetricDef::new(
+        "lb_ops_topology_reads_total",
+        Counter,
+        &["reply"],
+        "GET /v1/topology answers: full (the body) or not_modified (the caller's If-None-Match named this topology's tag).",
+    ),
     MetricDef::new(
         "lb_ops_actions_total",
         Counter,

@@ -127,6 +127,21 @@ impl HttpClient {
         self.call(Method::POST, path, None::<&()>, Some(body)).await
     }
 
+    /// `GET path` with `If-None-Match: etag` (when given): [`Conditional::NotModified`] on a
+    /// `304`, else the reply and its `ETag`. A peer that ignores the header answers in full.
+    pub async fn get_if_changed<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        etag: Option<&str>,
+    ) -> Result<Conditional<T>, ClientError> {
+        let (url, status, tag, bytes) = self.exchange(Method::GET, path, None::<&()>, None::<&()>, etag).await?;
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok(Conditional::NotModified);
+        }
+        let value = decode(url, status, &bytes)?;
+        Ok(Conditional::Modified { value, etag: tag })
+    }
+
     async fn call<Q: Serialize, B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
@@ -134,6 +149,19 @@ impl HttpClient {
         query: Option<&Q>,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
+        let (url, status, _, bytes) = self.exchange(method, path, query, body, None).await?;
+        decode(url, status, &bytes)
+    }
+
+    /// Sends one request and reads the whole reply: (url, status, its `ETag`, body).
+    async fn exchange<Q: Serialize, B: Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&Q>,
+        body: Option<&B>,
+        if_none_match: Option<&str>,
+    ) -> Result<(String, StatusCode, Option<String>, axum::body::Bytes), ClientError> {
         let url = format!("{}{}", self.base_url, path);
         let mut request = self.inner.request(method, &url).timeout(self.deadline);
         if let Some(query) = query {
@@ -145,22 +173,82 @@ impl HttpClient {
         if let Some(token) = &self.bearer_token {
             request = request.bearer_auth(token);
         }
+        if let Some(tag) = if_none_match {
+            request = request.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
         let deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX);
         let exchange = async {
             let response = request.send().await.map_err(|e| classify(&url, deadline_ms, e))?;
             let status = response.status();
+            let tag = response.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
             let bytes = response.bytes().await.map_err(|e| classify(&url, deadline_ms, e))?;
-            Ok::<_, ClientError>((status, bytes))
+            Ok::<_, ClientError>((status, tag, bytes))
         };
         // reqwest enforces the deadline too; this cap also covers DNS and body streaming.
-        let (status, bytes) = tokio::time::timeout(self.deadline, exchange)
+        let (status, tag, bytes) = tokio::time::timeout(self.deadline, exchange)
             .await
             .map_err(|_| ClientError::Timeout { url: url.clone(), deadline_ms })??;
-        if !status.is_success() {
-            let body = error_body(&bytes);
-            return Err(ClientError::Status { url, status, body });
+        Ok((url, status, tag, bytes))
+    }
+}
+
+/// The answer to [`HttpClient::get_if_changed`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Conditional<T> {
+    /// The peer's copy is the one the caller named: nothing was sent.
+    NotModified,
+    /// The peer's copy, and its tag for the next call.
+    Modified { value: T, etag: Option<String> },
+}
+
+/// A reply's body as `T`, or the error its status says.
+fn decode<T: DeserializeOwned>(url: String, status: StatusCode, bytes: &[u8]) -> Result<T, ClientError> {
+    if !status.is_success() {
+        let body = error_body(bytes);
+        return Err(ClientError::Status { url, status, body });
+    }
+    serde_json::from_slice(bytes).map_err(|e| ClientError::Decode { url, message: e.to_string() })
+}
+
+/// One [`HttpClient`] kept for as long as the settings it was built from hold.
+///
+/// Building a client loads the TLS trust roots: about a millisecond of CPU and a read of the
+/// system's certificate files, plus a new connection pool (so a new TCP connection per call).
+/// A loop that calls a peer every second (a heartbeat, the topology read, the online pass) asks
+/// this for its client instead; a config reload that changes the URL, the timeouts or the token
+/// builds a new one at the next call. Shared by reference between tasks.
+#[derive(Debug, Default)]
+pub struct KeptClient {
+    kept: std::sync::Mutex<Option<(KeptKey, HttpClient)>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeptKey {
+    base_url: String,
+    config: HttpClientConfig,
+    bearer_token: Option<String>,
+}
+
+impl KeptClient {
+    /// The kept client if it was built for these settings, else a new one (kept from now on).
+    pub fn get(&self, base_url: &str, config: &HttpClientConfig, bearer_token: Option<&str>) -> HttpClient {
+        let key = KeptKey {
+            base_url: base_url.to_owned(),
+            config: config.clone(),
+            bearer_token: bearer_token.map(str::to_owned),
+        };
+        let mut kept = self.kept.lock().expect("kept client lock is never poisoned");
+        match kept.as_ref() {
+            Some((old, client)) if *old == key => client.clone(),
+            _ => {
+                let mut client = HttpClient::new(base_url, config);
+                if let Some(token) = bearer_token {
+                    client = client.with_bearer_token(token);
+                }
+                *kept = Some((key, client.clone()));
+                client
+            }
         }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode { url, message: e.to_string() })
     }
 }
 

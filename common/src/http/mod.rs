@@ -14,7 +14,7 @@ pub mod layers;
 pub mod observability;
 pub mod parse_errors;
 
-pub use client::{ClientError, EventStream, HttpClient, SseEvent};
+pub use client::{ClientError, Conditional, EventStream, HttpClient, KeptClient, SseEvent};
 pub use error::{ApiError, ApiJson};
 pub use layers::with_standard_layers;
 pub use observability::{Readiness, observability_router};

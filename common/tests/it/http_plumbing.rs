@@ -317,3 +317,63 @@ async fn every_error_reply_of_the_http_layer_has_the_shared_body() {
     assert_eq!(got, 200, "a good request is untouched");
     assert!(shutdown.stop(Duration::from_secs(10)).await);
 }
+
+/// A keep-alive HTTP/1.1 peer that answers `{}` to every request and counts the connections
+/// it accepted.
+async fn counting_peer() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while let Ok(n) = socket.read(&mut chunk).await {
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    // Requests here have no body: each ends at its blank line.
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), accepted)
+}
+
+#[tokio::test]
+async fn a_kept_client_reuses_its_connection_until_its_settings_change() {
+    use std::sync::atomic::Ordering;
+    let (base, accepted) = counting_peer().await;
+    let kept = lb_common::http::KeptClient::default();
+    let config = HttpClientConfig { connect_timeout_ms: 500, deadline_ms: 2_000 };
+    for _ in 0..3 {
+        let _: serde_json::Value = kept.get(&base, &config, Some("token-a")).get("/x").await.expect("answer");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one pool, one connection, for the same settings");
+    // A new token is a new client (and pool): one more connection, then reused again.
+    for _ in 0..2 {
+        let _: serde_json::Value = kept.get(&base, &config, Some("token-b")).get("/x").await.expect("answer");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    let longer = HttpClientConfig { deadline_ms: 3_000, ..config.clone() };
+    let _: serde_json::Value = kept.get(&base, &longer, Some("token-b")).get("/x").await.expect("answer");
+    assert_eq!(accepted.load(Ordering::SeqCst), 3, "new timeouts build a new client");
+    // A client built per call, as the heartbeat did: a connection each time.
+    for _ in 0..2 {
+        let _: serde_json::Value = HttpClient::new(&base, &config).get("/x").await.expect("answer");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 5);
+}

@@ -148,7 +148,7 @@ fn ops_for(shared: &Shared, headers: &HeaderMap) -> OpsClient {
     let cfg = shared.config.borrow().clone();
     match lb_common::http::auth::presented_token(headers) {
         Some(token) => OpsClient::new(&cfg.ops_server.url, &cfg.client).with_bearer_token(token),
-        None => crate::ops_client(&cfg),
+        None => shared.ops_client(),
     }
 }
 

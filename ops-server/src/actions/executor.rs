@@ -45,11 +45,38 @@ const TOPOLOGY_TTL: Duration = Duration::from_secs(2);
 /// The topology as last read, kept for [`TOPOLOGY_TTL`]. Dropping it bumps `generation`, and a
 /// read that began before a drop is not kept, so a read racing an action's end cannot bring
 /// back the layout from before it.
+///
+/// Each distinct topology gets an entity tag (`GET /v1/topology` answers `ETag`, and
+/// `304 Not Modified` to a matching `If-None-Match`): a read equal to the one before keeps its
+/// tag, so a master that already has it neither receives nor parses the 16,384 partitions of a
+/// Valkey cluster again. Tags are `"<this process's start, hex ms>-<n>"`: a restarted ops server
+/// never answers "not modified" to a tag of its previous life.
 #[derive(Debug, Default)]
 struct TopologyCache {
-    read: Option<(Topology, Instant)>,
+    read: Option<(Arc<Topology>, Instant)>,
     generation: u64,
+    /// The newest topology read and its tag.
+    tagged: Option<(Arc<Topology>, Arc<str>)>,
+    tags: u64,
 }
+
+impl TopologyCache {
+    /// The tag of `t`: the previous one if `t` equals the topology it was given to.
+    fn tag(&mut self, t: &Arc<Topology>) -> Arc<str> {
+        match &self.tagged {
+            Some((old, tag)) if Arc::ptr_eq(old, t) || **old == **t => tag.clone(),
+            _ => {
+                self.tags += 1;
+                let tag: Arc<str> = format!("\"{:x}-{}\"", *PROCESS_START_MS, self.tags).into();
+                self.tagged = Some((t.clone(), tag.clone()));
+                tag
+            }
+        }
+    }
+}
+
+/// When this process started (ms since the epoch): the prefix of its topology tags.
+static PROCESS_START_MS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(now_ms);
 /// Re-check the queue at least this often (halt lifted by config, parked actions).
 const DISPATCH_TICK: Duration = Duration::from_millis(50);
 
@@ -431,25 +458,33 @@ impl Executor {
     }
 
     /// A recent topology (cached for [`TOPOLOGY_TTL`]); `None` if the storage cannot be read.
-    pub async fn topology(&self) -> Option<Topology> {
+    pub async fn topology(&self) -> Option<Arc<Topology>> {
+        self.tagged_topology().await.map(|(t, _)| t)
+    }
+
+    /// [`Self::topology`] with its entity tag ([`TopologyCache`]).
+    pub async fn tagged_topology(&self) -> Option<(Arc<Topology>, Arc<str>)> {
         let generation = {
-            let cache = self.topology.lock().expect("topology lock is never poisoned");
-            if let Some((t, at)) = cache.read.as_ref()
+            let mut cache = self.topology.lock().expect("topology lock is never poisoned");
+            if let Some((t, at)) = cache.read.clone()
                 && at.elapsed() < TOPOLOGY_TTL
             {
-                return Some(t.clone());
+                let tag = cache.tag(&t);
+                return Some((t, tag));
             }
             cache.generation
         };
         match self.storage().topology().await {
             Ok(t) => {
+                let t = Arc::new(t);
                 let mut cache = self.topology.lock().expect("topology lock is never poisoned");
                 // A read that began before the cache was dropped may show the layout from
                 // before an action ended: answer with it, but do not keep it.
                 if cache.generation == generation {
                     cache.read = Some((t.clone(), Instant::now()));
                 }
-                Some(t)
+                let tag = cache.tag(&t);
+                Some((t, tag))
             }
             Err(error) => {
                 warn!(%error, "cannot read topology");

@@ -4,7 +4,9 @@
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::header::{ETAG, IF_NONE_MATCH};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::ids::ActionId;
 use lb_common::protocol::{
@@ -193,12 +195,21 @@ pub async fn set_halt(
 }
 
 /// The storage system's topology, read through the ops server (cached for two seconds, dropped
-/// when an action succeeds or ends "maybe executed").
-pub async fn topology(State(state): State<AppState>) -> Result<ApiJson<lb_common::protocol::Topology>, ApiError> {
-    state
-        .executor
-        .topology()
-        .await
-        .map(ApiJson)
-        .ok_or_else(|| ApiError::unavailable("storage_unavailable", "cannot read the topology from the storage system"))
+/// when an action succeeds or ends "maybe executed"), with its entity tag: `304 Not Modified`,
+/// and no body, when the caller's `If-None-Match` names the tag of this very topology.
+pub async fn topology(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let (topology, tag) = state.executor.tagged_topology().await.ok_or_else(|| {
+        ApiError::unavailable("storage_unavailable", "cannot read the topology from the storage system")
+    })?;
+    let etag = HeaderValue::from_str(&tag).map_err(|e| ApiError::internal(format!("topology tag {tag}: {e}")))?;
+    let known = headers
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').map(str::trim).any(|candidate| candidate == &*tag || candidate == "*"));
+    if known {
+        metrics::counter!("lb_ops_topology_reads_total", "reply" => "not_modified").increment(1);
+        return Ok((StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
+    }
+    metrics::counter!("lb_ops_topology_reads_total", "reply" => "full").increment(1);
+    Ok(([(ETAG, etag)], ApiJson(&*topology)).into_response())
 }

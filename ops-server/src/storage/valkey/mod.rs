@@ -99,6 +99,12 @@ const MAIN_THREAD_CORES: f64 = 1.0;
 /// changes, so one `INFO server` (~1 KB) per node a minute costs nothing, and a
 /// `CONFIG SET availability-zone` at runtime shows within a minute.
 const ZONE_REFRESH: Duration = Duration::from_secs(60);
+/// How long a node's slot key counts (the topology's stored bytes), once read, are used
+/// before they are read again — unless the node's slots changed (a migration), which reads them
+/// at the next topology. The count is a full `CLUSTER SLOT-STATS` (~120 bytes of reply a slot),
+/// which the topology read every two seconds would otherwise parse for every node; stored bytes
+/// only size a move's copy, and half a minute of writes does not change that estimate.
+const KEY_COUNT_REFRESH: Duration = Duration::from_secs(30);
 
 /// Slot naming lives in `lb_valkey::naming`, shared with the agent that reports the slots.
 pub use lb_valkey::naming::{
@@ -161,6 +167,23 @@ struct Inner {
     groups: Mutex<HashMap<Slot, GroupId>>,
     /// Each node's own zone setting as last read, by address ([`Inner::read_zone`]).
     zones: Mutex<HashMap<NodeAddr, NodeZone>>,
+    /// Each node's slot key counts as last read, by address ([`KEY_COUNT_REFRESH`]).
+    key_counts: Mutex<HashMap<NodeAddr, NodeKeys>>,
+}
+
+/// A node's key count per slot it owns, and its average bytes a key.
+type KeyCounts = (Arc<Vec<(Slot, u64)>>, u64);
+
+/// A node's slot key counts as last read, and the average bytes a key.
+#[derive(Debug)]
+struct NodeKeys {
+    /// The node and the slots it owned then: another node at the address, or other slots,
+    /// read again.
+    node: NodeId,
+    slots: Vec<SlotRange>,
+    counts: Arc<Vec<(Slot, u64)>>,
+    per_key: u64,
+    read_at: Instant,
 }
 
 /// A node's own `availability-zone` as last read.
@@ -291,6 +314,7 @@ impl ValkeyStorage {
             layout: Mutex::new(Layout::default()),
             groups: Mutex::new(HashMap::new()),
             zones: Mutex::new(HashMap::new()),
+            key_counts: Mutex::new(HashMap::new()),
         };
         Ok(Self { inner: Arc::new(inner), stop: CancellationToken::new() })
     }
@@ -495,7 +519,30 @@ impl Inner {
     /// average bytes per key (`INFO`: `used_memory` / keys) of one primary; `None` when it does
     /// not answer (its slots then show zero bytes). The average includes the node's fixed
     /// overhead (~1-2 MB), so a node with few keys overstates it; with many keys it converges.
-    async fn node_keys(&self, addr: &NodeAddr) -> Option<(Vec<(Slot, u64)>, u64)> {
+    /// The node's key counts as last read, while they stand ([`KEY_COUNT_REFRESH`]).
+    fn kept_keys(&self, primary: &Primary) -> Option<KeyCounts> {
+        let kept = self.key_counts.lock().expect("key counts lock is never poisoned");
+        kept.get(&primary.addr)
+            .filter(|k| k.node == primary.id && k.slots == primary.slots && k.read_at.elapsed() < KEY_COUNT_REFRESH)
+            .map(|k| (k.counts.clone(), k.per_key))
+    }
+
+    /// Reads the node's slot key counts and average key size, and keeps them.
+    async fn node_keys(&self, primary: &Primary) -> Option<KeyCounts> {
+        let (counts, per_key) = self.read_node_keys(&primary.addr).await?;
+        let counts = Arc::new(counts);
+        let read = NodeKeys {
+            node: primary.id.clone(),
+            slots: primary.slots.clone(),
+            counts: counts.clone(),
+            per_key,
+            read_at: Instant::now(),
+        };
+        self.key_counts.lock().expect("key counts lock is never poisoned").insert(primary.addr.clone(), read);
+        Some((counts, per_key))
+    }
+
+    async fn read_node_keys(&self, addr: &NodeAddr) -> Option<(Vec<(Slot, u64)>, u64)> {
         let stats = match self.read(addr, async |c: &mut NodeClient| c.slot_stats(SlotRange::all()).await).await {
             Ok(stats) => stats,
             Err(error) => {
@@ -568,8 +615,11 @@ impl Inner {
     async fn topology(self: &Arc<Self>) -> Result<Topology, StorageError> {
         let view = self.read_view().await?;
         let mut tasks = tokio::task::JoinSet::new();
+        let mut readings = Vec::new();
         for primary in view.primaries.iter().filter(|p| p.health != Health::Down) {
-            let (keys, zone) = (!primary.slots.is_empty(), self.zone_due(primary));
+            let kept = if primary.slots.is_empty() { None } else { self.kept_keys(primary) };
+            let (keys, zone) = (!primary.slots.is_empty() && kept.is_none(), self.zone_due(primary));
+            readings.extend(kept);
             if !keys && !zone {
                 continue;
             }
@@ -580,17 +630,20 @@ impl Inner {
                 if zone {
                     this.read_zone(&primary).await;
                 }
-                if keys { this.node_keys(&primary.addr).await } else { None }
+                if keys { this.node_keys(&primary).await } else { None }
             });
+        }
+        while let Some(done) = tasks.join_next().await {
+            if let Ok(Some(reading)) = done {
+                readings.push(reading);
+            }
         }
         let mut keys = vec![0u64; usize::from(SLOT_COUNT)];
         let mut bytes = vec![0u64; usize::from(SLOT_COUNT)];
-        while let Some(done) = tasks.join_next().await {
-            if let Ok(Some((counts, per_key))) = done {
-                for (slot, count) in counts {
-                    keys[usize::from(slot.get())] = count;
-                    bytes[usize::from(slot.get())] = count.saturating_mul(per_key);
-                }
+        for (counts, per_key) in readings {
+            for &(slot, count) in counts.iter() {
+                keys[usize::from(slot.get())] = count;
+                bytes[usize::from(slot.get())] = count.saturating_mul(per_key);
             }
         }
         let zones: Vec<Option<ZoneId>> = view.primaries.iter().map(|p| self.zone_of(p)).collect();
