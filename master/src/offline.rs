@@ -281,6 +281,9 @@ pub struct OfflineAnalyzer {
     slot: FindingsSlot,
     /// Each partition's range at the last pass, to notice splits.
     ranges: HashMap<PartitionId, KeyRange>,
+    /// The layout `ranges` was taken from ([`PlannerInput::layout`]): the same layout has the
+    /// same partitions and ranges, so nothing was split since.
+    ranges_layout: Option<u64>,
     /// When this master saw each partition made by a split (or shrink).
     split_at_ms: HashMap<PartitionId, i64>,
     /// The findings whose merges were proposed.
@@ -298,6 +301,10 @@ impl OfflineAnalyzer {
     }
 
     fn track_splits(&mut self, input: &PlannerInput, now_ms: i64) {
+        if input.layout.is_some() && input.layout == self.ranges_layout {
+            return;
+        }
+        self.ranges_layout = input.layout;
         let first = self.ranges.is_empty();
         let mut next = HashMap::with_capacity(input.partitions.len());
         for p in &input.partitions {
