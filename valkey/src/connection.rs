@@ -22,6 +22,7 @@ use tracing::debug;
 
 use crate::node_id::{NodeAddr, NodeId};
 use crate::reply::{self, ClusterInfo, ClusterNode, Info, ParseError, SlotMigration, SlotStats};
+use crate::resp::{RawConnection, Reply};
 use crate::slot::SlotRange;
 
 /// Loopback and LAN connects finish in milliseconds; two seconds absorbs a busy node without
@@ -126,6 +127,10 @@ pub struct NodeClient {
     connection: MultiplexedConnection,
     command_timeout: Duration,
     poisoned: Arc<AtomicBool>,
+    /// The connection `CLUSTER SLOT-STATS` is read on ([`crate::resp`]), opened at its first
+    /// use with these options, and dropped after any failure on it.
+    stats: Arc<tokio::sync::Mutex<Option<RawConnection>>>,
+    options: ConnectOptions,
 }
 
 impl std::fmt::Debug for NodeClient {
@@ -175,6 +180,8 @@ impl NodeClient {
             connection,
             command_timeout: options.command_timeout,
             poisoned: Arc::new(AtomicBool::new(false)),
+            stats: Arc::default(),
+            options: options.clone(),
         })
     }
 
@@ -203,18 +210,30 @@ impl NodeClient {
             Ok(Err(source)) => Err(self.classify(name, source)),
             Err(_) => Err(NodeError::Timeout { addr: self.addr.clone(), command: name, timeout: self.command_timeout }),
         };
-        let outcome = match &result {
+        self.settle(name, &result);
+        result
+    }
+
+    /// Counts a command's outcome, and poisons the connection when the command timed out or
+    /// broke it (returns whether it did).
+    fn settle(&self, name: &'static str, result: &Result<Value, NodeError>) -> bool {
+        let outcome = match result {
             Ok(_) => "ok",
             Err(error) => error.outcome(),
         };
         metrics::counter!("lb_valkey_commands_total", "command" => name, "outcome" => outcome).increment(1);
-        if let Err(error @ (NodeError::Timeout { .. } | NodeError::Io { .. })) = &result {
-            self.poisoned.store(true, Ordering::Relaxed);
-            debug!(addr = %self.addr, command = name, %error, "valkey connection unusable from now on");
-        } else if let Err(error) = &result {
-            debug!(addr = %self.addr, command = name, %error, "valkey command failed");
+        match result {
+            Err(error @ (NodeError::Timeout { .. } | NodeError::Io { .. })) => {
+                self.poisoned.store(true, Ordering::Relaxed);
+                debug!(addr = %self.addr, command = name, %error, "valkey connection unusable from now on");
+                true
+            }
+            Err(error) => {
+                debug!(addr = %self.addr, command = name, %error, "valkey command failed");
+                false
+            }
+            Ok(_) => false,
         }
-        result
     }
 
     fn classify(&self, command: &'static str, source: redis::RedisError) -> NodeError {
@@ -289,8 +308,40 @@ impl NodeClient {
             .arg(range.start().get())
             .arg(range.end().get())
             .to_owned();
-        let value = self.query(NAME, &cmd).await?;
+        let value = self.query_raw(NAME, &cmd).await?;
         self.parsed(NAME, reply::parse_slot_stats(&value))
+    }
+
+    /// [`Self::query`] on the plain RESP2 connection of [`crate::resp`] (opened here if it is
+    /// not yet, within the connect timeout; the whole within the command timeout), for the
+    /// replies too large for the `redis` crate's parser to read every second. Same errors,
+    /// same metrics, same poisoning.
+    async fn query_raw(&mut self, name: &'static str, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(NodeError::Poisoned { addr: self.addr.clone(), command: name });
+        }
+        let addr = self.addr.clone();
+        let mut stats = self.stats.lock().await;
+        if stats.is_none() {
+            let auth = self.options.password.as_deref().map(|p| (self.options.username.as_deref(), p));
+            let connecting = RawConnection::connect(&addr.host, addr.port, auth);
+            *stats = Some(match tokio::time::timeout(self.options.connect_timeout, connecting).await {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(error)) => return Err(NodeError::Connect { addr, source: error.into() }),
+                Err(_) => return Err(NodeError::ConnectTimeout { addr, timeout: self.options.connect_timeout }),
+            });
+        }
+        let connection = stats.as_mut().expect("opened above");
+        let result = match tokio::time::timeout(self.command_timeout, connection.query(cmd)).await {
+            Ok(Ok(Reply::Value(value))) => Ok(value),
+            Ok(Ok(Reply::Error(message))) => Err(NodeError::Rejected { addr, command: name, message }),
+            Ok(Err(error)) => Err(NodeError::Io { addr, command: name, source: error.into() }),
+            Err(_) => Err(NodeError::Timeout { addr, command: name, timeout: self.command_timeout }),
+        };
+        if self.settle(name, &result) {
+            *stats = None;
+        }
+        result
     }
 
     /// `CLUSTER GETSLOTMIGRATIONS`: jobs this node takes part in, newest first.

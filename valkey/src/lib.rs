@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod naming;
 pub mod node_id;
 pub mod reply;
+mod resp;
 pub mod slot;
 
 pub use connection::{ConnectOptions, NodeClient, NodeError};
