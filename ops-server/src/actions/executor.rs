@@ -540,3 +540,29 @@ fn queue_path(record: &ActionRecord) -> (&str, &[String]) {
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology(version: u64, stored_bytes: u64) -> Arc<Topology> {
+        let text = include_str!("../../../docs/examples/topology.json");
+        let mut t: Topology = serde_json::from_str(text).expect("the documented example parses");
+        t.version = version;
+        t.partitions.iter_mut().for_each(|p| p.stored_bytes = stored_bytes);
+        Arc::new(t)
+    }
+
+    #[test]
+    fn a_topology_keeps_its_tag_until_something_in_it_changes() {
+        let mut cache = TopologyCache::default();
+        let a = cache.tag(&topology(1, 10));
+        assert_eq!(cache.tag(&topology(1, 10)), a, "an equal read keeps the tag");
+        let b = cache.tag(&topology(1, 11));
+        assert_ne!(b, a, "stored bytes changed");
+        let c = cache.tag(&topology(2, 11));
+        assert_ne!(c, b, "the layout changed");
+        assert_ne!(cache.tag(&topology(1, 10)), a, "a tag is never reused, even for content seen before");
+        assert!(a.starts_with(&format!("\"{:x}-", *PROCESS_START_MS)), "{a}");
+    }
+}

@@ -476,3 +476,27 @@ async fn shutdown_interrupts_running_actions_and_restart_resumes_them() {
     );
     assert!(s.server.stop(STOP).await);
 }
+
+#[tokio::test]
+async fn the_topology_is_sent_only_to_a_caller_without_it() {
+    use lb_common::http::Conditional;
+    let dir = tempfile::tempdir().expect("dir");
+    let (_storage, url) = fake_storage().await;
+    let s = start(config(dir.path(), &url, "")).await;
+    let first = s.master.get_if_changed::<Topology>("/v1/topology", None).await.expect("topology");
+    let Conditional::Modified { value: topology, etag: Some(tag) } = first else { panic!("no tag: {first:?}") };
+    assert_eq!(topology.partitions.len(), 7);
+    assert!(tag.starts_with('"') && tag.ends_with('"'), "a strong entity tag: {tag}");
+    // The same topology, read again after the cache's two seconds: the same tag, nothing sent.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let again = s.master.get_if_changed::<Topology>("/v1/topology", Some(&tag)).await.expect("topology");
+    assert_eq!(again, Conditional::NotModified);
+    // A tag of another topology (or another ops server's life) gets the whole of it.
+    let other = s.master.get_if_changed::<Topology>("/v1/topology", Some("\"0-1\"")).await.expect("topology");
+    assert_eq!(other, Conditional::Modified { value: topology, etag: Some(tag.clone()) });
+    // The plain read is unchanged for callers that send no tag.
+    assert_eq!(s.master.get::<Topology>("/v1/topology").await.expect("plain").partitions.len(), 7);
+    // Auth still applies before anything is compared.
+    let err = s.anonymous.get_if_changed::<Topology>("/v1/topology", Some(&tag)).await.expect_err("no token");
+    assert_eq!(err.status(), Some(StatusCode::UNAUTHORIZED));
+}
