@@ -295,7 +295,7 @@ impl RunningValkey {
 
 /// The ops server's `[registry]`, `[collect]`, `[limits]` and `[executor]` for a Valkey run polled every
 /// `interval_ms` (shared with [`crate::valkey_attach`]).
-pub(crate) fn ops_server_cadence(interval_ms: u64) -> String {
+pub fn ops_server_cadence(interval_ms: u64) -> String {
     format!(
         "[registry]\nheartbeat_interval_ms = {hb}\ndown_after_ms = {down}\n\
          [collect]\nagent_deadline_ms = 3000\nmax_agent_deadline_ms = 8000\nlimit_per_agent = 20000\n\
@@ -308,7 +308,7 @@ pub(crate) fn ops_server_cadence(interval_ms: u64) -> String {
 
 /// The master's `[client]` and `[collector]` for a Valkey run at `interval_ms`, and worker
 /// overload and imbalance in `mode` (shared with [`crate::valkey_attach`]).
-pub(crate) fn master_sections(interval_ms: u64, mode: &str) -> String {
+pub fn master_sections(interval_ms: u64, mode: &str) -> String {
     format!(
         "[client]\ndeadline_ms = {MASTER_CLIENT_DEADLINE_MS}\n\
          [collector]\ninterval_ms = {collect}\nagent_deadline_ms = 3000\nlimit_per_agent = 20000\n\
