@@ -4,7 +4,7 @@ use axum::Extension;
 use axum::extract::State;
 use lb_common::http::{ApiError, ApiJson};
 use lb_common::protocol::{
-    AgentsResponse, CollectRequest, CollectResponse, HeartbeatRequest, RegisterRequest, RegisterResponse, Topology,
+    AgentsResponse, CollectRequest, HeartbeatRequest, RegisterRequest, RegisterResponse, Topology,
 };
 
 use super::{AppState, now_ms};
@@ -96,7 +96,10 @@ pub async fn list(State(state): State<AppState>) -> ApiJson<AgentsResponse> {
     ApiJson(AgentsResponse { agents: state.registry.list(now_ms(), down_after) })
 }
 
-pub async fn collect(State(state): State<AppState>, ApiJson(req): ApiJson<CollectRequest>) -> ApiJson<CollectResponse> {
+pub async fn collect(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CollectRequest>,
+) -> ApiJson<crate::collect::RelayedCollect> {
     let (collect, down_after) = {
         let c = state.config.borrow();
         (c.collect.clone(), c.registry.down_after_ms)
