@@ -19,7 +19,8 @@
 //!   owned slots left out as unchanged (`lb_agent_valkey_idle_slots_total`), and the bytes those
 //!   samples take on the wire: each agent's served samples of the window read again from its
 //!   `GET /v1/samples` between the master's collection cursors at the window's start and end,
-//!   the response bodies' bytes counted (what the ops server pulls, byte for byte).
+//!   the response bodies' bytes counted: as JSON, and as sent to lb's clients (zstd, what the
+//!   ops server pulls, byte for byte).
 //!
 //! Workloads (from `lb_launcher::valkey_up`): `cpu` is `ValkeyUpOptions::launcher` (8,000 ops/s,
 //! half on one expensive hot slot per node, all of them on node 0 from 10 s, no capacity
@@ -154,34 +155,34 @@ async fn cursors(http: &reqwest::Client, master: &str) -> anyhow::Result<BTreeMa
     Ok(agents.iter().filter_map(|(w, a)| Some((w.clone(), a["cursor"].as_u64()?))).collect())
 }
 
-/// (bytes, samples) of an agent's served samples after `from` up to `to`, read again page by
-/// page as the collector reads them.
+/// (bytes as sent, bytes of JSON, samples) of an agent's served samples after `from` up to
+/// `to`, read again page by page as the collector reads them: each page once as lb's clients
+/// receive it (`Accept-Encoding: zstd`, the compressed body counted) and once as plain JSON.
 async fn served_bytes(
     http: &reqwest::Client,
     agent: &str,
     token: &str,
     from: u64,
     to: u64,
-) -> anyhow::Result<(u64, u64)> {
-    let (mut bytes, mut samples, mut after) = (0u64, 0u64, from);
+) -> anyhow::Result<(u64, u64, u64)> {
+    let (mut sent, mut json, mut samples, mut after) = (0u64, 0u64, 0u64, from);
     while after < to {
-        let body = http
-            .get(format!("{agent}/v1/samples?after={after}&limit=2000"))
-            .bearer_auth(token)
-            .send()
-            .await?
-            .error_for_status()?
-            .bytes()
-            .await?;
+        let url = format!("{agent}/v1/samples?after={after}&limit=2000");
+        let get = |encoding: &'static str| {
+            http.get(&url).bearer_auth(token).header(reqwest::header::ACCEPT_ENCODING, encoding).send()
+        };
+        let compressed = get("zstd").await?.error_for_status()?.bytes().await?;
+        let body = get("identity").await?.error_for_status()?.bytes().await?;
         let page: serde_json::Value = serde_json::from_slice(&body)?;
         let n = page["samples"].as_array().map_or(0, Vec::len) as u64;
         let next = page["next_cursor"].as_u64().context("next_cursor")?;
         anyhow::ensure!(next > after && n > 0, "agent {agent}: no progress after cursor {after}");
-        bytes += body.len() as u64;
+        sent += compressed.len() as u64;
+        json += body.len() as u64;
         samples += n;
         after = next;
     }
-    Ok((bytes, samples))
+    Ok((sent, json, samples))
 }
 
 #[tokio::main]
@@ -203,7 +204,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let data = |name: &str| dir.join(name).display().to_string();
     let tokens = DemoTokens::load_or_create(&dir)?;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    // Decompresses nothing: `served_bytes` asks for each encoding itself.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_zstd().build()?;
 
     let mut cluster = LocalCluster::start(LocalClusterConfig::new(args.nodes, dir.join("valkey"))).await?;
     let seeds: Vec<String> = cluster.addrs().iter().map(|a| format!("\"{a}\"")).collect();
@@ -325,14 +327,22 @@ async fn main() -> anyhow::Result<()> {
     );
 
     println!(
-        "\n| node | samples served / s (changed slots + 1 host) | idle slots left out / s | polls / s | bytes / sample | bytes / s |\n|---|---:|---:|---:|---:|---:|"
+        "\n| node | samples served / s (changed slots + 1 host) | idle slots left out / s | polls / s | JSON bytes / sample | JSON bytes / s | bytes sent / s (zstd) |\n|---|---:|---:|---:|---:|---:|---:|"
     );
     for (i, (worker, url)) in agents.iter().enumerate() {
         let d = |k: usize| (counters1[i][k] - counters0[i][k]) / secs;
         let (from, to) = (cursors0.get(worker).copied().unwrap_or(0), cursors1.get(worker).copied().unwrap_or(0));
-        let (bytes, samples) = served_bytes(&http, url, &tokens.agent.token, from, to).await?;
-        let per_sample = bytes as f64 / samples.max(1) as f64;
-        println!("| {worker} | {:.0} | {:.0} | {:.2} | {per_sample:.0} | {:.0} |", d(0), d(1), d(2), per_sample * d(0));
+        let (sent, json, samples) = served_bytes(&http, url, &tokens.agent.token, from, to).await?;
+        let per_sample = json as f64 / samples.max(1) as f64;
+        let sent_per_sample = sent as f64 / samples.max(1) as f64;
+        println!(
+            "| {worker} | {:.0} | {:.0} | {:.2} | {per_sample:.0} | {:.0} | {:.0} |",
+            d(0),
+            d(1),
+            d(2),
+            per_sample * d(0),
+            sent_per_sample * d(0)
+        );
     }
     drop(procs);
     cluster.shutdown();

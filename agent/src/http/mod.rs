@@ -24,10 +24,15 @@ pub struct AppState {
 /// The full router, layers included.
 pub fn router(state: AppState, readiness: Readiness, config_status: Option<SharedReloadStatus>) -> Router {
     let http = state.config.borrow().http.clone();
-    let api = Router::new()
-        .route("/v1/report", post(ingest::report))
+    // The bulk replies go out zstd-compressed to a caller that accepts it (lb's clients do):
+    // a second of a Valkey node's changed slots is ~200 KB of repetitive JSON.
+    let bulk = Router::new()
         .route("/v1/samples", get(serve::samples))
         .route("/v1/rollups", get(serve::rollups))
+        .layer(tower_http::compression::CompressionLayer::new());
+    let api = Router::new()
+        .route("/v1/report", post(ingest::report))
+        .merge(bulk)
         .with_state(state)
         .merge(observability_router(lb_common::telemetry::metrics_handle(), readiness, config_status));
     with_standard_layers(api, &http)

@@ -272,3 +272,28 @@ async fn a_cursor_from_the_future_restarts_from_the_beginning_with_a_gap() {
     let _ = client;
     assert!(agent.stop(STOP).await);
 }
+
+#[tokio::test]
+async fn samples_go_out_compressed_to_a_caller_that_accepts_zstd() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (agent, _cfg, client) = start(config(dir.path(), None)).await;
+    for seq in 1..=10 {
+        client.post::<_, ReportAck>("/v1/report", &report(seq, 40)).await.expect("ack");
+    }
+    let url = format!("http://{}/v1/samples?after=0&limit=400", agent.addr());
+    // A client that decompresses nothing, so the bytes on the wire are seen as sent.
+    let raw = reqwest::Client::builder().no_zstd().build().expect("client");
+    let get = |encoding: &'static str| raw.get(&url).header(reqwest::header::ACCEPT_ENCODING, encoding).send();
+    let plain = get("identity").await.expect("reply");
+    assert_eq!(plain.headers().get(reqwest::header::CONTENT_ENCODING), None);
+    let plain = plain.bytes().await.expect("body");
+    let zstd = get("zstd").await.expect("reply");
+    assert_eq!(zstd.headers().get(reqwest::header::CONTENT_ENCODING).map(|v| v.as_bytes()), Some(&b"zstd"[..]));
+    let zstd = zstd.bytes().await.expect("body");
+    assert!(zstd.len() * 5 < plain.len(), "400 samples: {} bytes compressed of {}", zstd.len(), plain.len());
+    // lb's own client asks for zstd and reads the same page.
+    let (samples, _, _) = pull_all(&client, 0).await;
+    let page: lb_common::protocol::SamplesResponse = serde_json::from_slice(&plain).expect("the plain page");
+    assert_eq!(samples, page.samples);
+    assert!(agent.stop(STOP).await);
+}
