@@ -422,8 +422,11 @@ impl Analyzer for OfflineAnalyzer {
         // partition stays on the left's owner, so the right's load lands there.
         let mut check = None;
         let mut admit = |spec: &ActionSpec, policy: Policy| {
-            let check =
-                check.get_or_insert_with(|| OutsideCheck::new(ctx.input, &config.planner, now).after(&ctx.earlier));
+            let check = check.get_or_insert_with(|| {
+                OutsideCheck::new(ctx.input, &config.planner, now)
+                    .with_datasets(ctx.datasets, ctx.dataset_usage)
+                    .after(&ctx.earlier)
+            });
             let admitted = check.admit(spec);
             if let Err((reason, why)) = &admitted {
                 tracing::info!(spec = ?spec, policy = policy.as_str(), %why, "offline proposal declined");

@@ -74,6 +74,7 @@ use lb_common::placement::allocator::{
     AllocatorLimits, DEFAULT_BURST_WINDOW, DEFAULT_DECAY_WINDOW, DEFAULT_MAX_DATASET_SHARDS,
     DEFAULT_MIN_DATASET_SHARDS, ShardAllocator,
 };
+use lb_common::placement::distribute::{DistributionKey, dataset_shard_indices};
 use lb_common::placement::ewma::EwmaRate;
 use lb_common::placement::ids::ShardId;
 use lb_common::placement::rules::{
@@ -357,6 +358,48 @@ pub fn dataset_shard_usage_from_rows(rows: &[PartitionRow], datasets: &[DatasetI
         });
     }
     out
+}
+
+/// Where a reshard puts a dataset's load, per worker: the ops and bytes per second it gains
+/// (positive) or sheds (negative) when the dataset's measured demand leaves the owners that
+/// report its shards now and spreads over the new subring's owners, which
+/// [`dataset_shard_indices`] reads off the topology's shard table the way the storage and the
+/// routers place it. Spread evenly over the new shards: a round-robin dataset writes so; a
+/// fingerprinted one's key skew is not known ahead, and the evaluation charges a reshard whose
+/// load landed otherwise. `None` for another kind of action or a dataset the topology does not
+/// list (nothing to predict from).
+pub fn reshard_shift(
+    spec: &ActionSpec,
+    datasets: &[DatasetInfo],
+    usage: &[DatasetShardUsage],
+) -> Option<Vec<(WorkerId, f64, f64)>> {
+    let ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, .. } = spec else { return None };
+    let info = datasets.iter().find(|d| &d.tenant == tenant && &d.dataset == dataset)?;
+    let mut shift: Vec<(WorkerId, f64, f64)> = Vec::new();
+    let mut add = |w: &WorkerId, ops: f64, bytes: f64| match shift.iter_mut().find(|(x, ..)| x == w) {
+        Some((_, o, b)) => {
+            *o += ops;
+            *b += bytes;
+        }
+        None => shift.push((w.clone(), ops, bytes)),
+    };
+    let (mut ops, mut bytes) = (0.0, 0.0);
+    for u in usage.iter().filter(|u| &u.tenant == tenant && &u.dataset == dataset) {
+        let (o, b) = (u.demand_ops_per_sec(), u.demand_bytes_per_sec());
+        ops += o;
+        bytes += b;
+        if let Some(w) = &u.worker {
+            add(w, -o, -b);
+        }
+    }
+    let ring = u32::try_from(info.shard_owners.len()).unwrap_or(u32::MAX);
+    let key = DistributionKey::new(tenant.as_str(), dataset.as_str(), &[]);
+    let shards = dataset_shard_indices(ring, &key, *tenant_shards, *dataset_shards);
+    let n = shards.len() as f64;
+    for s in &shards {
+        add(&info.shard_owners[*s as usize], ops / n, bytes / n);
+    }
+    Some(shift)
 }
 
 type DatasetKey = (TenantId, DatasetId);

@@ -103,6 +103,21 @@ pub fn place_shard(shard_count: u32, key: &DistributionKey, policy: &ShardPolicy
     Some(ShardPlacement { shard: ShardId::from_index(index), tenant, dataset, pick_offset })
 }
 
+/// The absolute shard indices of a dataset's subring on a ring of `shard_count` shards, in pick
+/// order (offset 0 first): where [`place_shard`] sends the dataset's keys under `tenant_shards`
+/// and `dataset_shards`. Empty on an empty ring. What a reshard's new subring will be, read
+/// before it runs.
+pub fn dataset_shard_indices(
+    shard_count: u32,
+    key: &DistributionKey,
+    tenant_shards: u32,
+    dataset_shards: u32,
+) -> Vec<u32> {
+    let policy = ShardPolicy { tenant_shards, dataset_shards, pick: ShardPick::RoundRobin { seq: 0 } };
+    let Some(p) = place_shard(shard_count, key, &policy) else { return Vec::new() };
+    (0..p.dataset.size()).map(|i| u32::try_from(p.dataset.at(i)).expect("shard index below shard count")).collect()
+}
+
 /// A shard placement resolved to its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodePlacement {

@@ -486,7 +486,18 @@ fn landing(engine: &Engine, spec: &ActionSpec) -> (Vec<u32>, Option<String>) {
             on.dedup();
             (on, None)
         }
-        ActionSpec::Reshard { .. } => (Vec::new(), None),
+        // The dataset's load spreads over its new subring's owners.
+        ActionSpec::Reshard { tenant, dataset, .. } => {
+            let mut on: Vec<u32> = c
+                .datasets
+                .iter()
+                .filter(|d| &d.tenant == tenant && &d.dataset == dataset)
+                .flat_map(|d| d.shares.iter().map(|s| s.worker))
+                .collect();
+            on.sort_unstable();
+            on.dedup();
+            (on, None)
+        }
     }
 }
 

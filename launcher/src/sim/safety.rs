@@ -7,7 +7,8 @@
 //!   capacity *and* over the worst worker of the no-balancer run at `t`, and an action of the
 //!   strategy put load on that worker within the [`ATTRIBUTION_SECS`] before `t`: a move to it,
 //!   an isolation or merge that landed there, a split whose pieces it serves (pieces each get a
-//!   partition's limit, so a split in place can raise its worker's demand). The worker must be
+//!   partition's limit, so a split in place can raise its worker's demand), a reshard whose new
+//!   subring it owns a shard of. The worker must be
 //!   over the bound by the load it carries (demand over its nominal capacity): the capacity a
 //!   source lends to a stream while it runs (make-before-break keeps its load there) is not
 //!   where an action puts load; the planner bounds it (`max_source_transient_ratio`, 1.05, for

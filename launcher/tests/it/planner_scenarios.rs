@@ -408,6 +408,28 @@ fn other_scenarios_run_clean() {
     }
 }
 
+#[test]
+fn a_growing_dataset_in_auto_is_resharded_where_its_new_shards_fit() {
+    // The placement manager acting (it ships in dry run): every reshard goes through the same
+    // check as the planner's actions, on where its new subring's shards land, and the simulator
+    // charges it for the workers they land on.
+    let mut config = OnlineConfig::default();
+    config.placement.mode = PolicyMode::Auto;
+    let mut sim = Sim::new(&scenario_file("growing-dataset"), Box::new(Lb::with_config(config)));
+    sim.run_until(1800);
+    let reshards: Vec<_> = sim
+        .actions
+        .iter()
+        .filter(|a| a.spec.kind() == ActionKind::Reshard && matches!(a.outcome, Outcome::Succeeded { .. }))
+        .map(|a| (a.t_secs, a.spec.to_string(), a.landed_on.len()))
+        .collect();
+    eprintln!("growing-dataset in auto: reshards {reshards:?}, submit errors {:?}", sim.submit_errors);
+    assert!(!reshards.is_empty(), "the growing dataset was resharded");
+    assert!(reshards.iter().all(|&(.., on)| on > 0), "each reshard is charged where its shards landed");
+    assert!(sim.submit_errors.is_empty(), "{:?}", sim.submit_errors);
+    assert_invariants(&sim);
+}
+
 /// The harmful-action feedback path in virtual time: a move that makes its destination the
 /// hottest worker (injected as if the imbalance policy had made it) is evaluated harmful, moved
 /// back automatically (`revert_harmful_moves`), and its partition is left alone for the

@@ -20,7 +20,7 @@ use lb_common::protocol::{ActionSpec, DatasetInfo, PlacementRules};
 use super::core::OnlineConfig;
 use crate::offline::{FindingsSlot, OfflineAnalyzer};
 use crate::placement_manager::{DatasetShardUsage, PlacementManager};
-use crate::planner::{Plan, PlannerInput, PlannerState, Proposal, plan};
+use crate::planner::{OutsideCheck, Plan, PlannerInput, PlannerState, PolicyMode, Proposal, plan};
 
 /// What an analyzer sees in one pass.
 #[derive(Debug)]
@@ -106,7 +106,26 @@ impl Analyzer for DatasetPlacement {
 
     fn analyze(&mut self, ctx: &mut AnalysisContext<'_>, config: &OnlineConfig) -> Findings {
         self.manager.observe(ctx.window_end_ms, ctx.dataset_usage);
-        Findings { proposals: self.manager.plan(ctx.datasets, &config.placement, ctx.now_ms), plan: None }
+        let mut proposals = self.manager.plan(ctx.datasets, &config.placement, ctx.now_ms);
+        if proposals.iter().any(|p| p.mode == PolicyMode::Auto) {
+            // What will run is checked where its shards land, after what the planner proposed.
+            let mut check = OutsideCheck::new(ctx.input, &config.planner, ctx.now_ms)
+                .with_datasets(ctx.datasets, ctx.dataset_usage)
+                .after(&ctx.earlier);
+            proposals.retain(|p| {
+                let Err((reason, why)) = (if p.mode == PolicyMode::Auto { check.admit(&p.spec) } else { Ok(()) })
+                else {
+                    return true;
+                };
+                tracing::info!(spec = %p.spec, %why, "reshard declined");
+                metrics::counter!(
+                    "lb_master_declines_total", "policy" => p.policy.as_str(), "reason" => reason.as_str()
+                )
+                .increment(1);
+                false
+            });
+        }
+        Findings { proposals, plan: None }
     }
 
     fn placement_rules(&mut self, now_ms: i64) -> Option<PlacementRules> {

@@ -390,10 +390,10 @@ impl OnlineCore {
         if let Some(after) = judged_on {
             let due = self.executor.evaluate_due(after, &config.evaluation, &config.planner, &mut self.planner, now_ms);
             // A move back is an action and load put somewhere: checked like the planner's own.
-            let mut check = due
-                .iter()
-                .any(|e| e.revert.is_some())
-                .then(|| crate::planner::OutsideCheck::new(obs.input, &config.planner, now_ms));
+            let mut check = due.iter().any(|e| e.revert.is_some()).then(|| {
+                crate::planner::OutsideCheck::new(obs.input, &config.planner, now_ms)
+                    .with_datasets(obs.datasets, obs.dataset_usage)
+            });
             for mut e in due {
                 if let (Some(spec), Some(check)) = (e.revert.as_ref(), check.as_mut())
                     && let Err((_, why)) = check.admit(spec)

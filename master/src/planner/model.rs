@@ -564,6 +564,13 @@ impl Model {
         self.workers_changed
     }
 
+    /// Load that arrives on (or leaves, negative) worker `w` with no partition of the view moving:
+    /// a reshard's dataset shards.
+    pub fn shift_worker_load(&mut self, w: usize, l: Load) {
+        self.worker_load[w].add(l, 1.0);
+        self.workers_changed += 1;
+    }
+
     /// A metadata action (split): busy partition, counted cluster-wide, not per worker.
     pub fn mark_action(&mut self, p: usize) {
         self.busy[p] = true;

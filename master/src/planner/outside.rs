@@ -5,7 +5,10 @@
 //!   touches (`max_inflight_per_worker`) must fit, and one more in the pass
 //!   (`max_actions_per_pass`, shared with what the planner proposed in the same pass);
 //! - **where it puts load**: an offline merge keeps the merged partition on the left's owner,
-//!   so the right's load lands there; a move back lands on the source. A place may take load
+//!   so the right's load lands there; a move back lands on the source; a reshard spreads its
+//!   dataset's demand over the new subring's owners
+//!   ([`crate::placement_manager::reshard_shift`], read with [`OutsideCheck::with_datasets`]). A
+//!   place may take load
 //!   that leaves it at or under the high watermark, or, as the lesser evil, under capacity and
 //!   cooler than the source stays (the planner's own rule for its moves).
 //!
@@ -20,11 +23,12 @@
 use std::collections::HashMap;
 
 use lb_common::ids::{GroupId, PartitionId, WorkerId};
-use lb_common::protocol::{ActionSpec, GroupTarget};
+use lb_common::protocol::{ActionSpec, DatasetInfo, GroupTarget};
 
 use super::input::PlannerInput;
 use super::model::{Load, Model, dedication_target, group_placement, partitions_of, piece_load, piece_shares};
 use super::{DeclineReason, PlannerConfig};
+use crate::placement_manager::{DatasetShardUsage, reshard_shift};
 
 /// Where an action puts load on the check's view.
 enum Effect {
@@ -33,8 +37,10 @@ enum Effect {
     /// Load leaves partition `p`'s worker in parts: a multi-way split's pieces, or the other
     /// partitions of a worker dedicated to `p`.
     Spreads { p: usize, how: Spread },
-    /// It stays on its worker (a split in two, a group it is already in, a reshard).
+    /// It stays on its worker (a split in two, a group it is already in).
     InPlace(usize),
+    /// A reshard: per worker, the load it gains (positive) or sheds (negative).
+    Shifts { what: String, shift: Vec<(usize, Load)> },
     /// A target this view does not know.
     Unknown,
 }
@@ -62,6 +68,9 @@ pub struct OutsideCheck<'a> {
     cross_zones: bool,
     partitions: HashMap<&'a PartitionId, usize>,
     workers: HashMap<&'a WorkerId, usize>,
+    /// The topology's datasets and their measured shards, for reshards.
+    datasets: &'a [DatasetInfo],
+    dataset_usage: &'a [DatasetShardUsage],
 }
 
 impl<'a> OutsideCheck<'a> {
@@ -78,7 +87,18 @@ impl<'a> OutsideCheck<'a> {
             cross_zones: config.zones.cross != super::CrossZone::Never,
             partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
             workers: input.workers.iter().enumerate().map(|(i, w)| (&w.id, i)).collect(),
+            datasets: &[],
+            dataset_usage: &[],
         }
+    }
+
+    /// Reads reshards against `datasets` (the topology's) and `usage` (their shards' measured
+    /// load); without them a reshard answers only to the caps. Before [`OutsideCheck::after`],
+    /// so that an earlier reshard counts where it lands.
+    pub fn with_datasets(mut self, datasets: &'a [DatasetInfo], usage: &'a [DatasetShardUsage]) -> Self {
+        self.datasets = datasets;
+        self.dataset_usage = usage;
+        self
     }
 
     /// Counts `earlier` (the actions the planner proposed earlier in the same pass) as admitted,
@@ -96,6 +116,7 @@ impl<'a> OutsideCheck<'a> {
                 }
                 Effect::Spreads { p, how } => self.apply_spread(p, how),
                 Effect::InPlace(p) => self.count_in_place(p, self.model.owner[p] as usize),
+                Effect::Shifts { shift, .. } => self.apply_shift(&shift),
                 Effect::Unknown => {}
             }
             self.proposed += 1;
@@ -146,6 +167,17 @@ impl<'a> OutsideCheck<'a> {
                     None => Effect::InPlace(p),
                 }
             }
+            ActionSpec::Reshard { tenant, dataset, .. } => {
+                let Some(shift) = reshard_shift(spec, self.datasets, self.dataset_usage) else {
+                    return Effect::Unknown;
+                };
+                // A worker this view does not know carries nothing the check can weigh.
+                let shift = shift
+                    .into_iter()
+                    .filter_map(|(w, ops, bytes)| Some((*self.workers.get(&w)?, Load { ops, bytes, cpu: 0.0 })))
+                    .collect();
+                Effect::Shifts { what: format!("the reshard of {tenant}/{dataset} spreads"), shift }
+            }
             other => match partitions_of(other).first().and_then(|id| self.partitions.get(id)) {
                 Some(&p) => Effect::InPlace(p),
                 None => Effect::Unknown,
@@ -175,6 +207,13 @@ impl<'a> OutsideCheck<'a> {
             Spread::Dedication { moves, .. } => moves.iter().for_each(|&(q, to)| land(to, self.model.load[q])),
         }
         out
+    }
+
+    fn apply_shift(&mut self, shift: &[(usize, Load)]) {
+        self.model.cluster_actions += 1;
+        for &(w, l) in shift {
+            self.model.shift_worker_load(w, l);
+        }
     }
 
     fn apply_spread(&mut self, p: usize, how: Spread) {
@@ -230,6 +269,29 @@ impl<'a> OutsideCheck<'a> {
                 let owner = self.model.owner[p] as usize;
                 self.caps_allow(&[owner])?;
                 self.count_in_place(p, owner);
+                return Ok(());
+            }
+            Effect::Shifts { what, shift } => {
+                self.caps_allow(&[])?;
+                // The source: the busiest worker the dataset leaves.
+                let source_before = shift
+                    .iter()
+                    .filter(|(_, l)| l.ops < 0.0)
+                    .map(|&(w, _)| self.model.worker_ratio(w))
+                    .fold(0.0, f64::max);
+                for &(to, load) in shift.iter().filter(|(_, l)| l.ops > 0.0 || l.bytes > 0.0) {
+                    let after = self.model.ratio_plus(to, load);
+                    if after > self.high && (after > 1.0 || after >= source_before) {
+                        return Err((
+                            DeclineReason::DestinationOverloaded,
+                            format!(
+                                "destination overloaded: {what} {:.0} ops/s more onto {}, which would carry {after:.2} of its capacity, over the high watermark {:.2} (the busiest worker it leaves is at {source_before:.2})",
+                                load.ops, self.input.workers[to].id, self.high,
+                            ),
+                        ));
+                    }
+                }
+                self.apply_shift(&shift);
                 return Ok(());
             }
             Effect::Unknown => return Ok(()),
@@ -478,6 +540,81 @@ mod tests {
         let mut check = OutsideCheck::new(&roomy, &config, 0);
         check.admit(&split_a_to_w1()).expect("w1 at 0.35 after");
         assert!((check.model.worker_ratio(1) - 0.35).abs() < 0.01, "{}", check.model.worker_ratio(1));
+    }
+
+    #[test]
+    fn a_reshard_is_declined_where_its_new_shards_would_overload_a_worker_and_counted_where_it_fits() {
+        use lb_common::placement::distribute::{DistributionKey, dataset_shard_indices};
+        use lb_common::placement::ids::ShardId;
+        use lb_common::protocol::LoadBalancing;
+
+        let config = PlannerConfig::default();
+        let id = |i: usize| -> WorkerId { format!("w{i}").parse().expect("id") };
+        // Four workers of 1,000 ops/s on a ring of 8 shards, w0 w1 w2 w3 w0 w1 w2 w3.
+        let ring: Vec<WorkerId> = (0..8).map(|i| id(i % 4)).collect();
+        let key = DistributionKey::new("t", "d", &[]);
+        let now = dataset_shard_indices(8, &key, 8, 1)[0] as usize;
+        let wider: Vec<usize> = dataset_shard_indices(8, &key, 8, 4).iter().map(|&s| s as usize % 4).collect();
+        let source = now % 4;
+        let dest = *wider.iter().find(|&&w| w != source).expect("the wider subring reaches another worker");
+        let per_dest = 100.0 * wider.iter().filter(|&&w| w == dest).count() as f64;
+        // The dataset's 400 ops/s, measured on its one shard, on `source`.
+        let with_dest_at = |dest_ops: f64| {
+            let mut input = input(0.0);
+            for i in 2..4 {
+                input.workers.push(WorkerView { id: id(i), ..input.workers[1].clone() });
+            }
+            for (i, w) in input.workers.iter_mut().enumerate() {
+                w.load.ops_per_sec = if i == dest { dest_ops } else { 100.0 };
+            }
+            input.workers[source].load.ops_per_sec += 400.0;
+            input
+        };
+        let info = DatasetInfo {
+            tenant: "t".parse().expect("id"),
+            dataset: "d".parse().expect("id"),
+            tenant_shards: 8,
+            dataset_shards: 1,
+            load_balancing: LoadBalancing::RoundRobin,
+            shard_owners: ring,
+            zones: Vec::new(),
+        };
+        let usage = [DatasetShardUsage {
+            tenant: info.tenant.clone(),
+            dataset: info.dataset.clone(),
+            shard: ShardId(now as u32 + 1),
+            worker: Some(id(source)),
+            ops_per_sec: 400.0,
+            rejected_per_sec: 0.0,
+            bytes_per_sec: 0.0,
+        }];
+        let reshard = ActionSpec::Reshard {
+            tenant: info.tenant.clone(),
+            dataset: info.dataset.clone(),
+            tenant_shards: 8,
+            dataset_shards: 4,
+            load_balancing: LoadBalancing::RoundRobin,
+        };
+        let datasets = [info];
+        // `dest` at 0.80 would pass 0.85 with its new shards, and be hotter than the source (0.50).
+        let full = with_dest_at(800.0);
+        let (reason, why) = OutsideCheck::new(&full, &config, 0)
+            .with_datasets(&datasets, &usage)
+            .admit(&reshard)
+            .expect_err("declined");
+        assert_eq!(reason, DeclineReason::DestinationOverloaded);
+        assert!(why.starts_with("destination overloaded: the reshard of t/d spreads"), "{why}");
+        assert!(why.contains(&format!("onto w{dest}")), "{why}");
+        // Without the datasets the check cannot see where it lands: caps only.
+        OutsideCheck::new(&full, &config, 0).admit(&reshard).expect("nothing to weigh");
+        // With room, it is admitted and counted: the source sheds what it no longer serves, the
+        // destination carries its new shards.
+        let roomy = with_dest_at(100.0);
+        let mut check = OutsideCheck::new(&roomy, &config, 0).with_datasets(&datasets, &usage);
+        check.admit(&reshard).expect("fits");
+        let at_source = 100.0 * wider.iter().filter(|&&w| w == source).count() as f64;
+        assert!((check.model.worker_ratio(dest) - (100.0 + per_dest) / 1000.0).abs() < 1e-9);
+        assert!((check.model.worker_ratio(source) - (100.0 + at_source) / 1000.0).abs() < 1e-9);
     }
 
     #[test]

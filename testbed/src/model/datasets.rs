@@ -10,9 +10,8 @@
 //! [`Cluster::dataset_shard_stats`] and `docs/protocol.md`, "Hash-sharded datasets in reports").
 
 use lb_common::ids::{DatasetId, Key, KeyRange, PartitionId, TableId, TenantId, WorkerId};
-use lb_common::placement::distribute::DistributionKey;
+use lb_common::placement::distribute::{DistributionKey, dataset_shard_indices};
 use lb_common::placement::nodes::NodeTable;
-use lb_common::placement::subring::Subring;
 use lb_common::protocol::{DatasetInfo, LoadBalancing, PartitionStats};
 
 use super::load::MAX_QUEUEING_UTILIZATION;
@@ -84,15 +83,8 @@ impl Dataset {
     }
 
     /// Absolute shard indices of the dataset subring, in pick order.
-    pub fn shard_indices(&self, shard_count: u32) -> Vec<u64> {
-        if shard_count == 0 {
-            return Vec::new();
-        }
-        let s = u64::from(shard_count);
-        let t = u64::from(self.tenant_shards).clamp(1, s);
-        let d = u64::from(self.dataset_shards).clamp(1, t);
-        let dataset = Subring::whole(s).sub(self.key.tenant_hash, t).sub(self.key.dataset_hash, d);
-        (0..d).map(|i| dataset.at(i)).collect()
+    pub fn shard_indices(&self, shard_count: u32) -> Vec<u32> {
+        dataset_shard_indices(shard_count, &self.key, self.tenant_shards, self.dataset_shards)
     }
 
     pub fn info(&self, nodes: &NodeTable, workers: &Workers) -> DatasetInfo {
@@ -154,7 +146,7 @@ impl Cluster {
                 else {
                     continue;
                 };
-                d.shares.push(ShardShare { shard_index: *shard as u32, worker: w as u32, share: weight / total });
+                d.shares.push(ShardShare { shard_index: *shard, worker: w as u32, share: weight / total });
             }
         }
         self.load.mark_dirty();
