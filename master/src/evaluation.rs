@@ -22,6 +22,11 @@
 //!   the whole cluster's did. Clients that stopped, or stopped following the moved data, make
 //!   every ratio fall; that is a drop in demand, not relief, and it is checked before anything
 //!   else (a hotter destination with the load gone is still not this action's doing);
+//!   The mirror case is inconclusive too: a move or group that would be harmful only because
+//!   its destination is hot, while the subject's own demand grew past `1 / vanished_demand_ratio`
+//!   of before (a ramping hot range a balancing move carried) — that growth is not where the
+//!   action put load, and a harmful verdict would rest the subject's later split pieces through
+//!   the overload that follows;
 //! - **no effect**: none of these.
 //!
 //! Where the storage, not lb, places a partition (a group isolation), a placement other than the
@@ -531,7 +536,27 @@ pub fn judge(
         && after.dest_ratio.is_some_and(|d| d >= after.cluster_max_ratio - 1e-9);
     // A merged partition that now rejects (over its limit) was a bad merge.
     let merged_over_limit = kind == ActionKind::Merge && after.target_ratio > 1.0 && before.target_ratio <= 1.0;
-    let (verdict, why) = if moved_hotspot {
+    // The subject's own demand grew past 1 / `vanished_demand_ratio` of before (a ramping range
+    // that a balancing move carried): its destination carries that growth, which no placement
+    // chose. The mirror of a demand that vanished; charging the move would rest the subject and
+    // its later split pieces through the very overload that follows.
+    let keep = config.vanished_demand_ratio;
+    let surged = (moved_hotspot || (max_rose && dest_is_hottest))
+        && keep > 0.0
+        && before.target_demand_ops_per_sec > 0.0
+        && after.target_demand_ops_per_sec * keep > before.target_demand_ops_per_sec;
+    let (verdict, why) = if surged {
+        (
+            Verdict::Inconclusive,
+            format!(
+                "demand surged: the subject's demand went from {:.0} to {:.0} ops/s (over {:.0} times before), so its destination at {:.2} of capacity carries growth no placement chose",
+                before.target_demand_ops_per_sec,
+                after.target_demand_ops_per_sec,
+                1.0 / keep,
+                after.dest_ratio.unwrap_or(after.cluster_max_ratio),
+            ),
+        )
+    } else if moved_hotspot {
         (
             Verdict::Harmful,
             format!(
@@ -875,6 +900,39 @@ mod tests {
         );
         let j = judge(Some(Policy::WorkerOverload), ActionKind::Move, false, &b, &snapshot(&subject, &arrived), &cfg);
         assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
+    }
+
+    #[test]
+    fn a_move_whose_subject_surged_after_it_is_inconclusive_not_harmful() {
+        let cfg = EvaluationConfig::default();
+        let before = Snapshot {
+            target_ratio: 0.55,
+            source_ratio: Some(0.42),
+            dest_ratio: Some(0.20),
+            cluster_max_ratio: 0.42,
+            cluster_mean_ratio: 0.21,
+            target_demand_ops_per_sec: 4_400.0,
+            cluster_demand_ops_per_sec: 100_000.0,
+            ..Default::default()
+        };
+        // The moved partition ramps 3.7x: its destination is the hottest worker, hotter than the
+        // source was.
+        let ramped = Snapshot {
+            target_ratio: 2.06,
+            source_ratio: Some(0.31),
+            dest_ratio: Some(0.58),
+            cluster_max_ratio: 0.58,
+            target_demand_ops_per_sec: 16_500.0,
+            cluster_demand_ops_per_sec: 112_000.0,
+            ..before
+        };
+        let j = judge(Some(Policy::Imbalance), ActionKind::Move, false, &before, &ramped, &cfg);
+        assert_eq!(j.verdict, Verdict::Inconclusive, "{j:?}");
+        assert!(j.why.starts_with("demand surged") && j.why.contains("4400 to 16500"), "{}", j.why);
+        // The same destination with the subject's demand as before: the move carried the hotspot.
+        let steady = Snapshot { target_demand_ops_per_sec: 4_600.0, ..ramped };
+        let j = judge(Some(Policy::Imbalance), ActionKind::Move, false, &before, &steady, &cfg);
+        assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
     }
 
     #[test]

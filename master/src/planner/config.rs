@@ -51,6 +51,15 @@ pub const DEFAULT_MAX_ACTIONS_PER_PASS: u32 = 8;
 pub const DEFAULT_MAX_INFLIGHT_PER_WORKER: u32 = 2;
 /// 32 concurrent actions cluster-wide: bounds churn like PD's schedule limits.
 pub const DEFAULT_MAX_INFLIGHT_CLUSTER: u32 = 32;
+/// The two cluster-wide caps grow with the cluster, to a quarter of its workers (a cluster of
+/// 8 keeps 8 a pass and 32 in flight; one of 1,000 gets 250 and 250): hotspots come per worker,
+/// so absolute caps make relief time grow with the cluster's size. At 100,000 partitions on
+/// 1,000 workers with 125 ramping hot ranges, 8 a pass queued the splits and their scatter moves
+/// for 16 s and 110 s, and the workers holding the unscattered pieces went to 2.8 of capacity
+/// (`docs/benchmarks.md`, issue 25). A quarter is every eighth worker at its own cap of two; the
+/// per-worker cap still bounds what any one worker takes on. Cruise Control allows 1,250
+/// partition movements cluster-wide by default, and 5 per broker.
+pub const DEFAULT_CLUSTER_CAPS_PER_WORKER: f64 = 0.25;
 /// 30 s: longer than a small move and its settle time; short enough to follow a ramping load.
 pub const DEFAULT_COOLDOWN_SECS: u64 = 30;
 /// A move must cut the pair's max load by 2 points of capacity (PD asks for 5 % of the load).
@@ -190,9 +199,19 @@ pub struct ImbalanceConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CapsConfig {
+    /// At least this many proposals a pass; more on a large cluster
+    /// (`max_actions_per_pass_per_worker`).
     pub max_actions_per_pass: u32,
     pub max_inflight_per_worker: u32,
+    /// At least this many actions in flight cluster-wide; more on a large cluster
+    /// (`max_inflight_cluster_per_worker`).
     pub max_inflight_cluster: u32,
+    /// Proposals a pass per worker of the topology, when that is more than
+    /// `max_actions_per_pass`; 0 keeps the absolute cap.
+    pub max_actions_per_pass_per_worker: f64,
+    /// Actions in flight per worker of the topology, when that is more than
+    /// `max_inflight_cluster`; 0 keeps the absolute cap.
+    pub max_inflight_cluster_per_worker: f64,
     pub cooldown_secs: u64,
     pub min_gain_ratio: f64,
     pub move_cost_ratio_per_gib: f64,
@@ -251,6 +270,8 @@ impl Default for CapsConfig {
             max_actions_per_pass: DEFAULT_MAX_ACTIONS_PER_PASS,
             max_inflight_per_worker: DEFAULT_MAX_INFLIGHT_PER_WORKER,
             max_inflight_cluster: DEFAULT_MAX_INFLIGHT_CLUSTER,
+            max_actions_per_pass_per_worker: DEFAULT_CLUSTER_CAPS_PER_WORKER,
+            max_inflight_cluster_per_worker: DEFAULT_CLUSTER_CAPS_PER_WORKER,
             cooldown_secs: DEFAULT_COOLDOWN_SECS,
             min_gain_ratio: DEFAULT_MIN_GAIN_RATIO,
             move_cost_ratio_per_gib: DEFAULT_MOVE_COST_RATIO_PER_GIB,
@@ -262,6 +283,24 @@ impl Default for CapsConfig {
 
 fn engage_above_release(s: &mut Scope<'_>, engage_field: &str, engage: f64, release: f64) {
     s.check(engage > release, engage_field, engage, &format!("must be greater than the release threshold ({release})"));
+}
+
+impl CapsConfig {
+    /// `max_actions_per_pass` on a topology of `workers` workers.
+    pub fn actions_per_pass(&self, workers: usize) -> u32 {
+        scaled(self.max_actions_per_pass, self.max_actions_per_pass_per_worker, workers)
+    }
+
+    /// `max_inflight_cluster` on a topology of `workers` workers.
+    pub fn inflight_cluster(&self, workers: usize) -> u32 {
+        scaled(self.max_inflight_cluster, self.max_inflight_cluster_per_worker, workers)
+    }
+}
+
+/// `floor`, or `per_worker × workers` rounded up when that is more.
+fn scaled(floor: u32, per_worker: f64, workers: usize) -> u32 {
+    let grown = (per_worker * workers as f64).ceil();
+    if grown > f64::from(floor) { grown.min(f64::from(u32::MAX)) as u32 } else { floor }
 }
 
 impl PlannerConfig {
@@ -310,6 +349,17 @@ impl PlannerConfig {
             s.range_u64("max_actions_per_pass", u64::from(c.max_actions_per_pass), 1, 10_000);
             s.range_u64("max_inflight_per_worker", u64::from(c.max_inflight_per_worker), 1, 1_000);
             s.range_u64("max_inflight_cluster", u64::from(c.max_inflight_cluster), 1, 100_000);
+            for (field, value) in [
+                ("max_actions_per_pass_per_worker", c.max_actions_per_pass_per_worker),
+                ("max_inflight_cluster_per_worker", c.max_inflight_cluster_per_worker),
+            ] {
+                s.check(
+                    (0.0..=f64::from(c.max_inflight_per_worker)).contains(&value),
+                    field,
+                    value,
+                    "must be within 0..=max_inflight_per_worker (0 keeps the absolute cap)",
+                );
+            }
             s.range_u64("cooldown_secs", c.cooldown_secs, 0, 86_400);
             s.range_u64("stalled_action_secs", c.stalled_action_secs, 1, 86_400);
             s.check(

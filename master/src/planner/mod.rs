@@ -116,6 +116,7 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
     };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
+    state.moved_until_ms.retain(|_, until| *until > now_ms);
 
     partition::adopt_children(&pass, state);
     partition::expect_children(&mut pass, state);
@@ -278,11 +279,14 @@ impl Pass<'_> {
     /// Whether one more action touching `workers` fits the caps; the why-not otherwise.
     pub fn caps_allow(&self, workers: &[usize]) -> Result<(), String> {
         let c = &self.config.caps;
-        if self.proposed_this_pass >= c.max_actions_per_pass {
-            return Err(format!("cap: max_actions_per_pass ({}) reached", c.max_actions_per_pass));
+        let n = self.input.workers.len();
+        let per_pass = c.actions_per_pass(n);
+        if self.proposed_this_pass >= per_pass {
+            return Err(format!("cap: max_actions_per_pass ({per_pass} for {n} workers) reached"));
         }
-        if self.model.cluster_actions >= c.max_inflight_cluster {
-            return Err(format!("cap: max_inflight_cluster ({}) reached", c.max_inflight_cluster));
+        let cluster = c.inflight_cluster(n);
+        if self.model.cluster_actions >= cluster {
+            return Err(format!("cap: max_inflight_cluster ({cluster} for {n} workers) reached"));
         }
         for &w in workers {
             if self.model.worker_actions[w] >= c.max_inflight_per_worker {
@@ -319,7 +323,13 @@ impl Pass<'_> {
                 self.now_ms,
             );
             let until = self.now_ms + (self.config.caps.cooldown_secs * 1000 * u64::from(factor)) as i64;
-            state.cooldown_until_ms.insert(self.input.partitions[p].id.clone(), until);
+            let id = &self.input.partitions[p].id;
+            state.cooldown_until_ms.insert(id.clone(), until);
+            if matches!(proposal.spec, lb_common::protocol::ActionSpec::Move { .. }) {
+                state.moved_until_ms.insert(id.clone(), until);
+            } else {
+                state.moved_until_ms.remove(id);
+            }
         }
         self.proposed_this_pass += 1;
         self.plan.proposals.push(proposal);

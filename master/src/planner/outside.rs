@@ -80,9 +80,9 @@ impl<'a> OutsideCheck<'a> {
             input,
             model: Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms),
             high: config.worker_overload.high_watermark_ratio,
-            max_inflight_cluster: config.caps.max_inflight_cluster,
+            max_inflight_cluster: config.caps.inflight_cluster(input.workers.len()),
             max_inflight_per_worker: config.caps.max_inflight_per_worker,
-            max_actions_per_pass: config.caps.max_actions_per_pass,
+            max_actions_per_pass: config.caps.actions_per_pass(input.workers.len()),
             proposed: 0,
             cross_zones: config.zones.cross != super::CrossZone::Never,
             partitions: input.partitions.iter().enumerate().map(|(i, p)| (&p.id, i)).collect(),
@@ -339,15 +339,20 @@ impl<'a> OutsideCheck<'a> {
             return Err((
                 DeclineReason::Cap,
                 format!(
-                    "cap: max_actions_per_pass ({}) reached, the planner's proposals of this pass included",
-                    self.max_actions_per_pass
+                    "cap: max_actions_per_pass ({} for {} workers) reached, the planner's proposals of this pass included",
+                    self.max_actions_per_pass,
+                    self.input.workers.len()
                 ),
             ));
         }
         if self.model.cluster_actions >= self.max_inflight_cluster {
             return Err((
                 DeclineReason::Cap,
-                format!("cap: max_inflight_cluster ({}) reached", self.max_inflight_cluster),
+                format!(
+                    "cap: max_inflight_cluster ({} for {} workers) reached",
+                    self.max_inflight_cluster,
+                    self.input.workers.len()
+                ),
             ));
         }
         match workers.iter().find(|&&w| self.model.worker_actions[w] >= self.max_inflight_per_worker) {
@@ -494,7 +499,7 @@ mod tests {
             .admit(&merge())
             .expect_err("the pass is full");
         assert_eq!(reason, DeclineReason::Cap);
-        assert!(why.starts_with("cap: max_actions_per_pass (1) reached"), "{why}");
+        assert!(why.starts_with("cap: max_actions_per_pass (1 for 2 workers) reached"), "{why}");
     }
 
     #[test]

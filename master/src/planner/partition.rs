@@ -118,7 +118,10 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
         let info = &pass.input.partitions[p];
         let id = info.id.clone();
         let ratio = h.demand_ops / h.limit_ops;
-        if let Some((reason, why)) = pass.blocked(state, p) {
+        // A move's cooldown holds back another move, not the split of a partition over its
+        // own limit (the move did not change that demand).
+        let after_a_move = state.cooling_from_a_move_only(&id, pass.now_ms) && !pass.model.busy[p];
+        if let Some((reason, why)) = pass.blocked(state, p).filter(|_| !after_a_move) {
             pass.decline(
                 Policy::PartitionOverload,
                 id.as_str(),
@@ -274,6 +277,15 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                     },
                 );
                 pass.propose(state, p, mode, proposal);
+            }
+            None if after_a_move => {
+                let why = pass.blocked(state, p).map_or_else(String::new, |(_, why)| why);
+                pass.decline(
+                    Policy::PartitionOverload,
+                    id.as_str(),
+                    DeclineReason::Cooldown,
+                    format!("hot at {ratio:.2} of its limit, not splittable, and {why}"),
+                );
             }
             None => isolate(pass, state, h, shape, trigger, alts),
         }

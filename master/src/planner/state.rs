@@ -165,6 +165,12 @@ pub struct PlannerState {
     pub zone_imbalance: Hysteresis,
     /// Partition → epoch millis until which it must not be acted on.
     pub cooldown_until_ms: HashMap<PartitionId, i64>,
+    /// The cooldowns in `cooldown_until_ms` that a move started (the same until): a move does
+    /// not change a partition's demand against its own limit, so the partition's own overload
+    /// may still split it (a ramping range a balancing move carried, found over its limit a few
+    /// seconds later, would otherwise reject for the rest of the move's cooldown).
+    #[serde(default)]
+    pub moved_until_ms: HashMap<PartitionId, i64>,
     pub pending_children: Vec<PendingChild>,
     #[serde(default)]
     pub scatter: Vec<Scatter>,
@@ -355,6 +361,11 @@ impl PlannerState {
         self.cooldown_until_ms.get(id).copied().filter(|&until| until > now_ms)
     }
 
+    /// Whether `id`'s cooldown, if any, is only the one a move started.
+    pub fn cooling_from_a_move_only(&self, id: &PartitionId, now_ms: i64) -> bool {
+        self.in_cooldown(id, now_ms).is_some_and(|until| self.moved_until_ms.get(id) == Some(&until))
+    }
+
     /// Feedback of a harmful action: its targets (every partition now covering the range it
     /// acted on) rest for `until_ms`, and `policy` gets a strike.
     pub fn penalize<'a>(
@@ -367,6 +378,7 @@ impl PlannerState {
         for id in targets {
             let until = self.cooldown_until_ms.entry(id.clone()).or_insert(until_ms);
             *until = (*until).max(until_ms);
+            self.moved_until_ms.remove(id);
         }
         if let Some(policy) = policy {
             let s = self.strikes.entry(policy).or_default();

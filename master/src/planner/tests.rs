@@ -807,3 +807,69 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_partition_moved_a_moment_ago_is_still_split_when_it_goes_over_its_own_limit() {
+    let config = PlannerConfig::default();
+    let input = cluster(&[12_000.0, 1_000.0, 1_000.0, 1_000.0], &[0, 0, 1, 1], 2, &[]);
+    let p0 = PartitionId::new("p0").expect("id");
+    // A balancing move of p0 started its cooldown a few seconds ago.
+    let mut moved = moved_state(&p0);
+    let plan = run(&input, &config, &mut moved, 1_000, i64::from(config.partition_overload.hot_windows));
+    assert!(
+        plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split && p.spec.partitions() == [&p0]),
+        "split within the move's cooldown: {:?} / {:?}",
+        plan.proposals,
+        plan.rejected
+    );
+    assert!(!moved.moved_until_ms.contains_key(&p0), "the split's own cooldown replaces the move's");
+    // The same cooldown from a split (or a harmful verdict's rest) holds it back.
+    let mut split = PlannerState::default();
+    split.cooldown_until_ms.insert(p0.clone(), 30_000);
+    let plan = run(&input, &config, &mut split, 1_000, i64::from(config.partition_overload.hot_windows));
+    assert!(plan.proposals.iter().all(|p| p.spec.partitions() != [&p0]), "{:?}", plan.proposals);
+    assert!(
+        plan.rejected.iter().any(|d| d.subject == "p0" && d.reason == DeclineReason::Cooldown),
+        "{:?}",
+        plan.rejected
+    );
+    let mut rested = moved_state(&p0);
+    rested.penalize([&p0], Some(Policy::Imbalance), 40_000, 0);
+    assert!(!rested.cooling_from_a_move_only(&p0, 1_000), "a harmful verdict's rest is a full cooldown");
+}
+
+fn moved_state(p: &PartitionId) -> PlannerState {
+    let mut s = PlannerState::default();
+    s.cooldown_until_ms.insert(p.clone(), 30_000);
+    s.moved_until_ms.insert(p.clone(), 30_000);
+    s
+}
+
+#[test]
+fn the_cluster_wide_caps_grow_with_the_cluster_and_keep_their_floors() {
+    let caps = config::CapsConfig::default();
+    assert_eq!((caps.actions_per_pass(8), caps.inflight_cluster(8)), (8, 32), "a small cluster keeps the floors");
+    assert_eq!((caps.actions_per_pass(1_000), caps.inflight_cluster(1_000)), (250, 250));
+    assert_eq!(caps.inflight_cluster(10_000), 2_500);
+    let absolute = config::CapsConfig { max_inflight_cluster_per_worker: 0.0, ..caps.clone() };
+    assert_eq!(absolute.inflight_cluster(10_000), 32, "0 keeps the absolute cap");
+    // Over the per-worker cap is refused, naming the field.
+    let mut bad = PlannerConfig::default();
+    bad.caps.max_actions_per_pass_per_worker = 3.0;
+    let err = bad.validate().expect_err("over max_inflight_per_worker").to_string();
+    assert!(err.contains("caps.max_actions_per_pass_per_worker"), "{err}");
+    // On 40 workers (10 a pass) one pass proposes up to 10 splits, not 8.
+    let loads: Vec<f64> = (0..40).map(|i| if i < 12 { 12_000.0 } else { 1_000.0 }).collect();
+    let owners: Vec<usize> = (0..40).collect();
+    let input = cluster(&loads, &owners, 40, &[]);
+    let config = PlannerConfig::default();
+    let plan =
+        run(&input, &config, &mut PlannerState::default(), 1_000, i64::from(config.partition_overload.hot_windows));
+    let splits = plan.proposals.iter().filter(|p| p.spec.kind() == ActionKind::Split).count();
+    assert_eq!(splits, 10, "{:?}", plan.rejected.iter().map(|d| &d.why).collect::<Vec<_>>());
+    assert!(
+        plan.rejected.iter().any(|d| d.why.contains("max_actions_per_pass (10 for 40 workers)")),
+        "{:?}",
+        plan.rejected
+    );
+}
