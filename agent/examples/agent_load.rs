@@ -63,6 +63,7 @@ fn report(worker: &str, seq: u64, partitions: usize) -> Report {
                     stored_bytes: 1 << 30,
                     sketch: Some(KeySketch {
                         bucket_ops: vec![100, 150, 120, 130, 200, 180, 160, 160],
+                        bucket_bounds: Vec::new(),
                         top_keys: vec![TopKey { key: Key(start + 1), share_ratio: 0.05 }],
                         sequential_write_ratio: 0.01,
                     }),

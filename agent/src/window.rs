@@ -285,10 +285,17 @@ fn encode_partition(out: &mut Vec<u8>, p: &PartitionStats) {
     match &p.sketch {
         None => out.push(0),
         Some(s) => {
-            out.push(1);
+            // 2: the buckets' inner bounds follow their ops.
+            out.push(if s.bucket_bounds.is_empty() { 1 } else { 2 });
             put_varint(out, s.bucket_ops.len() as u64);
             for &b in &s.bucket_ops {
                 put_varint(out, b);
+            }
+            if !s.bucket_bounds.is_empty() {
+                put_varint(out, s.bucket_bounds.len() as u64);
+                for k in &s.bucket_bounds {
+                    out.extend_from_slice(&k.0.to_le_bytes());
+                }
             }
             put_varint(out, s.top_keys.len() as u64);
             for t in &s.top_keys {
@@ -354,12 +361,19 @@ fn decode_partition(r: &mut Reader<'_>, id: &Identity) -> PartitionStats {
     }
     let latency_p50_us = r.f64();
     let latency_p99_us = r.f64();
-    let sketch = (r.byte() == 1).then(|| {
+    let tag = r.byte();
+    let sketch = (tag != 0).then(|| {
         let buckets = r.varint() as usize;
         let bucket_ops = (0..buckets).map(|_| r.varint()).collect();
+        let bucket_bounds = if tag == 2 {
+            let bounds = r.varint() as usize;
+            (0..bounds).map(|_| Key(r.fixed_u64())).collect()
+        } else {
+            Vec::new()
+        };
         let keys = r.varint() as usize;
         let top_keys = (0..keys).map(|_| TopKey { key: Key(r.fixed_u64()), share_ratio: r.f64() }).collect();
-        KeySketch { bucket_ops, top_keys, sequential_write_ratio: r.f64() }
+        KeySketch { bucket_ops, bucket_bounds, top_keys, sequential_write_ratio: r.f64() }
     });
     PartitionStats {
         tenant: id.tenant.clone(),
@@ -428,6 +442,12 @@ mod tests {
             stored_bytes: 1 << 33,
             sketch: i.is_multiple_of(2).then(|| KeySketch {
                 bucket_ops: vec![0, 300, u64::MAX],
+                // Every other sketch with bounds: both encodings round-trip.
+                bucket_bounds: if i.is_multiple_of(4) {
+                    vec![Key(i * 100 + 10), Key(i * 100 + 20)]
+                } else {
+                    Vec::new()
+                },
                 top_keys: vec![TopKey { key: Key(i * 100 + 3), share_ratio: 0.125 }],
                 sequential_write_ratio: -0.0,
             }),

@@ -53,7 +53,12 @@ fn input() -> PlannerInput {
                     bytes_per_sec: ops * 1024.0,
                     cpu_cores: ops * 20e-6,
                     rejected_per_sec: 0.0,
-                    sketch: Some(KeySketch { bucket_ops, top_keys, sequential_write_ratio: 0.0 }),
+                    sketch: Some(KeySketch {
+                        bucket_ops,
+                        bucket_bounds: Vec::new(),
+                        top_keys,
+                        sequential_write_ratio: 0.0,
+                    }),
                 },
             }
         })

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use lb_common::ids::{Key, KeyRange, PartitionId};
-use lb_common::protocol::{ActionKind, ActionSpec, Origin};
+use lb_common::protocol::{ActionKind, ActionSpec, KeySketch, Origin};
 use lb_common::validate::Scope;
 pub use lb_offline::{Findings, HOUR_MS, Layout, LayoutPartition, LayoutWorker, OfflineConfig};
 use serde::{Deserialize, Serialize};
@@ -518,8 +518,7 @@ impl Analyzer for OfflineAnalyzer {
                     {
                         continue;
                     }
-                    let Some(key) = median_key(p.range, p.stats.sketch.as_ref().map(|s| s.bucket_ops.as_slice()))
-                    else {
+                    let Some(key) = median_key(p.range, p.stats.sketch.as_ref()) else {
                         continue;
                     };
                     let spec = ActionSpec::Split { partition: p.id.clone(), split_key: key };
@@ -580,31 +579,15 @@ fn range_width(r: &KeyRange) -> f64 {
 
 /// The key that halves the sketch's ops (interpolated in the crossing bucket), or the middle of
 /// the range without one; `None` when the range holds one key.
-pub fn median_key(range: KeyRange, buckets: Option<&[u64]>) -> Option<Key> {
+pub fn median_key(range: KeyRange, sketch: Option<&KeySketch>) -> Option<Key> {
     if range.start >= range.end {
         return None;
     }
-    let width = range.width();
-    let offset = match buckets.filter(|b| b.iter().any(|&x| x > 0)) {
-        Some(b) => {
-            let total: f64 = b.iter().map(|&x| x as f64).sum();
-            let bucket = width / b.len() as f64;
-            let mut below = 0.0;
-            let mut at = width / 2.0;
-            for (i, &x) in b.iter().enumerate() {
-                let x = x as f64;
-                if below + x >= total / 2.0 && x > 0.0 {
-                    at = bucket * (i as f64 + (total / 2.0 - below) / x);
-                    break;
-                }
-                below += x;
-            }
-            at
-        }
-        None => width / 2.0,
-    };
-    let key = range.start.0.saturating_add(offset as u64).clamp(range.start.0 + 1, range.end.0);
-    Some(Key(key))
+    if let Some((key, _)) = sketch.and_then(|s| crate::planner::split_key(range, s, 0.5)) {
+        return Some(key);
+    }
+    let offset = range.width() / 2.0;
+    Some(Key(range.start.0.saturating_add(offset as u64).clamp(range.start.0 + 1, range.end.0)))
 }
 
 #[cfg(test)]
@@ -724,7 +707,13 @@ mod tests {
         let r = KeyRange { start: Key(0), end: Key(999) };
         assert_eq!(median_key(r, None), Some(Key(500)));
         // All ops in the last quarter: the median is in its middle.
-        assert_eq!(median_key(r, Some(&[0, 0, 0, 100])), Some(Key(875)));
+        let late = KeySketch {
+            bucket_ops: vec![0, 0, 0, 100],
+            bucket_bounds: Vec::new(),
+            top_keys: Vec::new(),
+            sequential_write_ratio: 0.0,
+        };
+        assert_eq!(median_key(r, Some(&late)), Some(Key(875)));
         assert_eq!(median_key(KeyRange { start: Key(7), end: Key(7) }, None), None);
         assert_eq!(median_key(KeyRange { start: Key(7), end: Key(8) }, None), Some(Key(8)));
     }

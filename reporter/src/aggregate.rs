@@ -156,6 +156,7 @@ impl PartitionState {
         let us = |q: f64| self.latency.quantile(q).map_or(0.0, |ns| ns / 1_000.0);
         let sketch = (self.ops() > 0).then(|| KeySketch {
             bucket_ops: self.buckets.counts().to_vec(),
+            bucket_bounds: Vec::new(),
             top_keys: self
                 .top
                 .top(MAX_SKETCH_TOP_KEYS, MIN_TOP_KEY_SHARE_RATIO)

@@ -82,6 +82,7 @@ pub fn report(seq: u64, partitions: usize) -> Report {
                     stored_bytes: 1 << 30,
                     sketch: Some(KeySketch {
                         bucket_ops: vec![seq, 2, 3, 4],
+                        bucket_bounds: Vec::new(),
                         top_keys: vec![TopKey { key: Key(start + 7), share_ratio: 0.1 }],
                         sequential_write_ratio: 0.0,
                     }),

@@ -67,8 +67,17 @@ impl PartitionStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeySketch {
-    /// Ops in equal-width buckets of the partition's key range, lowest keys first.
+    /// Ops per bucket of the partition's key range, lowest keys first: equal-width buckets, or
+    /// those `bucket_bounds` draws.
     pub bucket_ops: Vec<u64>,
+    /// Inner bucket boundaries; empty (the default) for equal widths. Otherwise one fewer than
+    /// the buckets, strictly increasing, inside the key range: bucket `i` holds the keys from
+    /// `bucket_bounds[i - 1]` (the range's start for the first) up to, not including,
+    /// `bucket_bounds[i]` (through the range's end for the last). A producer refines where load
+    /// concentrates, so a band narrower than an equal-width bucket gets buckets of its own and a
+    /// split can cut inside it in one step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_bounds: Vec<Key>,
     /// The hottest keys with their share of the partition's ops.
     #[serde(default)]
     pub top_keys: Vec<TopKey>,
@@ -153,6 +162,18 @@ impl PartitionStats {
                 format!("{n} buckets"),
                 "must have 1..=64 buckets",
             );
+            if !sketch.bucket_bounds.is_empty() {
+                let b = &sketch.bucket_bounds;
+                let inside = b.windows(2).all(|w| w[0] < w[1])
+                    && b.first().is_some_and(|k| self.key_range.start < *k)
+                    && b.last().is_some_and(|k| *k <= self.key_range.end);
+                sk.check(
+                    b.len() + 1 == n && inside,
+                    "bucket_bounds",
+                    format!("{} bounds for {n} buckets", b.len()),
+                    "must be one fewer than the buckets, strictly increasing, after key_range's start and not past its end",
+                );
+            }
             let bucket_sum: u64 = sketch.bucket_ops.iter().fold(0, |a, b| a.saturating_add(*b));
             sk.check(bucket_sum <= self.ops(), "bucket_ops", bucket_sum, "sum must not exceed read_ops + write_ops");
             sk.check(
@@ -171,6 +192,32 @@ impl PartitionStats {
             }
             sk.check(share_sum <= 1.0 + 1e-9, "top_keys", share_sum, "shares must sum to at most 1");
         }
+    }
+}
+
+impl KeySketch {
+    /// Where each bucket starts and how wide it is, as key offsets from `range.start` (floats: a
+    /// split key is interpolated inside its bucket).
+    pub fn bucket_spans(&self, range: KeyRange) -> impl Iterator<Item = (f64, f64)> + '_ {
+        let n = self.bucket_ops.len();
+        let width = range.width();
+        let equal = self.bucket_bounds.len() + 1 != n;
+        let bucket = width / n.max(1) as f64;
+        let edge = move |i: usize| -> f64 {
+            match i {
+                0 => 0.0,
+                i if i >= n => width,
+                i => self.bucket_bounds[i - 1].0.saturating_sub(range.start.0) as f64,
+            }
+        };
+        (0..n).map(move |i| {
+            if equal {
+                (i as f64 * bucket, bucket)
+            } else {
+                let a = edge(i);
+                (a, (edge(i + 1) - a).max(0.0))
+            }
+        })
     }
 }
 

@@ -140,6 +140,17 @@ fn requests_reject_unknown_fields_and_bad_values() {
     assert!(err.contains("interval_ms = 0: must be within 1..=3600000"), "{err}");
     assert!(err.contains("partitions[1].latency_p99_us = -1: must be a finite number >= 0"), "{err}");
     assert!(err.contains("partitions[0].sketch.bucket_ops"), "{err}");
+
+    // Bucket bounds: one fewer than the buckets, increasing, inside the range; else named.
+    let mut report: Report = serde_json::from_str(&read("report.json")).expect("report");
+    let p = &mut report.partitions[0];
+    let (start, n) = (p.key_range.start.0, p.sketch.as_ref().expect("sketch").bucket_ops.len());
+    let sketch = p.sketch.as_mut().expect("sketch");
+    sketch.bucket_bounds = (1..n as u64).map(|i| lb_common::ids::Key(start + i)).collect();
+    report.validate().expect("good bounds");
+    report.partitions[0].sketch.as_mut().expect("sketch").bucket_bounds.swap(0, 1);
+    let err = report.validate().unwrap_err().to_string();
+    assert!(err.contains("partitions[0].sketch.bucket_bounds"), "{err}");
 }
 
 /// Issue 17 item 18: floats came back 1 ulp off (serde_json parses fast but inexactly without

@@ -268,5 +268,5 @@ fn read_partition(
 }
 
 fn empty_sketch() -> KeySketch {
-    KeySketch { bucket_ops: Vec::new(), top_keys: Vec::new(), sequential_write_ratio: 0.0 }
+    KeySketch { bucket_ops: Vec::new(), bucket_bounds: Vec::new(), top_keys: Vec::new(), sequential_write_ratio: 0.0 }
 }

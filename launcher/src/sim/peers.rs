@@ -38,7 +38,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use lb_common::ids::{ActionId, Key, KeyRange, PartitionId};
 use lb_common::protocol::ActionSpec;
 use lb_testbed::model::Cluster;
-use lb_testbed::model::report::bucket_bounds;
+use lb_testbed::model::report::sketch_bucket_bounds;
 
 use super::strategy::{Context, Decision, Proposed, Strategy};
 
@@ -210,7 +210,7 @@ pub fn sampled_split_key(c: &Cluster, p: usize, t_secs: f64) -> Result<Key, NoSp
     // Inclusive key pieces with their load, in key order: each bucket's uniform rest around its
     // hot single keys, and each hot key as a one-key piece.
     let mut pieces: Vec<(u64, u64, f64)> = Vec::new();
-    let bounds = bucket_bounds(range.start.0, range.end.0, sketch.bucket_ops.len());
+    let bounds = sketch_bucket_bounds(range.start.0, range.end.0, &sketch);
     for (&(a, b), &ops) in bounds.iter().zip(&sketch.bucket_ops) {
         let mut points: Vec<(u64, f64)> = sketch
             .top_keys

@@ -720,44 +720,49 @@ pub fn sketch_shape(sketch: Option<&KeySketch>) -> SketchShape {
 /// sketch's buckets, uniform inside a bucket; uniform over the range without a sketch.
 pub fn split_key_share(range: KeyRange, sketch: Option<&KeySketch>, key: Key) -> f64 {
     let offset = key.0.saturating_sub(range.start.0) as f64;
-    let buckets = sketch.map(|s| s.bucket_ops.as_slice()).unwrap_or_default();
-    let total: f64 = buckets.iter().map(|&b| b as f64).sum();
-    if total <= 0.0 {
-        return (offset / range.width()).clamp(0.0, 1.0);
+    match sketch.filter(|s| s.bucket_ops.iter().any(|&b| b > 0)) {
+        Some(s) => share_left_of(range, s, offset),
+        None => (offset / range.width()).clamp(0.0, 1.0),
     }
-    let left_offset = offset / (range.width() / buckets.len() as f64);
-    let whole = left_offset.floor() as usize;
-    let mut left: f64 = buckets.iter().take(whole).map(|&b| b as f64).sum();
-    left += buckets.get(whole).map_or(0.0, |&b| b as f64 * (left_offset - whole as f64));
+}
+
+/// The share of `sketch`'s ops below key offset `offset`, uniform inside a bucket (the sketch
+/// has some ops).
+fn share_left_of(range: KeyRange, sketch: &KeySketch, offset: f64) -> f64 {
+    let total: f64 = sketch.bucket_ops.iter().map(|&b| b as f64).sum();
+    let mut left = 0.0;
+    for (&ops, (a, w)) in sketch.bucket_ops.iter().zip(sketch.bucket_spans(range)) {
+        if offset >= a + w {
+            left += ops as f64;
+        } else {
+            if offset > a && w > 0.0 {
+                left += ops as f64 * (offset - a) / w;
+            }
+            break;
+        }
+    }
     (left / total).clamp(0.0, 1.0)
 }
 
 /// The key below which `quantile` of the sketch's ops fall, interpolated inside the crossing
-/// bucket, and the share actually left of it. `None` when the sketch is empty or the key would
-/// leave one side empty.
-pub fn split_key(range: KeyRange, bucket_ops: &[u64], quantile: f64) -> Option<(Key, f64)> {
-    let total: f64 = bucket_ops.iter().map(|&b| b as f64).sum();
-    if total <= 0.0 || bucket_ops.is_empty() || range.start >= range.end {
+/// bucket (its own width, where the sketch draws its buckets), and the share actually left of
+/// it. `None` when the sketch is empty or the key would leave one side empty.
+pub fn split_key(range: KeyRange, sketch: &KeySketch, quantile: f64) -> Option<(Key, f64)> {
+    let total: f64 = sketch.bucket_ops.iter().map(|&b| b as f64).sum();
+    if total <= 0.0 || range.start >= range.end {
         return None;
     }
-    let bucket_width = range.width() / bucket_ops.len() as f64;
     let target = total * quantile;
     let mut below = 0.0;
-    for (i, &ops) in bucket_ops.iter().enumerate() {
+    for (&ops, (a, w)) in sketch.bucket_ops.iter().zip(sketch.bucket_spans(range)) {
         let ops = ops as f64;
         if ops > 0.0 && below + ops >= target {
             let frac = ((target - below) / ops).clamp(0.0, 1.0);
-            let offset = (i as f64 + frac) * bucket_width;
+            let offset = a + frac * w;
             let key = range.start.0.saturating_add(offset as u64);
             let key = Key(key.clamp(range.start.0.saturating_add(1), range.end.0));
             range.split_at(key)?;
-            // Share left of the key, assuming uniform load inside the bucket.
-            let left_offset = (key.0 - range.start.0) as f64 / bucket_width;
-            let whole = left_offset.floor() as usize;
-            let part = left_offset - whole as f64;
-            let mut left: f64 = bucket_ops.iter().take(whole).map(|&b| b as f64).sum();
-            left += bucket_ops.get(whole).map_or(0.0, |&b| b as f64 * part);
-            return Some((key, left / total));
+            return Some((key, share_left_of(range, sketch, (key.0 - range.start.0) as f64)));
         }
         below += ops;
     }
@@ -769,6 +774,44 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A sketch of equal-width buckets.
+    fn equal(buckets: &[u64]) -> KeySketch {
+        KeySketch {
+            bucket_ops: buckets.to_vec(),
+            bucket_bounds: Vec::new(),
+            top_keys: Vec::new(),
+            sequential_write_ratio: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_band_narrower_than_a_bucket_is_cut_inside_where_the_sketch_draws_its_buckets() {
+        // A million keys; 90 % of the load in 100 keys at 500,000: 1/10,000 of the range.
+        let range = KeyRange { start: Key(0), end: Key(999_999) };
+        let fine = KeySketch {
+            bucket_ops: vec![10, 0, 900, 90],
+            bucket_bounds: vec![Key(100_000), Key(500_000), Key(500_100)],
+            ..equal(&[])
+        };
+        let (key, left) = split_key(range, &fine, 0.5).expect("splittable");
+        assert_eq!(key, Key(500_054));
+        assert!((left - 0.496).abs() < 1e-9, "{left}");
+        // Nine pieces: every cut inside the band, each piece about a ninth of the load.
+        let keys: Vec<Key> = (1..9).map(|i| split_key(range, &fine, f64::from(i) / 9.0).expect("a cut").0).collect();
+        assert!(keys.iter().all(|k| (500_000..500_100).contains(&k.0)), "{keys:?}");
+        let shares = piece_shares(range, Some(&fine), &keys);
+        assert!(shares[1..8].iter().all(|s| (s - 1.0 / 9.0).abs() < 0.01), "{shares:?}");
+        // Equal-width buckets cannot place it: 16 buckets put the whole band in one.
+        let coarse: Vec<u64> = (0..16).map(|i| if i == 8 { 910 } else { 6 }).collect();
+        let keys: Vec<Key> =
+            (1..9).map(|i| split_key(range, &equal(&coarse), f64::from(i) / 9.0).expect("a cut").0).collect();
+        let in_band = keys.iter().filter(|k| (500_000..500_100).contains(&k.0)).count();
+        assert!(in_band <= 1, "{keys:?}");
+        // Bounds that do not match the buckets are read as equal widths.
+        let odd = KeySketch { bucket_bounds: vec![Key(500_000)], ..fine.clone() };
+        assert_eq!(split_key(range, &odd, 0.5), split_key(range, &equal(&fine.bucket_ops), 0.5));
+    }
+
     proptest! {
         /// Invariant: a split key always leaves both sides non-empty, and the share left of it
         /// is a ratio.
@@ -777,7 +820,7 @@ mod tests {
                                           buckets in proptest::collection::vec(0u64..10_000, 1..64),
                                           q in 0.01f64..0.99) {
             let range = KeyRange { start: Key(start), end: Key(start + len) };
-            if let Some((key, left)) = split_key(range, &buckets, q) {
+            if let Some((key, left)) = split_key(range, &equal(&buckets), q) {
                 prop_assert!(range.split_at(key).is_some(), "{key:?} outside {range:?}");
                 prop_assert!((0.0..=1.0).contains(&left), "{left}");
             }
@@ -789,23 +832,23 @@ mod tests {
         let range = KeyRange { start: Key(0), end: Key(1599) };
         // 100 ops per bucket of 100 keys, except bucket 2 with 500: median inside bucket 2.
         let buckets = [100, 100, 500, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100];
-        let (key, left) = split_key(range, &buckets, 0.5).expect("splittable");
+        let (key, left) = split_key(range, &equal(&buckets), 0.5).expect("splittable");
         // total 2000, half 1000: 200 before bucket 2, 800 more of its 500? no: 1000-200 = 800 > 500,
         // so the crossing is later: 200 + 500 = 700 after bucket 2, then 3 more buckets -> 1000.
         assert_eq!(key, Key(600));
         assert!((left - 0.5).abs() < 1e-9, "{left}");
-        let (key, left) = split_key(range, &buckets, 0.25).expect("splittable");
+        let (key, left) = split_key(range, &equal(&buckets), 0.25).expect("splittable");
         assert_eq!(key, Key(260));
         assert!((left - 0.25).abs() < 1e-9);
     }
 
     #[test]
     fn split_key_of_the_full_range_and_empty_sketches() {
-        let (key, left) = split_key(KeyRange::FULL, &[1; 16], 0.5).expect("splittable");
+        let (key, left) = split_key(KeyRange::FULL, &equal(&[1; 16]), 0.5).expect("splittable");
         assert_eq!(key, Key(1 << 63));
         assert!((left - 0.5).abs() < 1e-9);
-        assert!(split_key(KeyRange::FULL, &[0; 16], 0.5).is_none());
+        assert!(split_key(KeyRange::FULL, &equal(&[0; 16]), 0.5).is_none());
         let one = KeyRange { start: Key(5), end: Key(5) };
-        assert!(split_key(one, &[10], 0.5).is_none());
+        assert!(split_key(one, &equal(&[10]), 0.5).is_none());
     }
 }

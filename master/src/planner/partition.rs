@@ -349,7 +349,7 @@ fn plan_split_into(
     };
     let mut keys: Vec<Key> = Vec::with_capacity(k - 1);
     for i in 1..k {
-        if let Some((key, _)) = split_key(info.range, &sketch.bucket_ops, i as f64 / k as f64)
+        if let Some((key, _)) = split_key(info.range, sketch, i as f64 / k as f64)
             && keys.last().is_none_or(|last| key > *last)
         {
             keys.push(key);
@@ -635,7 +635,7 @@ fn try_split(
     let projected = h.demand_ops + h.growth_per_sec.max(0.0) * horizon_secs;
     let pieces = if target.is_finite() && target > 0.0 { (projected / target).ceil().max(2.0) } else { 2.0 };
     let quantile = if pieces <= 2.0 { 0.5 } else { 1.0 / pieces };
-    let Some((key, left)) = split_key(info.range, &sketch.bucket_ops, quantile) else {
+    let Some((key, left)) = split_key(info.range, sketch, quantile) else {
         alts.push(alt(candidate, "the sketch has no load or the range is a single key".into()));
         return None;
     };
@@ -906,7 +906,8 @@ fn scatter_one(
     if let Some((reason, why)) = pass.blocked(state, p) {
         return Err((reason, format!("scatter of split child: {why}")));
     }
-    pass.caps_allow(&[owner]).map_err(|why| (DeclineReason::Cap, format!("scatter of split child: {why}")))?;
+    pass.caps_allow_deferrable(&[owner])
+        .map_err(|why| (DeclineReason::Cap, format!("scatter of split child: {why}")))?;
     // A scatter is not urgent (the child fits its limit): it must not drain its worker far
     // into rejecting while it streams, as for a balancing move.
     let transient_max = pass.config.imbalance.max_source_transient_ratio;

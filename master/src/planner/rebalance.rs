@@ -696,7 +696,7 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             pass.decline(Policy::Imbalance, &subject, DeclineReason::SourceAtLimit, why);
             return;
         };
-        if let Err(why) = pass.caps_allow(&[src, dest]) {
+        if let Err(why) = pass.caps_allow_deferrable(&[src, dest]) {
             pass.decline(Policy::Imbalance, &subject, DeclineReason::Cap, why);
             return;
         }
@@ -810,7 +810,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             return;
         };
         let sid = pass.input.workers[src].id.clone();
-        if let Err(why) = pass.caps_allow(&[src]) {
+        if let Err(why) = pass.caps_allow_deferrable(&[src]) {
             pass.decline(Policy::Imbalance, sid.as_str(), DeclineReason::Cap, why);
             return;
         }

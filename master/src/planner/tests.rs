@@ -43,6 +43,7 @@ pub(crate) fn cluster(loads: &[f64], owners: &[usize], workers: usize, groups: &
                     rejected_per_sec: (ops - 10_000.0).max(0.0),
                     sketch: Some(KeySketch {
                         bucket_ops: vec![(ops / 16.0) as u64; 16],
+                        bucket_bounds: Vec::new(),
                         top_keys: vec![],
                         sequential_write_ratio: 0.0,
                     }),
@@ -872,4 +873,46 @@ fn the_cluster_wide_caps_grow_with_the_cluster_and_keep_their_floors() {
         "{:?}",
         plan.rejected
     );
+}
+
+#[test]
+fn balancing_leaves_a_quarter_of_the_cluster_cap_to_relief() {
+    let config = PlannerConfig::default();
+    // 24 of the 32 cluster-wide slots in flight (splits of partitions elsewhere).
+    let busy = |input: &mut PlannerInput, n: usize| {
+        input.in_flight = (0..n)
+            .map(|i| InFlightAction {
+                spec: ActionSpec::Split {
+                    partition: PartitionId::new(format!("x{i}")).expect("id"),
+                    split_key: Key(1),
+                },
+                started_at_ms: 0,
+            })
+            .collect();
+    };
+    // An imbalanced pool: w-0 at 0.6, the others at 0.1 (no partition over its limit).
+    let mut skewed = cluster(
+        &[9_000.0; 8].iter().chain(&[1_000.0; 8]).copied().collect::<Vec<_>>(),
+        &[0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 3, 3],
+        4,
+        &[],
+    );
+    busy(&mut skewed, 24);
+    let plan = run(&skewed, &config, &mut PlannerState::default(), 1_000, 12);
+    assert!(plan.proposals.is_empty(), "{:?}", plan.proposals);
+    assert!(
+        plan.rejected.iter().any(|d| d.policy == Policy::Imbalance && d.why.contains("kept for relief")),
+        "{:?}",
+        plan.rejected
+    );
+    // A partition over its own limit still gets its split from the reserve.
+    let mut hot = cluster(&[12_000.0, 1_000.0, 1_000.0, 1_000.0], &[0, 0, 1, 1], 4, &[]);
+    busy(&mut hot, 31);
+    let plan =
+        run(&hot, &config, &mut PlannerState::default(), 1_000, i64::from(config.partition_overload.hot_windows));
+    assert!(plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split), "{:?}", plan.rejected);
+    busy(&mut hot, 32);
+    let plan =
+        run(&hot, &config, &mut PlannerState::default(), 1_000, i64::from(config.partition_overload.hot_windows));
+    assert!(plan.proposals.is_empty(), "the reserve is all there is: {:?}", plan.proposals);
 }

@@ -515,7 +515,12 @@ impl MetricsTable {
         let mut s = sketch.clone();
         s.bucket_ops.truncate(MAX_SKETCH_BUCKETS);
         s.top_keys.truncate(MAX_SKETCH_TOP_KEYS);
+        // Bounds that no longer match the buckets would misplace every one: equal widths then.
+        if s.bucket_bounds.len() + 1 != s.bucket_ops.len() {
+            s.bucket_bounds = Vec::new();
+        }
         s.bucket_ops.shrink_to_fit();
+        s.bucket_bounds.shrink_to_fit();
         s.top_keys.shrink_to_fit();
         match &mut entry.sketch {
             Some(old) => **old = s,
@@ -578,6 +583,7 @@ impl MetricsTable {
             if let Some(s) = &e.sketch {
                 sketch_bytes += size_of::<KeySketch>()
                     + s.bucket_ops.capacity() * size_of::<u64>()
+                    + s.bucket_bounds.capacity() * size_of::<lb_common::ids::Key>()
                     + s.top_keys.capacity() * size_of::<lb_common::protocol::TopKey>();
             }
         }

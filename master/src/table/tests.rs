@@ -559,7 +559,12 @@ fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
     };
     let with_sketch = |cursor: u64, at: i64, id: &str, r: KeyRange, ops: u64, buckets: Vec<u64>| {
         let mut stats = pstats(id, "t", r, ops);
-        stats.sketch = Some(KeySketch { bucket_ops: buckets, top_keys: Vec::new(), sequential_write_ratio: 0.0 });
+        stats.sketch = Some(KeySketch {
+            bucket_ops: buckets,
+            bucket_bounds: Vec::new(),
+            top_keys: Vec::new(),
+            sequential_write_ratio: 0.0,
+        });
         sample(cursor, at, stats)
     };
     let mut kept = KeptInput::default();
@@ -753,7 +758,12 @@ fn merges_sum_their_parents() {
 fn sketches_are_kept_per_partition() {
     let mut t = table();
     let mut st = pstats("p", "t", range(0, 99), 10);
-    st.sketch = Some(KeySketch { bucket_ops: vec![1; 200], top_keys: vec![], sequential_write_ratio: 0.0 });
+    st.sketch = Some(KeySketch {
+        bucket_ops: vec![1; 200],
+        bucket_bounds: vec![],
+        top_keys: vec![],
+        sequential_write_ratio: 0.0,
+    });
     t.ingest(&wid("w1"), &[sample(1, T0_MS + 1000, st)], T0_MS + 1000);
     assert_eq!(t.sketch(&pid("p")).map(|s| s.bucket_ops.len()), Some(64), "truncated to the protocol bound");
     assert!(t.memory_usage().sketch_bytes > 0);

@@ -18,8 +18,17 @@ use lb_common::protocol::{HostStats, KeySketch, PartitionStats, Report, TopKey};
 use super::Cluster;
 use super::load::{DEFAULT_BASE_LATENCY_US, DEFAULT_CPU_US_PER_BYTE, DEFAULT_CPU_US_PER_OP, DEFAULT_P99_OVER_P50};
 
-/// 16 buckets: a split key within 1/16 of the range is as good as the analyzer needs.
+/// 16 buckets: a split key within 1/16 of the range is as good as the analyzer needs, except
+/// where load concentrates in a narrower band (refined, see [`REFINE_SHARE`]).
 pub const DEFAULT_SKETCH_BUCKETS: usize = 16;
+/// A bucket that holds more than half of a partition's load (and is not one hot key) is drawn
+/// again as 16 buckets of its own, up to [`MAX_REFINE_LEVELS`] times: a hot range 1/2048 of its
+/// partition wide then gets buckets 1/4096 wide, and a split cuts inside it in one step (issue
+/// 25: at 100,000 partitions the mixed scenario's range sat in one 1/16 bucket, the first cut
+/// left it whole in one piece, and that piece rejected for its 30 s cooldown).
+const REFINE_SHARE: f64 = 0.5;
+/// 16 + 3 × 15 = 61 buckets at most, under the protocol's 64.
+const MAX_REFINE_LEVELS: usize = 3;
 /// 8 cores per simulated worker host.
 pub const DEFAULT_WORKER_CPU_CORES: u32 = 8;
 /// 64 GiB of memory per simulated worker host.
@@ -151,7 +160,12 @@ impl Cluster {
 
     /// The key-access sketch of partition `p` for `ops` ops, from the demand at `t_secs`.
     pub fn sketch(&self, p: usize, ops: u64, t_secs: f64) -> KeySketch {
-        let mut sketch = KeySketch { bucket_ops: Vec::new(), top_keys: Vec::new(), sequential_write_ratio: 0.0 };
+        let mut sketch = KeySketch {
+            bucket_ops: Vec::new(),
+            bucket_bounds: Vec::new(),
+            top_keys: Vec::new(),
+            sequential_write_ratio: 0.0,
+        };
         self.sketch_into(p, ops, t_secs, &mut sketch);
         sketch
     }
@@ -227,7 +241,15 @@ impl Cluster {
         let weights = &weights[..n];
         let total: f64 = weights.iter().sum();
         out.bucket_ops.clear();
-        if total > 0.0 {
+        out.bucket_bounds.clear();
+        if total > 0.0 && weights.iter().any(|&w| w > REFINE_SHARE * total) {
+            let spans = buckets.iter().zip(weights).map(|(&(a, b), &w)| (a, b, w)).collect();
+            let spans = self.refine(spans, total, &cache.masses, t, t_secs, &top[..tops]);
+            out.bucket_ops.extend(spans.iter().map(|&(.., w)| (ops as f64 * w / total) as u64));
+            if spans.len() > n {
+                out.bucket_bounds.extend(spans[1..].iter().map(|&(a, ..)| Key(a)));
+            }
+        } else if total > 0.0 {
             // Non-negative: truncation is the floor (and `f64::floor` is a libm call here).
             out.bucket_ops.extend(weights.iter().map(|w| (ops as f64 * w / total) as u64));
         } else {
@@ -248,6 +270,51 @@ impl Cluster {
         let acc = &self.load.acc;
         out.sequential_write_ratio =
             if acc.write_ops[p] > 0.0 { (acc.sequential_writes[p] / acc.write_ops[p]).clamp(0.0, 1.0) } else { 0.0 };
+    }
+
+    /// `spans` (inclusive key bounds and load) with the bucket holding more than
+    /// [`REFINE_SHARE`] of `total` drawn again as up to 16 buckets, level after level, unless
+    /// one hot point (`points`: key and rate) carries half of it (a split cannot divide a key).
+    fn refine(
+        &self,
+        mut spans: Vec<(u64, u64, f64)>,
+        total: f64,
+        statics: &[(u32, [f64; DEFAULT_SKETCH_BUCKETS])],
+        t: usize,
+        t_secs: f64,
+        points: &[(u64, f64)],
+    ) -> Vec<(u64, u64, f64)> {
+        let rate_of = |c: u32| self.load.coef.get(c as usize).map_or(0.0, |k| k[0] + k[1]);
+        for _ in 0..MAX_REFINE_LEVELS {
+            let Some((j, &(a, b, w))) = spans.iter().enumerate().max_by(|x, y| x.1.2.total_cmp(&y.1.2)) else {
+                break;
+            };
+            let at_points: f64 = points.iter().filter(|&&(k, _)| a <= k && k <= b).map(|&(_, r)| r).sum();
+            if w <= REFINE_SHARE * total || b - a < DEFAULT_SKETCH_BUCKETS as u64 || at_points >= 0.5 * w {
+                break;
+            }
+            let mut sub = [(0u64, 0u64); DEFAULT_SKETCH_BUCKETS];
+            let m = bucket_bounds_into(a, b, &mut sub);
+            let mut sub_w = [0.0f64; DEFAULT_SKETCH_BUCKETS];
+            for &(c, _) in statics {
+                let rate = rate_of(c);
+                if rate != 0.0 {
+                    let comp = &self.components[c as usize];
+                    for (sw, &(x, y)) in sub_w.iter_mut().zip(&sub[..m]) {
+                        *sw += rate * comp.mass(x, y);
+                    }
+                }
+            }
+            for &c in self.load.moving_of(t) {
+                if let Some(key) = self.components[c as usize].point_at(t_secs).filter(|&k| a <= k && k <= b)
+                    && let Some(i) = sub[..m].iter().position(|&(x, y)| x <= key && key <= y)
+                {
+                    sub_w[i] += rate_of(c);
+                }
+            }
+            spans.splice(j..=j, sub[..m].iter().zip(&sub_w[..m]).map(|(&(x, y), &w)| (x, y, w)));
+        }
+        spans
     }
 
     /// The bucket bounds of partition `p` and the bucket masses of its static components (those
@@ -287,6 +354,18 @@ pub fn bucket_bounds(start: u64, end: u64, n: usize) -> Vec<(u64, u64)> {
     let len = bucket_bounds_into(start, end, &mut out);
     out.truncate(len);
     out
+}
+
+/// The inclusive key bounds of `sketch`'s buckets over `[start, end]`: the bounds it draws, or
+/// equal widths ([`bucket_bounds`]) without them.
+pub fn sketch_bucket_bounds(start: u64, end: u64, sketch: &KeySketch) -> Vec<(u64, u64)> {
+    let n = sketch.bucket_ops.len();
+    if sketch.bucket_bounds.is_empty() || sketch.bucket_bounds.len() + 1 != n {
+        return bucket_bounds(start, end, n);
+    }
+    let starts = std::iter::once(start).chain(sketch.bucket_bounds.iter().map(|k| k.0));
+    let ends = sketch.bucket_bounds.iter().map(|k| k.0 - 1).chain(std::iter::once(end));
+    starts.zip(ends).collect()
 }
 
 /// [`bucket_bounds`] with `out.len()` buckets, written into `out`; returns how many.

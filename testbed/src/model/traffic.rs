@@ -249,7 +249,12 @@ mod tests {
 
     #[test]
     fn scaling_keeps_the_shape_and_the_sum_under_the_ops() {
-        let s = KeySketch { bucket_ops: vec![1, 3, 0, 6], top_keys: Vec::new(), sequential_write_ratio: 0.5 };
+        let s = KeySketch {
+            bucket_ops: vec![1, 3, 0, 6],
+            bucket_bounds: Vec::new(),
+            top_keys: Vec::new(),
+            sequential_write_ratio: 0.5,
+        };
         let out = scaled(s, 1_001);
         assert_eq!(out.bucket_ops, vec![100, 300, 0, 600]);
         assert!(out.bucket_ops.iter().sum::<u64>() <= 1_001);

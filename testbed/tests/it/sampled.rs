@@ -49,7 +49,7 @@ fn a_sampled_hot_range_is_split_inside_it_into_halves() {
     assert!((stats.ops() as f64 - 9_000.0).abs() < 10.0, "{}", stats.ops());
     assert!(total <= stats.ops() && total as f64 > 0.99 * stats.ops() as f64, "{total} of {}", stats.ops());
     assert!(s.top_keys.is_empty(), "a hot range has no single hot key: {:?}", s.top_keys);
-    let median = sketch_median(stats.key_range.start.0, stats.key_range.end.0, &s.bucket_ops);
+    let median = sketch_median(stats.key_range.start.0, stats.key_range.end.0, s);
     assert!((0x4000_0000_0000_0000..=0x43ff_ffff_ffff_ffff).contains(&median.0), "{median:?}");
     let full = demand(&engine, &hot);
     engine.apply(ActionSpec::Split { partition: hot.clone(), split_key: median }).expect("split accepted");

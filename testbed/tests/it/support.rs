@@ -63,16 +63,15 @@ pub fn demand(engine: &Engine, id: &PartitionId) -> f64 {
 }
 
 /// The key below which half the sketch's ops fall, interpolated inside the crossing bucket.
-pub fn sketch_median(range_start: u64, range_end: u64, bucket_ops: &[u64]) -> Key {
-    let total: u64 = bucket_ops.iter().sum();
-    let width = (range_end - range_start) as f64 + 1.0;
-    let bucket_width = width / bucket_ops.len() as f64;
+pub fn sketch_median(range_start: u64, range_end: u64, sketch: &lb_common::protocol::KeySketch) -> Key {
+    let total: u64 = sketch.bucket_ops.iter().sum();
+    let bounds = lb_testbed::model::report::sketch_bucket_bounds(range_start, range_end, sketch);
     let mut below = 0.0;
-    for (i, &ops) in bucket_ops.iter().enumerate() {
+    for (&(a, b), &ops) in bounds.iter().zip(&sketch.bucket_ops) {
         let ops = ops as f64;
         if below + ops >= total as f64 / 2.0 {
             let frac = (total as f64 / 2.0 - below) / ops;
-            return Key(range_start + ((i as f64 + frac) * bucket_width) as u64);
+            return Key(a + ((b - a) as f64 * frac) as u64);
         }
         below += ops;
     }
