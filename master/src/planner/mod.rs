@@ -281,9 +281,8 @@ impl Pass<'_> {
 
     /// [`Pass::caps_allow`] for work that can wait (a balancing move, a split piece's scatter): it
     /// leaves a quarter of the cluster's in-flight slots ([`RELIEF_RESERVE`]) to the relief of
-    /// partitions and workers over their limits, so a wave of scatters cannot hold back the
-    /// splits of ranges that reject (at 100,000 partitions 45 of 83 splits waited 7 s for the
-    /// scatters of the first 38).
+    /// partitions and workers over their limits, so a wave of scatters or balancing moves cannot
+    /// fill the cap that the split of a range that rejects needs.
     pub fn caps_allow_deferrable(&self, workers: &[usize]) -> Result<(), String> {
         let n = self.input.workers.len();
         let cluster = self.config.caps.inflight_cluster(n);
