@@ -4,8 +4,8 @@
 //! existing record; the same id with a different request is a conflict. Every state change
 //! follows the protocol's state machine and is audited with who caused it.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
 
 use lb_common::ids::ActionId;
 use lb_common::protocol::{ActionRecord, ActionRequest, ActionState};
@@ -33,6 +33,10 @@ pub enum Submitted {
 #[derive(Debug)]
 pub struct ActionBook {
     records: RwLock<HashMap<ActionId, ActionRecord>>,
+    /// Created, and their creation not yet in the audit log: not to be started, so that no
+    /// later event of theirs is audited before it (a submission is queued before it is audited,
+    /// so that a refused one leaves no trace).
+    unaudited: Mutex<HashSet<ActionId>>,
     audit: Audit,
 }
 
@@ -40,7 +44,7 @@ impl ActionBook {
     /// Loads every action the audit log knows.
     pub fn open(audit: Audit) -> Result<Self, AuditError> {
         let records = audit.load_all()?.into_iter().map(|r| (r.request.id.clone(), r)).collect();
-        Ok(Self { records: RwLock::new(records), audit })
+        Ok(Self { records: RwLock::new(records), unaudited: Mutex::new(HashSet::new()), audit })
     }
 
     /// Records a new queued action (in memory only; see [`ActionBook::persist_created`]).
@@ -64,12 +68,19 @@ impl ActionBook {
             failure: None,
         };
         records.insert(record.request.id.clone(), record.clone());
+        self.unaudited.lock().expect("book lock is never poisoned").insert(record.request.id.clone());
         Ok(Submitted::Created(record))
     }
 
     /// Forgets an action that was never queued (the queue refused it).
     pub fn discard(&self, id: &ActionId) {
         self.records.write().expect("book lock is never poisoned").remove(id);
+        self.unaudited.lock().expect("book lock is never poisoned").remove(id);
+    }
+
+    /// Whether `id`'s creation is in the audit log (every action loaded from it is).
+    pub fn audited(&self, id: &ActionId) -> bool {
+        !self.unaudited.lock().expect("book lock is never poisoned").contains(id)
     }
 
     /// Writes the creation to the audit log.
@@ -81,7 +92,9 @@ impl ActionBook {
             actor: record.submitted_by.clone(),
             detail,
         };
-        Ok(self.audit.record(record, event).await?)
+        self.audit.record(record, event).await?;
+        self.unaudited.lock().expect("book lock is never poisoned").remove(&record.request.id);
+        Ok(())
     }
 
     /// Moves an action to `to` (checked against the state machine), lets `update` fill in the

@@ -137,6 +137,11 @@ impl Executor {
         Ok(())
     }
 
+    /// Looks at the queue again now (an action's creation was just audited).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
     /// Takes a cancelled action off the fair queue, so it stops counting against its tenant's
     /// `max_queued_per_tenant` at once (with the executor halted nothing else would remove it).
     /// `false` when the dispatcher took it already (it then skips it: its state is not queued).
@@ -242,8 +247,11 @@ impl Executor {
             if slots.running >= max_running {
                 return false;
             }
-            let ready = slots.parked.iter().position(|(_, workers)| {
-                workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker)
+            // Not before its creation is audited (one no longer queued is started only to be
+            // dropped by its state check).
+            let ready = slots.parked.iter().position(|(id, workers)| {
+                (self.book.audited(id) || self.book.get(id).is_none_or(|r| r.state != ActionState::Queued))
+                    && workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker)
             });
             if let Some(i) = ready {
                 let (id, workers) = slots.parked.remove(i).expect("position is in range");
@@ -263,7 +271,8 @@ impl Executor {
         };
         let workers = self.involved_workers(&record.request.spec).await;
         let mut slots = self.slots.lock().expect("slots lock is never poisoned");
-        if workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker) {
+        if self.book.audited(&id) && workers.iter().all(|w| slots.per_worker.get(w).copied().unwrap_or(0) < per_worker)
+        {
             drop(slots);
             self.start(id, workers, None, shutdown.clone());
         } else {

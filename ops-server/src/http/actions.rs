@@ -110,6 +110,8 @@ pub async fn submit(
             .await;
         return Err(book_error(err));
     }
+    // Audited: the dispatcher may start it now.
+    state.executor.wake();
     tracing::info!(action = %record.request.id, kind = record.request.spec.kind().as_str(), by = %caller.name, "action accepted");
     Ok((StatusCode::ACCEPTED, ApiJson(record)))
 }
