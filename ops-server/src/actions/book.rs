@@ -179,3 +179,50 @@ impl ActionBook {
         &self.audit
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lb_common::ids::Key;
+    use lb_common::protocol::{ActionSpec, Origin};
+
+    use super::*;
+
+    fn request(id: &str) -> ActionRequest {
+        ActionRequest {
+            id: id.parse().expect("id"),
+            spec: ActionSpec::Split { partition: "p1".parse().expect("id"), split_key: Key(7) },
+            origin: Origin::Manual,
+            policy: None,
+            reason: "test".into(),
+            actor_path: vec!["acme".into()],
+            leader_epoch: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_action_is_startable_only_once_its_creation_is_audited() {
+        let dir = tempfile::tempdir().expect("dir");
+        let book = ActionBook::open(Audit::open(&dir.path().join("audit.sqlite")).expect("audit")).expect("book");
+        let Submitted::Created(record) = book.create(request("a-1"), "ci", 1_000).expect("created") else {
+            panic!("new")
+        };
+        let id = record.request.id.clone();
+        assert!(!book.audited(&id), "queued in memory, not yet in the audit log: the dispatcher must wait");
+        book.persist_created(&record).await.expect("audited");
+        assert!(book.audited(&id));
+        // Its first event is its creation, whatever runs after.
+        book.transition(&id, ActionState::Running, "executor", "started".into(), 1_001, |_| {}).await.expect("runs");
+        let states: Vec<_> = book.audit.events(&id).await.expect("events").into_iter().map(|e| e.state).collect();
+        assert_eq!(states, [ActionState::Queued, ActionState::Running]);
+        // A refused submission leaves nothing behind, the pending mark included.
+        let Submitted::Created(refused) = book.create(request("a-2"), "ci", 1_002).expect("created") else {
+            panic!("new")
+        };
+        book.discard(&refused.request.id);
+        assert!(book.get(&refused.request.id).is_none() && book.audited(&refused.request.id));
+        // Loaded from the audit log after a restart: audited.
+        drop(book);
+        let reopened = ActionBook::open(Audit::open(&dir.path().join("audit.sqlite")).expect("audit")).expect("book");
+        assert!(reopened.get(&id).is_some() && reopened.audited(&id));
+    }
+}
