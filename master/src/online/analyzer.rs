@@ -113,10 +113,11 @@ impl Analyzer for DatasetPlacement {
                 .with_datasets(ctx.datasets, ctx.dataset_usage)
                 .after(&ctx.earlier);
             proposals.retain(|p| {
-                let Err((reason, why)) = (if p.mode == PolicyMode::Auto { check.admit(&p.spec) } else { Ok(()) })
-                else {
+                // A dry-run proposal is offered, not run: nothing lands.
+                if p.mode != PolicyMode::Auto {
                     return true;
-                };
+                }
+                let Err((reason, why)) = check.admit(&p.spec) else { return true };
                 tracing::info!(spec = %p.spec, %why, "reshard declined");
                 metrics::counter!(
                     "lb_master_declines_total", "policy" => p.policy.as_str(), "reason" => reason.as_str()

@@ -248,7 +248,7 @@ impl<'a> OutsideCheck<'a> {
                 let source_before = self.model.worker_ratio(from);
                 for &(to, load) in &arrivals {
                     let after = self.model.ratio_plus(to, load);
-                    if after > self.high && (after > 1.0 || after >= source_before) {
+                    if !self.may_take(after, source_before) {
                         let what = match how {
                             Spread::Pieces { .. } => "a piece of the split lands on",
                             Spread::Dedication { .. } => "the dedication sends partitions of its worker to",
@@ -281,7 +281,7 @@ impl<'a> OutsideCheck<'a> {
                     .fold(0.0, f64::max);
                 for &(to, load) in shift.iter().filter(|(_, l)| l.ops > 0.0 || l.bytes > 0.0) {
                     let after = self.model.ratio_plus(to, load);
-                    if after > self.high && (after > 1.0 || after >= source_before) {
+                    if !self.may_take(after, source_before) {
                         return Err((
                             DeclineReason::DestinationOverloaded,
                             format!(
@@ -321,7 +321,7 @@ impl<'a> OutsideCheck<'a> {
             ));
         }
         let (source_before, after) = (self.model.worker_ratio(from), self.model.ratio_with(to, moved, 1.0));
-        if after <= self.high || (after <= 1.0 && after < source_before) {
+        if self.may_take(after, source_before) {
             self.model.apply_move(moved, to);
             return Ok(());
         }
@@ -332,6 +332,13 @@ impl<'a> OutsideCheck<'a> {
                 self.input.workers[to].id, self.input.partitions[moved].id, self.model.demand_ops[moved], self.high,
             ),
         ))
+    }
+
+    /// The destination rule: a place may end at `after` of its capacity if that is at or under
+    /// the high watermark, or, as the lesser evil, under capacity and cooler than the source
+    /// (`source_before`) was.
+    fn may_take(&self, after: f64, source_before: f64) -> bool {
+        after <= self.high || (after <= 1.0 && after < source_before)
     }
 
     fn caps_allow(&self, workers: &[usize]) -> Result<(), (DeclineReason, String)> {

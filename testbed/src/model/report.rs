@@ -194,10 +194,6 @@ impl Cluster {
         let mut weights = [0.0f64; DEFAULT_SKETCH_BUCKETS];
         let mut top = [(0u64, 0.0f64); lb_common::protocol::MAX_SKETCH_TOP_KEYS];
         let mut tops = 0;
-        let rate_of = |c: u32| {
-            let k = self.load.coef.get(c as usize).copied().unwrap_or_default();
-            k[0] + k[1]
-        };
         let mut note_top = |c: u32, rate: f64| {
             if let Some(key) = self.components[c as usize].hot_point(t_secs).filter(|&k| start <= k && k <= end)
                 && rate > 0.0
@@ -211,7 +207,7 @@ impl Cluster {
         // order as the table lists them, so sums are those of a walk over every component.
         let mut moving = self.load.moving_of(t).iter().copied().peekable();
         let visit_moving = |c: u32, weights: &mut [f64; DEFAULT_SKETCH_BUCKETS]| {
-            let rate = rate_of(c);
+            let rate = self.component_rate(c);
             if rate != 0.0
                 && let Some(key) = self.components[c as usize].point_at(t_secs)
             {
@@ -226,7 +222,7 @@ impl Cluster {
                 let rate = visit_moving(m, &mut weights);
                 note_top(m, rate);
             }
-            let rate = rate_of(*c);
+            let rate = self.component_rate(*c);
             if rate != 0.0 {
                 for (w, mass) in weights.iter_mut().zip(&masses[..n]) {
                     *w += rate * mass;
@@ -272,6 +268,11 @@ impl Cluster {
             if acc.write_ops[p] > 0.0 { (acc.sequential_writes[p] / acc.write_ops[p]).clamp(0.0, 1.0) } else { 0.0 };
     }
 
+    /// Component `c`'s rate now (reads and writes), 0 for one the load does not know.
+    fn component_rate(&self, c: u32) -> f64 {
+        self.load.coef.get(c as usize).map_or(0.0, |k| k[0] + k[1])
+    }
+
     /// `spans` (inclusive key bounds and load) with the bucket holding more than
     /// [`REFINE_SHARE`] of `total` drawn again as up to 16 buckets, level after level, unless
     /// one hot point (`points`: key and rate) carries half of it (a split cannot divide a key).
@@ -284,7 +285,6 @@ impl Cluster {
         t_secs: f64,
         points: &[(u64, f64)],
     ) -> Vec<(u64, u64, f64)> {
-        let rate_of = |c: u32| self.load.coef.get(c as usize).map_or(0.0, |k| k[0] + k[1]);
         for _ in 0..MAX_REFINE_LEVELS {
             let Some((j, &(a, b, w))) = spans.iter().enumerate().max_by(|x, y| x.1.2.total_cmp(&y.1.2)) else {
                 break;
@@ -297,7 +297,7 @@ impl Cluster {
             let m = bucket_bounds_into(a, b, &mut sub);
             let mut sub_w = [0.0f64; DEFAULT_SKETCH_BUCKETS];
             for &(c, _) in statics {
-                let rate = rate_of(c);
+                let rate = self.component_rate(c);
                 if rate != 0.0 {
                     let comp = &self.components[c as usize];
                     for (sw, &(x, y)) in sub_w.iter_mut().zip(&sub[..m]) {
@@ -309,7 +309,7 @@ impl Cluster {
                 if let Some(key) = self.components[c as usize].point_at(t_secs).filter(|&k| a <= k && k <= b)
                     && let Some(i) = sub[..m].iter().position(|&(x, y)| x <= key && key <= y)
                 {
-                    sub_w[i] += rate_of(c);
+                    sub_w[i] += self.component_rate(c);
                 }
             }
             spans.splice(j..=j, sub[..m].iter().zip(&sub_w[..m]).map(|(&(x, y), &w)| (x, y, w)));
