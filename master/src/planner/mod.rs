@@ -86,6 +86,12 @@ use model::Model;
 /// Share of the cluster's in-flight slots deferrable work leaves free ([`Pass::caps_allow_deferrable`]).
 const RELIEF_RESERVE: f64 = 0.25;
 
+/// A worker whose load rose by this share of its capacity within the imbalance policy's windows
+/// is heating, not standing imbalanced ([`Pass::heating`]): a rise two and a half times the
+/// smallest gain a move must bring (`caps.min_gain_ratio`, 0.02), above what noise in a
+/// multi-second window moves a worker by.
+pub const HEATING_RISE_RATIO: f64 = 0.05;
+
 /// Declined items kept per pass: enough for the console, bounded for a 100k-partition pass.
 pub const MAX_DECLINED_PER_PASS: usize = 256;
 /// Alternatives kept per proposal: the best few losers explain a choice.
@@ -436,7 +442,49 @@ impl Pass<'_> {
             }
         }
         out.sort_by(|&a, &b| self.model.worker_ratio(b).total_cmp(&self.model.worker_ratio(a)));
+        if self.config.imbalance.mode != PolicyMode::Off {
+            self.record_recent_ratios(state);
+        }
         out
+    }
+
+    /// Appends each worker's load ratio to its recent ones (see [`Pass::heating`]).
+    fn record_recent_ratios(&self, state: &mut PlannerState) {
+        let keep = self.config.imbalance.hot_windows.max(1) as usize;
+        let pass = state.passes;
+        for (w, info) in self.input.workers.iter().enumerate() {
+            let r = self.model.worker_ratio(w);
+            let recent = match state.recent_ratios.get_mut(&info.id) {
+                Some(recent) => recent,
+                None => state.recent_ratios.entry(info.id.clone()).or_default(),
+            };
+            while recent.ratios.len() >= keep {
+                recent.ratios.pop_front();
+            }
+            recent.ratios.push_back(r);
+            recent.pass = pass;
+        }
+        if state.recent_ratios.len() > self.input.workers.len() {
+            state.recent_ratios.retain(|_, r| r.pass == pass);
+        }
+    }
+
+    /// Whether worker `w` is heating: its load ratio now (with this pass's proposals) is
+    /// [`HEATING_RISE_RATIO`] or more above the lowest it read at the imbalance policy's last
+    /// `hot_windows` passes. Imbalance is a standing condition: a worker whose load jumped (a
+    /// range ramping up, a partition that just landed) is the overload policies' case if it
+    /// keeps on, and a balancing move taken from it would likely carry the partition that is
+    /// heating, which that partition's split would then have to wait for.
+    pub fn heating(&self, state: &PlannerState, w: usize) -> bool {
+        self.model.worker_ratio(w) - self.steady_ratio(state, w) >= HEATING_RISE_RATIO
+    }
+
+    /// Worker `w`'s standing load: the lowest of its ratio now and at the imbalance policy's last
+    /// `hot_windows` passes. Balancing ranks its sources by it, so a worker that rose within
+    /// the windows (by less than heating takes) comes after those that stood hot all along.
+    pub fn steady_ratio(&self, state: &PlannerState, w: usize) -> f64 {
+        let now = self.model.worker_ratio(w);
+        state.recent_ratios.get(&self.input.workers[w].id).map_or(now, |r| r.ratios.iter().copied().fold(now, f64::min))
     }
 
     fn observe_imbalance(&mut self, state: &mut PlannerState, max: f64, mean: f64, cv: f64) -> bool {

@@ -309,7 +309,13 @@ impl Model {
 
     /// [`Model::transient_ratio`] if one more move started streaming from `w`.
     pub fn transient_ratio_with_one_more_move(&self, w: usize) -> f64 {
-        self.transient_ratio(w) * self.drain[w] / (self.drain[w] - self.drain_ratio).max(0.5)
+        self.with_one_more_move(w, self.transient_ratio(w))
+    }
+
+    /// `ratio`, a load ratio of worker `w` over what its streams leave it, once one more move
+    /// streams from it.
+    pub fn with_one_more_move(&self, w: usize, ratio: f64) -> f64 {
+        ratio * self.drain[w] / (self.drain[w] - self.drain_ratio).max(0.5)
     }
 
     /// The largest `1 / capacity` in each dimension over all workers: a partition adds at most
@@ -744,6 +750,41 @@ fn share_left_of(range: KeyRange, sketch: &KeySketch, offset: f64) -> f64 {
     (left / total).clamp(0.0, 1.0)
 }
 
+/// A cold end is at least this share of a partition's keys (and so, roughly, of its bytes).
+pub const MIN_COLD_END_WIDTH_RATIO: f64 = 0.1;
+/// A bucket is cold below this share of the partition's mean load per key.
+pub const COLD_DENSITY_RATIO: f64 = 0.5;
+
+/// Where the load of a partition whose heat sits in a band starts and ends: the start of its
+/// first bucket, and the end of its last, that carry at least [`COLD_DENSITY_RATIO`] of the
+/// partition's mean load per key. Each side is `Some` only when the cold run before (or after)
+/// it spans at least [`MIN_COLD_END_WIDTH_RATIO`] of the range: cut there, that wide cold end
+/// can stay where it is while the hot band's narrow pieces (few bytes) go elsewhere. The
+/// second key is the first key of the cold end on the right.
+pub fn cold_ends(range: KeyRange, sketch: &KeySketch) -> (Option<Key>, Option<Key>) {
+    let total: f64 = sketch.bucket_ops.iter().map(|&b| b as f64).sum();
+    let width = range.width();
+    if total <= 0.0 || width <= 0.0 {
+        return (None, None);
+    }
+    let cold_below = COLD_DENSITY_RATIO * total / width;
+    let spans: Vec<(f64, f64)> = sketch.bucket_spans(range).collect();
+    let warm = |i: usize| spans[i].1 > 0.0 && sketch.bucket_ops[i] as f64 / spans[i].1 >= cold_below;
+    let (Some(first), Some(last)) = ((0..spans.len()).find(|&i| warm(i)), (0..spans.len()).rfind(|&i| warm(i))) else {
+        return (None, None);
+    };
+    let key_at = |offset: f64| {
+        let key = Key(range.start.0.saturating_add(offset as u64));
+        range.split_at(key).map(|_| key)
+    };
+    let wide = |w: f64| w >= MIN_COLD_END_WIDTH_RATIO * width;
+    let left = spans[first].0;
+    let right = spans[last].0 + spans[last].1;
+    let start = if wide(left) { key_at(left) } else { None };
+    let end = if wide(width - right) { key_at(right) } else { None };
+    (start, end)
+}
+
 /// The key below which `quantile` of the sketch's ops fall, interpolated inside the crossing
 /// bucket (its own width, where the sketch draws its buckets), and the share actually left of
 /// it. `None` when the sketch is empty or the key would leave one side empty.
@@ -810,6 +851,25 @@ mod tests {
         // Bounds that do not match the buckets are read as equal widths.
         let odd = KeySketch { bucket_bounds: vec![Key(500_000)], ..fine.clone() };
         assert_eq!(split_key(range, &odd, 0.5), split_key(range, &equal(&fine.bucket_ops), 0.5));
+    }
+
+    #[test]
+    fn cold_ends_are_the_wide_runs_under_half_the_mean_load_per_key_before_and_after_the_load() {
+        let range = KeyRange { start: Key(0), end: Key(1_599) };
+        // Buckets of 100 keys: load in buckets 4..=6, a trickle elsewhere.
+        let band = equal(&[1, 1, 1, 1, 300, 300, 300, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(cold_ends(range, &band), (Some(Key(400)), Some(Key(700))));
+        // A cold run narrower than a tenth of the range is no cold end.
+        let edge = equal(&[300, 300, 300, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(cold_ends(range, &edge), (None, Some(Key(300))));
+        let narrow = equal(&[1, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300]);
+        assert_eq!(cold_ends(range, &narrow), (None, None));
+        // Even load, or none: nothing is cold.
+        assert_eq!(cold_ends(range, &equal(&[50; 16])), (None, None));
+        assert_eq!(cold_ends(range, &equal(&[0; 16])), (None, None));
+        // Variable-width buckets: the band is the refined bucket.
+        let fine = KeySketch { bucket_ops: vec![5, 900, 5], bucket_bounds: vec![Key(800), Key(810)], ..equal(&[]) };
+        assert_eq!(cold_ends(range, &fine), (Some(Key(800)), Some(Key(810))));
     }
 
     proptest! {

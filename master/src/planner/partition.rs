@@ -5,10 +5,13 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use std::collections::{HashMap, HashSet};
 
-use lb_common::ids::{Key, PartitionId, WorkerId};
-use lb_common::protocol::MAX_SPLIT_PIECES;
+use lb_common::ids::{Key, KeyRange, PartitionId, WorkerId};
+use lb_common::protocol::{KeySketch, MAX_SPLIT_PIECES};
 
-use super::model::{Load, SketchShape, measured_load, piece_load, piece_shares, sketch_shape, split_key, supports};
+use super::model::{
+    Load, SketchShape, cold_ends, measured_load, piece_load, piece_shares, sketch_shape, split_key, split_key_share,
+    supports,
+};
 use super::proposal::{Alternative, DeclineReason, Policy, PolicyMode, Prediction, Proposal, Trigger};
 use super::rebalance::{alt, nothing_helps};
 use super::state::{ExpectedDemand, PendingChild, PlacedPiece, PlannerState, Scatter};
@@ -274,6 +277,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         expected_demand_ops: h.demand_ops * (1.0 - left_share),
                         planned_load: piece_load(info, whole, demand, 1.0 - left_share),
                         placed: None,
+                        stays: false,
                     },
                 );
                 pass.propose(state, p, mode, proposal);
@@ -320,6 +324,9 @@ struct SplitIntoPlan {
     /// The demand the pieces were placed for (the projection through the cooldown, or what is
     /// measured if more).
     sized_for_ops: f64,
+    /// Whether the first and the last piece are cold ends left on the partition's worker.
+    cold_start: bool,
+    cold_end: bool,
     owner_before: f64,
     owner_after: f64,
     /// The hottest worker receiving a piece, before and after.
@@ -327,8 +334,53 @@ struct SplitIntoPlan {
     dest_after: f64,
 }
 
-/// Cuts `p` at the sketch's load quantiles `1/k .. (k-1)/k` and places every new piece, largest
-/// first: on its own worker while that stays within the high watermark (no bytes move; the
+/// The keys of a multi-way split into `k` pieces of equal load. Where the load sits in a band
+/// and a wide cold end lies before or after it ([`cold_ends`]), the band alone is cut into the `k` pieces and each cold end is a piece of
+/// its own: the first keeps the id and the worker, the last stays on that worker too, so only
+/// the band's narrow pieces (few bytes) stream to other workers, not the ends' bulk. The cold
+/// ends are dropped where they would take the split past [`MAX_SPLIT_PIECES`].
+fn split_into_keys(range: KeyRange, sketch: &KeySketch, k: usize) -> SplitKeys {
+    let (mut lo, mut hi) = cold_ends(range, sketch);
+    if k + usize::from(lo.is_some()) + usize::from(hi.is_some()) > MAX_SPLIT_PIECES {
+        (lo, hi) = (None, None);
+    }
+    let share_at = |key: Option<Key>, or: f64| key.map_or(or, |key| split_key_share(range, Some(sketch), key));
+    let (from, to) = (share_at(lo, 0.0), share_at(hi, 1.0));
+    let mut keys: Vec<Key> = Vec::with_capacity(k + 1);
+    keys.extend(lo);
+    for i in 1..k {
+        if let Some((key, _)) = split_key(range, sketch, from + (to - from) * i as f64 / k as f64)
+            && keys.last().is_none_or(|last| key > *last)
+            && hi.is_none_or(|hi| key < hi)
+        {
+            keys.push(key);
+        }
+    }
+    let cold_end = hi.is_some_and(|hi| keys.last().is_none_or(|last| hi > *last));
+    if cold_end {
+        keys.extend(hi);
+    }
+    SplitKeys { cold_start: lo.is_some() && keys.first() == lo.as_ref(), cold_end, keys }
+}
+
+/// The width in keys of piece `i` when `range` is cut at `keys`.
+fn piece_width(range: KeyRange, keys: &[Key], i: usize) -> f64 {
+    let start = if i == 0 { range.start.0 } else { keys[i - 1].0 };
+    let end = keys.get(i).map_or(range.end.0, |k| k.0 - 1);
+    (end - start) as f64 + 1.0
+}
+
+/// The keys of a multi-way split, and whether its first and last pieces are cold ends.
+struct SplitKeys {
+    keys: Vec<Key>,
+    cold_start: bool,
+    cold_end: bool,
+}
+
+/// Cuts `p` at the sketch's load quantiles `1/k .. (k-1)/k` (of its band, cold ends cut off:
+/// [`split_into_keys`]) and places every new piece, largest first: a cold end on its own
+/// worker; any other on its own worker while that stays within the high watermark and a move
+/// could still drain it (no bytes move; the
 /// piece is scattered once measured, as after a split in place), else on the coolest worker of
 /// the pool that [`Pass::destination_allows`] it, the pieces already placed, the load in flight
 /// and the capacity a source lends to its streams counted, each piece carrying its share of
@@ -347,14 +399,7 @@ fn plan_split_into(
     let Some(sketch) = info.stats.sketch.as_ref() else {
         return Err((DeclineReason::NoRemedy, "needs a key sketch".into()));
     };
-    let mut keys: Vec<Key> = Vec::with_capacity(k - 1);
-    for i in 1..k {
-        if let Some((key, _)) = split_key(info.range, sketch, i as f64 / k as f64)
-            && keys.last().is_none_or(|last| key > *last)
-        {
-            keys.push(key);
-        }
-    }
+    let SplitKeys { keys, cold_start, cold_end } = split_into_keys(info.range, sketch, k);
     if keys.is_empty() {
         return Err((DeclineReason::NoRemedy, "finds no key inside the range".into()));
     }
@@ -372,7 +417,11 @@ fn plan_split_into(
     add(owner, first, &mut added);
     let extra =
         |w: usize, added: &[(usize, Load)]| added.iter().find(|(x, _)| *x == w).map_or(Load::default(), |a| a.1);
-    let mut order: Vec<usize> = (1..shares.len()).collect();
+    // A cold end on the right stays too: it is most of the bytes and little of the load.
+    if cold_end {
+        add(owner, piece_load(info, whole, demand, shares[shares.len() - 1]), &mut added);
+    }
+    let mut order: Vec<usize> = (1..shares.len() - usize::from(cold_end)).collect();
     order.sort_by(|&a, &b| shares[b].total_cmp(&shares[a]));
     let mut dests = vec![owner; keys.len()];
     let cap = pass.config.caps.max_inflight_per_worker;
@@ -381,10 +430,14 @@ fn plan_split_into(
         let l = piece_load(info, whole, demand, shares[i]);
         let mut best: Option<(usize, f64)> = None;
         // Its own worker first while it stays within the high watermark: no bytes move (a
-        // metadata change), and the piece is scattered once measured.
+        // metadata change), and the piece is scattered once measured. And only while a move
+        // could stream from it without taking it over capacity: kept up to the watermark, a
+        // scatter or a balancing move would push it past capacity while it streams (or, past
+        // `max_source_transient_ratio`, never start), and it would stay that hot.
         let mut own = extra(owner, &added);
         own.add(l, 1.0);
         let own_ratio = pass.model.ratio_plus(owner, own) / pass.model.drain_factor(owner);
+        let stays = own_ratio <= high && pass.model.with_one_more_move(owner, own_ratio) <= 1.0;
         // Its own zone first; another zone only when none of its own allows the piece and
         // `zones.cross` lets it cross (the coolest zone, then its coolest worker).
         // A zone is full when its workers lack the load room, not when they are at their action
@@ -403,7 +456,7 @@ fn plan_split_into(
             // Crossing, the coolest zone first; at home, no zone term (an empty list reads 0).
             let zone_ratio = if crossing { pass.zone_ratios_by_worker() } else { Vec::new() };
             for w in 0..pass.input.workers.len() {
-                if own_ratio <= high {
+                if stays {
                     best = Some((owner, own_ratio));
                     break;
                 }
@@ -458,6 +511,8 @@ fn plan_split_into(
         shares,
         dests,
         sized_for_ops: demand,
+        cold_start,
+        cold_end,
         owner_before,
         owner_after,
         dest_before,
@@ -509,8 +564,24 @@ fn propose_split_into(
             pass.zone_ratio(w)
         )
     });
+    let cold = match (plan.cold_start, plan.cold_end) {
+        (false, false) => String::new(),
+        (start, end) => {
+            let ends = [start.then_some(0), end.then_some(n - 1)];
+            let share: f64 = ends.iter().flatten().map(|&i| plan.shares[i]).sum();
+            let key_share: f64 = ends.iter().flatten().map(|&i| piece_width(info.range, &plan.keys, i)).sum::<f64>()
+                / info.range.width();
+            format!(
+                " (the band holding its load; its cold {}, {:.0} % of its keys and {:.0} % of its demand, stay on {}: only the band's pieces stream)",
+                if start && end { "ends" } else { "end" },
+                key_share * 100.0,
+                share * 100.0,
+                pass.input.workers[owner].id
+            )
+        }
+    };
     let reason = format!(
-        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split it into {n} pieces at the sketch's load quantiles in one action (the largest {:.0} % of its demand, {:.2} of a limit), first piece {:.0} % stays on {}; new pieces {}; its worker {:.2} -> {:.2}, the hottest receiver {:.2} -> {:.2}{crossing}",
+        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, for {} windows: split it into {n} pieces at the sketch's load quantiles{cold} in one action (the largest {:.0} % of its demand, {:.2} of a limit), first piece {:.0} % stays on {}; new pieces {}; its worker {:.2} -> {:.2}, the hottest receiver {:.2} -> {:.2}{crossing}",
         h.demand_ops,
         h.hysteresis.windows,
         largest * 100.0,
@@ -561,7 +632,8 @@ fn propose_split_into(
     };
     let (whole, sized_for) = (pass.model.load[p], plan.sized_for_ops);
     reserve(pass, state, p, piece_load(info, whole, sized_for, plan.shares[0]));
-    for ((k, share), &to) in plan.keys.iter().zip(&plan.shares[1..]).zip(&plan.dests) {
+    let last = plan.keys.len() - 1;
+    for (i, ((k, share), &to)) in plan.keys.iter().zip(&plan.shares[1..]).zip(&plan.dests).enumerate() {
         expect_child(
             state,
             PendingChild {
@@ -581,6 +653,7 @@ fn propose_split_into(
                     parent_index: p,
                     share: *share,
                 }),
+                stays: plan.cold_end && i == last,
             },
         );
     }
@@ -809,7 +882,8 @@ fn reserve(pass: &Pass<'_>, state: &mut PlannerState, p: usize, load: Load) {
 }
 
 /// Finds split children that appeared since the last pass: each inherits its parent's
-/// hysteresis (a still-hot child is split again without waiting) and joins the scatter queue.
+/// hysteresis (a still-hot child is split again without waiting) and joins the scatter queue
+/// (not a cold end a multi-way split left on its worker on purpose).
 pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
     if state.pending_children.is_empty() {
         return;
@@ -844,7 +918,9 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
             let h = state.partitions.at_mut(i, &p.id);
             h.windows = h.windows.max(child.parent_hot.windows);
             h.engaged |= child.parent_hot.engaged;
-            state.scatter.push(Scatter { partition: p.id.clone(), child });
+            if !child.stays {
+                state.scatter.push(Scatter { partition: p.id.clone(), child });
+            }
         }
     }
 }

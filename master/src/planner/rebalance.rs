@@ -8,7 +8,7 @@ use super::config::CrossZone;
 use super::model::{sketch_shape, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::state::PlannerState;
-use super::{MAX_ALTERNATIVES, Pass, Zones};
+use super::{HEATING_RISE_RATIO, MAX_ALTERNATIVES, Pass, Zones};
 
 /// Bytes in a GiB, for the move cost.
 const GIB: f64 = (1u64 << 30) as f64;
@@ -174,14 +174,22 @@ impl Pass<'_> {
                 DeclineReason::NoGain
             });
         };
-        if b.gain - b.cost < self.config.caps.min_gain_ratio {
+        // A source over its capacity rejects on every partition it holds: a move that takes it
+        // back under needs only a gain that outweighs its cost, however small.
+        let ends_rejections = b.src_before > 1.0 && b.src_after <= 1.0;
+        let min_gain = if ends_rejections { 0.0 } else { self.config.caps.min_gain_ratio };
+        if b.gain - b.cost < min_gain {
             alts.push(alt(
                 format!("move {id} to {}", self.input.workers[b.dest].id),
                 format!(
-                    "gain {:.3} minus cost {:.3} is under min_gain_ratio {:.3} (max of the pair {:.2} -> {:.2})",
+                    "gain {:.3} minus cost {:.3} is under {} (max of the pair {:.2} -> {:.2})",
                     b.gain,
                     b.cost,
-                    self.config.caps.min_gain_ratio,
+                    if ends_rejections {
+                        "0 (a move ending its source's rejections needs only a net gain)".to_owned()
+                    } else {
+                        format!("min_gain_ratio {min_gain:.3}")
+                    },
                     b.src_before.max(b.dest_before),
                     b.src_after.max(b.dest_after)
                 ),
@@ -790,21 +798,24 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
         if order.len() < 2 {
             return;
         }
-        order.sort_by(|&a, &b| pass.model.worker_ratio(b).total_cmp(&pass.model.worker_ratio(a)));
+        // The hottest by its standing load first (see `Pass::steady_ratio`).
+        order.sort_by(|&a, &b| pass.steady_ratio(state, b).total_cmp(&pass.steady_ratio(state, a)));
         // Imbalance is not urgent: a move must not drain its source far into rejecting while
-        // it streams (make-before-break keeps the load there).
+        // it streams (make-before-break keeps the load there), and a worker heating right now
+        // is not a standing imbalance (see `Pass::heating`).
         let transient_max = pass.config.imbalance.max_source_transient_ratio;
         let Some(&src) = order.iter().find(|&&w| {
             pass.model.worker_ratio(w) > mean
                 && pass.model.transient_ratio_with_one_more_move(w) <= transient_max
                 && pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker
+                && !pass.heating(state, w)
         }) else {
             pass.decline(
                 Policy::Imbalance,
                 "cluster",
                 DeclineReason::SourceAtLimit,
                 format!(
-                    "max/mean {max_over_mean:.2}, cv {cv:.2}: every worker over the mean is at its action cap or would exceed {transient_max:.2} of capacity while a move drains it"
+                    "max/mean {max_over_mean:.2}, cv {cv:.2}: every worker over the mean is at its action cap, would exceed {transient_max:.2} of capacity while a move drains it, or is heating (its load up {HEATING_RISE_RATIO:.2} of capacity or more within the policy's windows)"
                 ),
             );
             return;
@@ -815,7 +826,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             return;
         }
         let src_ratio = pass.model.worker_ratio(src);
-        let coolest = pass.model.worker_ratio(order[order.len() - 1]);
+        let coolest = order.iter().map(|&w| pass.model.worker_ratio(w)).fold(f64::INFINITY, f64::min);
         // The ideal partition carries half the gap between the hottest and the coolest.
         let ideal = (src_ratio - coolest) / 2.0;
         let mut cands: Vec<(usize, f64)> = Vec::new();

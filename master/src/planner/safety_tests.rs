@@ -133,6 +133,52 @@ fn a_hot_range_at_4x_is_cut_into_its_pieces_and_spread_in_one_action() {
 }
 
 #[test]
+fn a_hot_band_is_cut_out_of_its_cold_ends_which_stay_so_only_the_bands_few_bytes_stream() {
+    let mut input = hot_range(20_000.0, 6);
+    input.workers[0].load.ops_per_sec += 50_000.0;
+    // The load sits in buckets 6..=9 of 16 (a quarter of the keys); the rest is nearly idle.
+    let sketch = input.partitions[0].stats.sketch.as_mut().expect("sketch");
+    sketch.bucket_ops = (0..16).map(|b| if (6..=9).contains(&b) { 10_900 } else { 20 }).collect();
+    let range = input.partitions[0].range;
+    let bucket = range.width() / 16.0;
+    let mut state = PlannerState::default();
+    let plan = passes(&input, &mut state, 1_000, 2);
+    let split = plan.proposals.iter().find(|p| p.spec.kind() == ActionKind::Split).expect("a split");
+    let ActionSpec::SplitInto { split_keys, to_workers, .. } = &split.spec else { panic!("{:?}", split.spec) };
+    // The band's edges are cuts: the piece that keeps the id is the cold end before the band,
+    // and the cold end after it is a piece of its own that stays on w-0 too.
+    let first = split_keys[0].0 - range.start.0;
+    let last = split_keys[split_keys.len() - 1].0 - range.start.0;
+    assert!((first as f64 / bucket - 6.0).abs() < 1e-6, "{split_keys:?}");
+    assert!((last as f64 / bucket - 10.0).abs() < 1e-6, "{split_keys:?}");
+    assert_eq!(to_workers.last().map(|w| w.as_str()), Some("w-0"), "{to_workers:?}");
+    // Every other piece is inside the band and under its limit, most of them elsewhere (w-0
+    // keeps what it has room for).
+    let band = &to_workers[..to_workers.len() - 1];
+    let away = band.iter().filter(|w| w.as_str() != "w-0").count();
+    assert!(band.len() >= 8 && away * 2 > band.len(), "{to_workers:?}");
+    assert!(split.predicted.target_after_ratio <= 1.0, "{:?}", split.predicted);
+    assert!(split.reason.contains("its cold ends, 75 % of its keys"), "{}", split.reason);
+    // Once the split ran, the cold end stays where it is: it never joins the scatter queue,
+    // where the band's pieces kept on w-0 wait to be measured.
+    passes(&after_split_into(&input, &split.spec), &mut state, 3_000, 1);
+    let queued: Vec<&str> = state.scatter.iter().map(|s| s.partition.as_str()).collect();
+    let cold_end = format!("p0-{}", split_keys.len() - 1);
+    let kept = band.len() - away;
+    assert!(!queued.contains(&cold_end.as_str()) && queued.len() == kept, "{queued:?}, {kept} kept");
+    // Load spread over the whole range has no cold end: no extra cut.
+    let mut even = hot_range(20_000.0, 6);
+    even.workers[0].load.ops_per_sec += 50_000.0;
+    let plan = passes(&even, &mut PlannerState::default(), 1_000, 2);
+    let split = plan.proposals.iter().find(|p| p.spec.kind() == ActionKind::Split).expect("a split");
+    let ActionSpec::SplitInto { split_keys, .. } = &split.spec else { panic!("{:?}", split.spec) };
+    let pieces = split_keys.len() as f64 + 1.0;
+    let first = (split_keys[0].0 - range.start.0) as f64 / range.width();
+    assert!((first * pieces - 1.0).abs() < 0.01, "equal pieces of the whole range: {split_keys:?}");
+    assert!(!split.reason.contains("cold"), "{}", split.reason);
+}
+
+#[test]
 fn a_hot_range_with_no_room_for_its_pieces_is_declined_not_split_in_place() {
     // Every worker at 0.96 (its own at 1.06): a 4.9k piece would take any of them over capacity.
     let input = hot_range(96_000.0, 4);

@@ -111,6 +111,10 @@ pub struct PendingChild {
     /// flight, its worker holds `planned_load` for it.
     #[serde(default)]
     pub placed: Option<PlacedPiece>,
+    /// A cold end a multi-way split left on its parent's worker on purpose (most of the bytes,
+    /// little of the load): never scattered.
+    #[serde(default)]
+    pub stays: bool,
 }
 
 /// Where a multi-way split's piece goes ([`PendingChild::placed`]). Positions are checked
@@ -159,6 +163,11 @@ pub struct PlannerState {
     /// Only partitions at or over the release threshold have an entry.
     pub partitions: PartitionHysteresis,
     pub workers: HashMap<WorkerId, Hysteresis>,
+    /// Each worker's load ratio at the last passes, oldest first (as many as the imbalance
+    /// policy's `hot_windows`): balancing leaves a worker alone while its load rises
+    /// ([`super::Pass::heating`]).
+    #[serde(default)]
+    pub recent_ratios: HashMap<WorkerId, RecentRatios>,
     pub imbalance: Hysteresis,
     /// The zones' spread (`zones.cross = balance`), engaged like the imbalance policy.
     #[serde(default)]
@@ -183,6 +192,14 @@ pub struct PlannerState {
     /// What the planner derives from the input's layout, kept while the layout holds.
     #[serde(skip)]
     pub(crate) layout: LayoutCache,
+}
+
+/// A worker's load ratio at its last passes, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecentRatios {
+    pub ratios: std::collections::VecDeque<f64>,
+    /// The pass that last recorded one, to forget workers that left the topology.
+    pub pass: u64,
 }
 
 /// Per partition position in the input, each partition's owner (its position among the

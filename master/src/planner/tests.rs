@@ -916,3 +916,57 @@ fn balancing_leaves_a_quarter_of_the_cluster_cap_to_relief() {
         run(&hot, &config, &mut PlannerState::default(), 1_000, i64::from(config.partition_overload.hot_windows));
     assert!(plan.proposals.is_empty(), "the reserve is all there is: {:?}", plan.proposals);
 }
+
+#[test]
+fn balancing_takes_from_the_worker_hot_for_a_while_not_the_one_that_heated_this_second() {
+    // w-0 has stood at 0.68 of capacity, w-1 at 0.60, w-2 and w-3 at 0.20: an imbalance.
+    let mut loads = vec![4_000.0; 17 + 15 + 5 + 5];
+    let owners: Vec<usize> =
+        [(0, 17), (1, 15), (2, 5), (3, 5)].iter().flat_map(|&(w, n)| std::iter::repeat_n(w, n)).collect();
+    let before = cluster(&loads, &owners, 4, &[]);
+    let config = PlannerConfig::default();
+    let mut state = PlannerState::default();
+    let windows = i64::from(config.imbalance.hot_windows);
+    let quiet = run(&before, &config, &mut state, 1_000, windows - 1);
+    assert!(quiet.proposals.is_empty(), "not engaged yet: {:?}", quiet.proposals);
+    // This second three of w-1's partitions ramp to 8.5k each (a range heating up, under their
+    // own limit): w-1 reads 0.735, the hottest now. Balancing moves from w-0, hot all along; the
+    // heating partitions stay put for their own policy if they keep on.
+    loads[17..20].fill(8_500.0);
+    let heated = cluster(&loads, &owners, 4, &[]);
+    let plan = run(&heated, &config, &mut state, 1_000 + windows * 1_000, 1);
+    let moves: Vec<&Proposal> = plan.proposals.iter().filter(|p| p.policy == Policy::Imbalance).collect();
+    assert!(!moves.is_empty(), "imbalance engaged: {:?}", plan.rejected);
+    for m in &moves {
+        let ActionSpec::Move { partition, .. } = &m.spec else { panic!("{:?}", m.spec) };
+        let i: usize = partition.as_str()[1..].parse().expect("pN");
+        assert_eq!(owners[i], 0, "balancing moved {partition} off w-{}: {}", owners[i], m.reason);
+    }
+    // Once w-1 has stood at 0.735 for the policy's windows, balancing takes from it too.
+    let from_w1 = (1..=windows + 1).any(|k| {
+        let later = run(&heated, &config, &mut state, 1_000 + (windows + k) * 1_000, 1);
+        later.proposals.iter().any(|p| {
+            p.policy == Policy::Imbalance
+                && p.spec.partitions().iter().any(|id| owners[id.as_str()[1..].parse::<usize>().expect("pN")] == 1)
+        })
+    });
+    assert!(from_w1, "w-1 is balanced once its load holds");
+}
+
+#[test]
+fn a_worker_just_over_capacity_sheds_a_small_partition_that_ends_its_rejections() {
+    // w-0 at 1.004 of capacity in 40 partitions of 2.5k (0.025 each); the others at 0.60. One
+    // move brings it to 0.98: a gain of 0.025 less the 0.01 cost of its GiB, under
+    // min_gain_ratio (0.02), but it ends the rejections on all 39 partitions left.
+    let mut loads = vec![2_510.0; 40];
+    let mut owners = vec![0; 40];
+    for w in 1..4 {
+        loads.extend([4_000.0; 15]);
+        owners.extend([w; 15]);
+    }
+    let input = cluster(&loads, &owners, 4, &[]);
+    let plan = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 3);
+    let moves: Vec<&Proposal> = plan.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
+    assert!(!moves.is_empty(), "{:?}", plan.rejected);
+    assert!(moves[0].predicted.source_after_ratio <= 1.0, "{:?}", moves[0].predicted);
+}
