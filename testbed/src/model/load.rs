@@ -37,6 +37,9 @@ pub struct LoadState {
     moving: Vec<Vec<u32>>,
     /// Per component this step: read ops, write ops, read bytes, write bytes per second.
     pub(super) coef: Vec<[f64; 4]>,
+    /// Per table, bumped at every step that changed one of its components' `coef`: a sketch
+    /// computed at the same epoch (and for the same ops and range) is the same.
+    pub(super) rates_epoch: Vec<u64>,
     /// Last step, per second.
     pub demand_read_ops: Vec<f64>,
     pub demand_write_ops: Vec<f64>,
@@ -281,11 +284,16 @@ impl Cluster {
         if self.load.dirty {
             self.rebuild_masses();
         }
+        self.load.rates_epoch.resize(self.tables.len(), 0);
         for (c, comp) in self.components.iter().enumerate() {
             let rate = comp.rate_at(t_secs) * self.tables[comp.table].surge_multiplier;
             let reads = rate * comp.read_ratio;
             let writes = rate - reads;
-            self.load.coef[c] = [reads, writes, reads * comp.value_bytes, writes * comp.value_bytes];
+            let coef = [reads, writes, reads * comp.value_bytes, writes * comp.value_bytes];
+            if self.load.coef[c] != coef {
+                self.load.coef[c] = coef;
+                self.load.rates_epoch[comp.table] += 1;
+            }
         }
         let n = self.partitions.len();
         let load = &mut self.load;

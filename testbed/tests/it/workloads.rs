@@ -4,7 +4,9 @@ use lb_common::ids::Key;
 use lb_common::protocol::ActionSpec;
 
 use crate::support::{demand, partition_at, scenario, sketch_median, step_secs};
+use lb_common::protocol::KeySketch;
 use lb_testbed::Engine;
+use lb_testbed::model::report::SketchCache;
 
 pub const HOT_RANGE: &str = r#"
 [[tables.workloads]]
@@ -205,4 +207,51 @@ ops_per_sec = 60000
     let after = engine.summary().max_demand_ratio;
     assert!(after < before * 0.7, "reshard spreads the dataset: {before} -> {after}");
     assert_eq!(engine.topology().datasets[0].dataset_shards, 12);
+}
+
+#[test]
+fn a_sketch_kept_with_its_cache_is_the_fresh_one_every_second_through_ramps_splits_and_moves() {
+    // A hot range that ramps, a hot key, a uniform base; every partition's sketch written each
+    // second into the same buffer with the same cache (as the simulator does) against a fresh
+    // one: equal, also across a split and a move.
+    let extra =
+        format!("{HOT_RANGE}{}", HOT_KEY.replace("[[tables.workloads]]\nkind = \"uniform\"\nops_per_sec = 4000\n", ""));
+    let mut engine = Engine::new(&scenario(3, 4, &extra));
+    let mut kept: std::collections::HashMap<lb_common::ids::PartitionId, (SketchCache, KeySketch)> = Default::default();
+    let mut compared = 0;
+    for t in 0..45u64 {
+        step_secs(&mut engine, 1);
+        if t == 20 {
+            let hot = partition_at(&engine, 0x4100_0000_0000_0000);
+            engine.apply(ActionSpec::Split { partition: hot, split_key: Key(0x4200_0000_0000_0000) }).expect("split");
+        }
+        if t == 30 {
+            let p = partition_at(&engine, 0x9000_0000_0000_0000);
+            let c = &engine.cluster;
+            let owner = c.partitions.owner[c.partitions.find(&p).expect("p")] as usize;
+            let to = c.workers.ids[(owner + 1) % c.workers.len()].clone();
+            engine.apply(ActionSpec::Move { partition: p, to_worker: to }).expect("move");
+        }
+        let c = &engine.cluster;
+        let t_secs = engine.t_secs();
+        for p in 0..c.partitions.len() {
+            let ops = c.window_counters(p).read_ops + c.window_counters(p).write_ops;
+            let (cache, out) = kept.entry(c.partitions.ids[p].clone()).or_insert_with(|| {
+                (
+                    SketchCache::default(),
+                    KeySketch {
+                        bucket_ops: vec![],
+                        bucket_bounds: vec![],
+                        top_keys: vec![],
+                        sequential_write_ratio: 0.0,
+                    },
+                )
+            });
+            c.sketch_cached(p, ops, t_secs, cache, out);
+            assert_eq!(*out, c.sketch(p, ops, t_secs), "partition {} at {t_secs} s", c.partitions.ids[p]);
+            compared += 1;
+        }
+        engine.cluster.load.reset_all_acc();
+    }
+    assert!(compared > 45 * 4, "every partition every second, and the split's new piece: {compared}");
 }
