@@ -36,9 +36,16 @@ pub const DEFAULT_WORKER_MEMORY_BYTES: u64 = 64 << 30;
 
 /// Per partition: its key range's sketch buckets and the bucket masses of its static workload
 /// components, valid while the range is unchanged (see [`Cluster::sketch_cached`]).
-/// Boxed, so that moving a cache (the simulator reorders them after a split) moves a pointer.
+/// Boxed, so that moving a cache (the simulator reorders them after a split) moves a pointer;
+/// what says whether the last sketch still holds is kept beside the box, so that a second in
+/// which nothing changed does not touch it (one cache miss per partition was most of a tick).
 #[derive(Debug, Clone, Default)]
-pub struct SketchCache(Option<Box<CachedBuckets>>);
+pub struct SketchCache {
+    /// The range, ops and table rates epoch of the sketch last written with this cache, when
+    /// its table has no moving component: the same three give the same sketch.
+    last: Option<((u64, u64), u64, u64)>,
+    buckets: Option<Box<CachedBuckets>>,
+}
 
 #[derive(Debug, Clone, Default)]
 struct CachedBuckets {
@@ -46,9 +53,6 @@ struct CachedBuckets {
     buckets: usize,
     bounds: [(u64, u64); DEFAULT_SKETCH_BUCKETS],
     masses: Vec<(u32, [f64; DEFAULT_SKETCH_BUCKETS])>,
-    /// The ops and the table's rates epoch the last sketch written with this cache was for,
-    /// when its table has no moving component: the same pair gives the same sketch.
-    last: Option<(u64, u64)>,
 }
 
 /// One partition's counters since its last report (the numbers of its report entry).
@@ -191,19 +195,19 @@ impl Cluster {
     pub fn sketch_cached(&self, p: usize, ops: u64, t_secs: f64, cache: &mut SketchCache, out: &mut KeySketch) {
         let t = self.partitions.table[p] as usize;
         let (start, end) = (self.partitions.start[p], self.partitions.end[p]);
-        let cache = match &mut cache.0 {
-            Some(c) if c.range == (start, end) => c,
-            slot => self.fill_cache(p, t, slot.get_or_insert_with(Box::default)),
-        };
         // Nothing it depends on changed since the sketch `out` holds was written with this
-        // cache: the rates of the table's components, the ops, the range; with no moving
+        // cache: the range, the ops, the rates of the table's components; with no moving
         // component, time enters only through those rates.
         let unmoving = self.load.moving_of(t).is_empty();
-        let now = (ops, self.load.rates_epoch.get(t).copied().unwrap_or(0));
+        let now = ((start, end), ops, self.load.rates_epoch.get(t).copied().unwrap_or(0));
         if unmoving && cache.last == Some(now) {
             return;
         }
         cache.last = unmoving.then_some(now);
+        let cache = match &mut cache.buckets {
+            Some(c) if c.range == (start, end) => c,
+            slot => self.fill_cache(p, t, slot.get_or_insert_with(Box::default)),
+        };
         let n = cache.buckets;
         let buckets = &cache.bounds[..n];
         let mut weights = [0.0f64; DEFAULT_SKETCH_BUCKETS];
@@ -337,7 +341,6 @@ impl Cluster {
     fn fill_cache<'c>(&self, p: usize, t: usize, cache: &'c mut CachedBuckets) -> &'c mut CachedBuckets {
         let (start, end) = (self.partitions.start[p], self.partitions.end[p]);
         cache.range = (start, end);
-        cache.last = None;
         cache.buckets = bucket_bounds_into(start, end, &mut cache.bounds);
         cache.masses.clear();
         let mut add = |c: u32| {
