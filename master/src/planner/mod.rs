@@ -122,6 +122,7 @@ pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerSta
         plan: Plan::default(),
         proposed_this_pass: 0,
         destinations: Default::default(),
+        recent_low: Vec::new(),
     };
     state.passes += 1;
     state.cooldown_until_ms.retain(|_, until| *until > now_ms);
@@ -263,6 +264,9 @@ pub(crate) struct Pass<'a> {
     pub splitting: Vec<bool>,
     /// The workers sorted for [`Pass::best_destination`], kept while the model stands still.
     destinations: std::cell::RefCell<destinations::Destinations>,
+    /// Per worker: the lowest load ratio of its recent passes, this one's included
+    /// ([`Pass::steady_ratio`]); empty while the imbalance policy is off.
+    recent_low: Vec<f64>,
 }
 
 impl Pass<'_> {
@@ -448,10 +452,12 @@ impl Pass<'_> {
         out
     }
 
-    /// Appends each worker's load ratio to its recent ones (see [`Pass::heating`]).
-    fn record_recent_ratios(&self, state: &mut PlannerState) {
+    /// Appends each worker's load ratio to its recent ones and keeps the lowest of them for
+    /// the pass (see [`Pass::heating`]).
+    fn record_recent_ratios(&mut self, state: &mut PlannerState) {
         let keep = self.config.imbalance.hot_windows.max(1) as usize;
         let pass = state.passes;
+        self.recent_low.clear();
         for (w, info) in self.input.workers.iter().enumerate() {
             let r = self.model.worker_ratio(w);
             let recent = match state.recent_ratios.get_mut(&info.id) {
@@ -463,6 +469,7 @@ impl Pass<'_> {
             }
             recent.ratios.push_back(r);
             recent.pass = pass;
+            self.recent_low.push(recent.ratios.iter().copied().fold(r, f64::min));
         }
         if state.recent_ratios.len() > self.input.workers.len() {
             state.recent_ratios.retain(|_, r| r.pass == pass);
@@ -475,16 +482,16 @@ impl Pass<'_> {
     /// range ramping up, a partition that just landed) is the overload policies' case if it
     /// keeps on, and a balancing move taken from it would likely carry the partition that is
     /// heating, which that partition's split would then have to wait for.
-    pub fn heating(&self, state: &PlannerState, w: usize) -> bool {
-        self.model.worker_ratio(w) - self.steady_ratio(state, w) >= HEATING_RISE_RATIO
+    pub fn heating(&self, w: usize) -> bool {
+        self.model.worker_ratio(w) - self.steady_ratio(w) >= HEATING_RISE_RATIO
     }
 
     /// Worker `w`'s standing load: the lowest of its ratio now and at the imbalance policy's last
     /// `hot_windows` passes. Balancing ranks its sources by it, so a worker that rose within
     /// the windows (by less than heating takes) comes after those that stood hot all along.
-    pub fn steady_ratio(&self, state: &PlannerState, w: usize) -> f64 {
+    pub fn steady_ratio(&self, w: usize) -> f64 {
         let now = self.model.worker_ratio(w);
-        state.recent_ratios.get(&self.input.workers[w].id).map_or(now, |r| r.ratios.iter().copied().fold(now, f64::min))
+        self.recent_low.get(w).map_or(now, |&low| low.min(now))
     }
 
     fn observe_imbalance(&mut self, state: &mut PlannerState, max: f64, mean: f64, cv: f64) -> bool {

@@ -799,7 +799,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             return;
         }
         // The hottest by its standing load first (see `Pass::steady_ratio`).
-        order.sort_by(|&a, &b| pass.steady_ratio(state, b).total_cmp(&pass.steady_ratio(state, a)));
+        order.sort_by(|&a, &b| pass.steady_ratio(b).total_cmp(&pass.steady_ratio(a)));
         // Imbalance is not urgent: a move must not drain its source far into rejecting while
         // it streams (make-before-break keeps the load there), and a worker heating right now
         // is not a standing imbalance (see `Pass::heating`).
@@ -808,7 +808,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             pass.model.worker_ratio(w) > mean
                 && pass.model.transient_ratio_with_one_more_move(w) <= transient_max
                 && pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker
-                && !pass.heating(state, w)
+                && !pass.heating(w)
         }) else {
             pass.decline(
                 Policy::Imbalance,

@@ -787,6 +787,7 @@ proptest! {
             plan: Plan::default(),
             proposed_this_pass: 0,
             destinations: Default::default(),
+            recent_low: Vec::new(),
         };
         for (w, &(.., actions, _)) in workers.iter().enumerate() {
             pass.model.worker_actions[w] = actions;
