@@ -335,10 +335,11 @@ struct SplitIntoPlan {
 }
 
 /// The keys of a multi-way split into `k` pieces of equal load. Where the load sits in a band
-/// and a wide cold end lies before or after it ([`cold_ends`]), the band alone is cut into the `k` pieces and each cold end is a piece of
-/// its own: the first keeps the id and the worker, the last stays on that worker too, so only
-/// the band's narrow pieces (few bytes) stream to other workers, not the ends' bulk. The cold
-/// ends are dropped where they would take the split past [`MAX_SPLIT_PIECES`].
+/// and a wide cold end lies before or after it ([`cold_ends`]), the band alone is cut into the
+/// `k` pieces and each cold end is a piece of its own: the first keeps the id and the worker,
+/// the last stays on that worker too, so only the band's narrow pieces (few bytes) stream to
+/// other workers, not the ends' bulk. The cold ends are dropped where they would take the split
+/// past [`MAX_SPLIT_PIECES`].
 fn split_into_keys(range: KeyRange, sketch: &KeySketch, k: usize) -> SplitKeys {
     let (mut lo, mut hi) = cold_ends(range, sketch);
     if k + usize::from(lo.is_some()) + usize::from(hi.is_some()) > MAX_SPLIT_PIECES {
@@ -380,8 +381,8 @@ struct SplitKeys {
 /// Cuts `p` at the sketch's load quantiles `1/k .. (k-1)/k` (of its band, cold ends cut off:
 /// [`split_into_keys`]) and places every new piece, largest first: a cold end on its own
 /// worker; any other on its own worker while that stays within the high watermark and a move
-/// could still drain it (no bytes move; the
-/// piece is scattered once measured, as after a split in place), else on the coolest worker of
+/// could still drain it (no bytes move; the piece is scattered once measured, as after a split
+/// in place), else on the coolest worker of
 /// the pool that [`Pass::destination_allows`] it, the pieces already placed, the load in flight
 /// and the capacity a source lends to its streams counted, each piece carrying its share of
 /// `projected_demand` (what a growing load reaches within the cooldown). Receivers are of the
@@ -428,7 +429,6 @@ fn plan_split_into(
     let high = pass.config.worker_overload.high_watermark_ratio;
     for i in order {
         let l = piece_load(info, whole, demand, shares[i]);
-        let mut best: Option<(usize, f64)> = None;
         // Its own worker first while it stays within the high watermark: no bytes move (a
         // metadata change), and the piece is scattered once measured. And only while a move
         // could stream from it without taking it over capacity: kept up to the watermark, a
@@ -438,17 +438,19 @@ fn plan_split_into(
         own.add(l, 1.0);
         let own_ratio = pass.model.ratio_plus(owner, own) / pass.model.drain_factor(owner);
         let stays = own_ratio <= high && pass.model.with_one_more_move(owner, own_ratio) <= 1.0;
+        let mut best: Option<(usize, f64)> = stays.then_some((owner, own_ratio));
         // Its own zone first; another zone only when none of its own allows the piece and
         // `zones.cross` lets it cross (the coolest zone, then its coolest worker).
         // A zone is full when its workers lack the load room, not when they are at their action
         // cap (that passes within a move's time): a capped worker of its own zone keeps it home.
         let mut capped_home = false;
         for crossing in [false, true] {
-            if crossing
-                && (!may_cross
-                    || !pass.zones.several()
-                    || capped_home
-                    || best.is_some_and(|(_, r)| pass.destination_allows(owner_before, r)))
+            if stays
+                || (crossing
+                    && (!may_cross
+                        || !pass.zones.several()
+                        || capped_home
+                        || best.is_some_and(|(_, r)| pass.destination_allows(owner_before, r))))
             {
                 break;
             }
@@ -456,10 +458,6 @@ fn plan_split_into(
             // Crossing, the coolest zone first; at home, no zone term (an empty list reads 0).
             let zone_ratio = if crossing { pass.zone_ratios_by_worker() } else { Vec::new() };
             for w in 0..pass.input.workers.len() {
-                if stays {
-                    best = Some((owner, own_ratio));
-                    break;
-                }
                 if !pass.model.healthy[w] || pass.groups[w].is_some() || pass.zones.same(owner, w) == crossing {
                     continue;
                 }
