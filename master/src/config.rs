@@ -103,6 +103,11 @@ pub const DEFAULT_ETCD_REQUEST_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_ETCD_CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// The election's name (an etcd key prefix); the leader's handover state lives under it too.
 pub const DEFAULT_ELECTION: &str = "/lb/master";
+/// 10 s between saves of a handover that only the hysteresis changed: a successor starts at most
+/// that far behind on counters it rebuilds in a few windows anyway, while etcd takes a tenth of
+/// the writes it would at one a pass (each one a new revision until etcd compacts). A pass
+/// that submitted, ended, evaluated or proposed an action saves at once.
+pub const DEFAULT_HANDOVER_INTERVAL_MS: u64 = 10_000;
 
 /// `[leadership]`: static (a change needs a restart: a live switch of backend or election would
 /// let two masters act).
@@ -121,6 +126,8 @@ pub struct LeadershipConfig {
     pub lease_ttl_secs: u64,
     pub request_timeout_ms: u64,
     pub connect_timeout_ms: u64,
+    /// The longest a handover the hysteresis alone changed goes unsaved.
+    pub handover_interval_ms: u64,
 }
 
 impl Default for LeadershipConfig {
@@ -133,6 +140,7 @@ impl Default for LeadershipConfig {
             lease_ttl_secs: DEFAULT_LEASE_TTL_SECS,
             request_timeout_ms: DEFAULT_ETCD_REQUEST_TIMEOUT_MS,
             connect_timeout_ms: DEFAULT_ETCD_CONNECT_TIMEOUT_MS,
+            handover_interval_ms: DEFAULT_HANDOVER_INTERVAL_MS,
         }
     }
 }
@@ -148,6 +156,10 @@ impl LeadershipConfig {
 
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    pub fn handover_interval(&self) -> Duration {
+        Duration::from_millis(self.handover_interval_ms)
     }
 
     fn validate_into(&self, v: &mut lb_common::validate::Scope<'_>) {
@@ -195,6 +207,7 @@ impl LeadershipConfig {
         let max_request = (self.lease_ttl_secs.clamp(2, 60) * 1000 / 3).max(100);
         v.range_u64("request_timeout_ms", self.request_timeout_ms, 50, max_request);
         v.range_u64("connect_timeout_ms", self.connect_timeout_ms, 50, 30_000);
+        v.range_u64("handover_interval_ms", self.handover_interval_ms, 1_000, 300_000);
     }
 }
 
@@ -486,7 +499,7 @@ mod tests {
         assert_eq!(good.leadership.election, DEFAULT_ELECTION);
         let err = refused(
             "[leadership]\nbackend = \"etcd\"\nendpoints = [\"https://x:1\"]\nelection = \"a b\"\n\
-             lease_ttl_secs = 1\nrequest_timeout_ms = 5000\nadvertise = \"m:1\"\n",
+             lease_ttl_secs = 1\nrequest_timeout_ms = 5000\nadvertise = \"m:1\"\nhandover_interval_ms = 10\n",
         );
         for field in [
             "leadership.endpoints[0]",
@@ -494,6 +507,7 @@ mod tests {
             "leadership.lease_ttl_secs",
             "leadership.request_timeout_ms",
             "leadership.advertise",
+            "leadership.handover_interval_ms",
         ] {
             assert!(err.contains(field), "{field}: {err}");
         }

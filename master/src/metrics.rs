@@ -39,6 +39,18 @@ pub const CATALOG: &[MetricDef] = &[
         &["state"],
         "Takeovers by a newly elected leader, by where its memory came from (handover: the predecessor's state in etcd; fresh: none).",
     ),
+    MetricDef::new(
+        "lb_master_handover_saves_total",
+        Counter,
+        &["outcome"],
+        "The leader's state for a successor, by outcome of each save due (saved; unchanged: the same bytes as the last save; failed: etcd refused or did not answer).",
+    ),
+    MetricDef::new(
+        "lb_master_handover_bytes",
+        Gauge,
+        &[],
+        "Size of the leader's state for a successor as last encoded (zstd-compressed JSON); etcd refuses a request over its --max-request-bytes (default 1.5 MiB).",
+    ),
     // The offline analyzer and its archive.
     MetricDef::new(
         "lb_master_offline_passes_total",
@@ -324,6 +336,9 @@ pub fn initialize() {
     metrics::counter!("lb_master_leadership_sessions_ended_total").increment(0);
     for state in ["handover", "fresh"] {
         metrics::counter!("lb_master_takeovers_total", "state" => state).increment(0);
+    }
+    for outcome in ["saved", "unchanged", "failed"] {
+        metrics::counter!("lb_master_handover_saves_total", "outcome" => outcome).increment(0);
     }
     let _ = metrics::histogram!("lb_master_hotspot_relief_seconds");
     metrics::gauge!("lb_master_hotspot_age_seconds").set(0.0);

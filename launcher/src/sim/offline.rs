@@ -28,7 +28,7 @@ use lb_master::planner::{PlannerInput, PlannerState};
 use lb_testbed::scenario::{Event, Scenario};
 
 use super::report::{Comparison, Figures, Run, onsets};
-use super::strategy::{Context, Decision, Lb, Proposed, Strategy};
+use super::strategy::{Context, Decision, HandoverBytes, Lb, Proposed, Strategy};
 use super::{Outcome, Sim};
 
 /// The strategy's name in `--strategies`.
@@ -267,7 +267,7 @@ impl Strategy for LbOffline {
         self.inner.finished(id, applied, at_ms);
     }
 
-    fn handover_bytes_max(&self) -> Option<usize> {
+    fn handover_bytes_max(&self) -> Option<HandoverBytes> {
         self.inner.handover_bytes_max()
     }
 

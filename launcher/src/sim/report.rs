@@ -274,7 +274,7 @@ pub struct Run {
     /// Layout rebuilds of the planner input (0 for strategies that do not read it).
     pub input_rebuilds: u64,
     /// The largest leader state handed over through etcd (`lb` strategies).
-    pub handover_bytes_max: Option<usize>,
+    pub handover_bytes_max: Option<strategy::HandoverBytes>,
     pub wall: Duration,
     /// What the safety check reads (see [`Sim::safety_record`]).
     pub actions: Vec<ActionRecord>,
@@ -527,7 +527,11 @@ impl Comparison {
                 t.record.as_secs_f64()
             );
             if let Some(bytes) = run.handover_bytes_max {
-                let _ = writeln!(s, "  leader state handed over through etcd: at most {bytes} bytes of JSON");
+                let _ = writeln!(
+                    s,
+                    "  leader state handed over through etcd: at most {} bytes saved (zstd), from {} bytes of JSON",
+                    bytes.saved, bytes.json
+                );
             }
         }
         s

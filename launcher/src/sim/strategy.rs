@@ -86,11 +86,19 @@ pub trait Strategy: Send + std::fmt::Debug {
     fn planner_state(&self) -> Option<&PlannerState> {
         None
     }
-    /// The largest state a leader hands a successor through etcd over the run, in bytes of
-    /// JSON as the live loop saves it (`lb` only; etcd refuses requests over 1.5 MiB).
-    fn handover_bytes_max(&self) -> Option<usize> {
+    /// The largest state a leader hands a successor through etcd over the run (`lb` only;
+    /// etcd refuses requests over 1.5 MiB by default).
+    fn handover_bytes_max(&self) -> Option<HandoverBytes> {
         None
     }
+}
+
+/// A leader's state for its successor: its JSON, and the bytes the live loop saves
+/// ([`lb_master::online::Handover::encode`], compressed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandoverBytes {
+    pub json: usize,
+    pub saved: usize,
 }
 
 /// The strategy named `name` (`lb`, `none`, `greedy`, `lb+offline`, `lb+pd-merge`, `pd`, `crdb`).
@@ -118,7 +126,7 @@ pub struct Lb {
     /// Ends of submitted actions since the last pass, handed to the core at the next one.
     updates: Vec<ActionUpdate>,
     pub evaluations: Vec<Evaluation>,
-    handover_bytes_max: usize,
+    handover_bytes_max: HandoverBytes,
 }
 
 impl Default for Lb {
@@ -130,7 +138,7 @@ impl Default for Lb {
 impl Lb {
     pub fn with_config(config: OnlineConfig) -> Self {
         let core = OnlineCore::new(&config, 0);
-        Self { config, core, updates: Vec::new(), evaluations: Vec::new(), handover_bytes_max: 0 }
+        Self::with_core(config, core)
     }
 
     /// The core with these analyzers (the `lb+offline` strategy's, [`super::offline`]).
@@ -139,7 +147,17 @@ impl Lb {
         analyzers: Vec<Box<dyn lb_master::online::analyzer::Analyzer>>,
     ) -> Self {
         let core = OnlineCore::with_analyzers(analyzers, 0);
-        Self { config, core, updates: Vec::new(), evaluations: Vec::new(), handover_bytes_max: 0 }
+        Self::with_core(config, core)
+    }
+
+    fn with_core(config: OnlineConfig, core: OnlineCore) -> Self {
+        Self {
+            config,
+            core,
+            updates: Vec::new(),
+            evaluations: Vec::new(),
+            handover_bytes_max: HandoverBytes::default(),
+        }
     }
 }
 
@@ -234,8 +252,14 @@ impl Strategy for Lb {
             id: None,
         }));
         self.evaluations.extend(out.evaluations);
-        let handover = serde_json::to_vec(&self.core.handover()).map_or(0, |b| b.len());
-        self.handover_bytes_max = self.handover_bytes_max.max(handover);
+        // Compressed only when the JSON is the largest so far: a pass's compression costs
+        // milliseconds at 100,000 partitions, and the sizes grow together.
+        let handover = self.core.handover();
+        let json = serde_json::to_vec(&handover).map_or(0, |b| b.len());
+        if json > self.handover_bytes_max.json {
+            let saved = handover.encode().map_or(0, |b| b.len());
+            self.handover_bytes_max = HandoverBytes { json, saved: saved.max(self.handover_bytes_max.saved) };
+        }
         Decision { actions, plan: Some(out.plan) }
     }
 
@@ -256,7 +280,7 @@ impl Strategy for Lb {
         self.updates.push(ActionUpdate::Finished { id: id.clone(), applied, at_ms });
     }
 
-    fn handover_bytes_max(&self) -> Option<usize> {
+    fn handover_bytes_max(&self) -> Option<HandoverBytes> {
         Some(self.handover_bytes_max)
     }
 

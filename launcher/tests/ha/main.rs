@@ -96,6 +96,8 @@ impl Etcd {
             .args(["--listen-client-urls", &self.client_url, "--advertise-client-urls", &self.client_url])
             .args(["--listen-peer-urls", &self.peer_url, "--initial-advertise-peer-urls", &self.peer_url])
             .args(["--initial-cluster", &format!("ha={}", self.peer_url), "--logger", "zap"])
+            // As the README runs it: every handover save is a new revision until compacted.
+            .args(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1h"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -171,11 +173,16 @@ impl Master {
     /// `lb_master_leadership_sessions_ended_total` on its `/metrics`: etcd sessions that ended
     /// on an error.
     async fn sessions_ended(&self) -> f64 {
+        self.metric("lb_master_leadership_sessions_ended_total").await
+    }
+
+    /// One series of its `/metrics`, named with its labels as the exposition writes them.
+    async fn metric(&self, series: &str) -> f64 {
         let text = reqwest::get(format!("{}/metrics", self.url)).await.expect("metrics").text().await.expect("body");
         text.lines()
-            .find_map(|l| l.strip_prefix("lb_master_leadership_sessions_ended_total "))
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{}: no lb_master_leadership_sessions_ended_total in\n{text}", self.name))
+            .unwrap_or_else(|| panic!("{}: no {series} in\n{text}", self.name))
     }
 
     fn kill(&mut self) {
@@ -328,6 +335,13 @@ async fn kill_the_leader_during_a_hotspot() -> Failover {
     for master in [&*old, &*standby] {
         assert_eq!(master.sessions_ended().await, 0.0, "{}: an etcd session ended while etcd was up", master.name);
     }
+    // Before the hotspot nothing was acted on: the leader saved its state once, when its term
+    // began, and not at every pass (only the hysteresis changed since; it saves that every
+    // `handover_interval_ms`, 10 s).
+    let passes = old.metric("lb_master_analysis_passes_total{outcome=\"ok\"}").await;
+    let saved = old.metric("lb_master_handover_saves_total{outcome=\"saved\"}").await;
+    assert!(passes >= 3.0, "the leader ran {passes} passes before the hotspot");
+    assert!(saved >= 1.0 && saved < passes, "{saved} handover saves in {passes} quiet passes");
     let killed = Instant::now();
     let killed_ms = now_ms();
     old.kill();
@@ -337,6 +351,10 @@ async fn kill_the_leader_during_a_hotspot() -> Failover {
     .await;
     let to_leading = killed.elapsed();
     assert!(new_epoch > old_epoch, "a new term has a higher epoch: {new_epoch} after {old_epoch}");
+    wait_for("the new leader restored its predecessor's state", Duration::from_secs(10), || async {
+        (standby.metric("lb_master_takeovers_total{state=\"handover\"}").await == 1.0).then_some(())
+    })
+    .await;
     let first = wait_for("the new leader acts", Duration::from_secs(45), || async {
         system.actions().await.into_iter().find(|a| a.request.leader_epoch == Some(new_epoch))
     })

@@ -209,14 +209,40 @@ impl ActionIds {
 /// What a leader keeps for its successor, so that a takeover neither forgets nor repeats: the
 /// planner's state (cooldowns, harm strikes, hysteresis, split children), the actions it
 /// follows until they are evaluated (with their before-snapshots), the dry-run proposals
-/// waiting for approval and the ones an SRE rejected. The leader saves it after every pass
-/// (`[leadership] backend = "etcd"` keeps it in etcd); see `docs/architecture.md`, "Takeover".
+/// waiting for approval and the ones an SRE rejected. The leader saves it after a pass that
+/// acted, and otherwise every `leadership.handover_interval_ms` (`[leadership] backend = "etcd"`
+/// keeps it in etcd); see `docs/architecture.md`, "Takeover".
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Handover {
     pub planner: PlannerState,
     pub tracked: Vec<crate::executor::Tracked>,
     pub pending: Vec<Pending>,
     pub rejected: std::collections::HashMap<String, i64>,
+}
+
+/// zstd's level for the saved handover: its JSON shrinks about tenfold, in milliseconds at
+/// 100,000 partitions (`docs/benchmarks.md`, "The leader's handover").
+const HANDOVER_ZSTD_LEVEL: i32 = 3;
+/// The first bytes of a zstd frame; JSON starts with `{`.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+impl Handover {
+    /// The bytes a leader saves: its JSON in one zstd frame. At 100,000 partitions the JSON
+    /// alone passes etcd's default request limit (1.5 MiB).
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let json = serde_json::to_vec(self).map_err(|e| format!("encode: {e}"))?;
+        zstd::bulk::compress(&json, HANDOVER_ZSTD_LEVEL).map_err(|e| format!("compress: {e}"))
+    }
+
+    /// Reads what [`Handover::encode`] wrote, or the plain JSON a master before it saved (a
+    /// rolling upgrade hands over across the two).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        if !bytes.starts_with(&ZSTD_MAGIC) {
+            return serde_json::from_slice(bytes).map_err(|e| format!("decode: {e}"));
+        }
+        let json = zstd::stream::decode_all(bytes).map_err(|e| format!("decompress: {e}"))?;
+        serde_json::from_slice(&json).map_err(|e| format!("decode: {e}"))
+    }
 }
 
 /// The master's decision state between passes and the step that moves it. See the module doc.

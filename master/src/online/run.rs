@@ -87,8 +87,18 @@ struct Online {
     /// track.
     adopting: bool,
     /// The handover last saved, to skip saving an unchanged one.
-    saved: Option<Vec<u8>>,
+    saved: Option<Saved>,
 }
+
+/// A handover as saved to the leadership backend.
+struct Saved {
+    bytes: Vec<u8>,
+    /// When these bytes were last found to be the state (saved, or encoded again unchanged).
+    at: std::time::Instant,
+}
+
+/// etcd's default `--max-request-bytes`: a larger put is refused.
+const ETCD_DEFAULT_MAX_REQUEST_BYTES: usize = 1_572_864;
 
 /// The online loop; see the module doc.
 pub async fn run(
@@ -177,7 +187,7 @@ impl Online {
             None => None,
             Some(store) => match store.load().await {
                 Ok(None) => None,
-                Ok(Some(bytes)) => match serde_json::from_slice::<Handover>(&bytes) {
+                Ok(Some(bytes)) => match Handover::decode(&bytes) {
                     Ok(handover) => Some(handover),
                     Err(error) => {
                         warn!(%error, "the previous leader's state does not decode; starting without it");
@@ -271,22 +281,44 @@ impl Online {
         }
     }
 
-    /// Saves the core's state for a successor, when it changed and the backend keeps it.
-    async fn save_handover(&mut self) {
+    /// Saves the core's state for a successor when the backend keeps it and it changed: at once
+    /// after a pass that `acted` (submitted, ended, evaluated or proposed an action, or took an
+    /// SRE's decision), otherwise once `interval` has passed since the last save (only the
+    /// hysteresis moved, which a successor rebuilds in a few windows).
+    async fn save_handover(&mut self, acted: bool, interval: Duration) {
         let (Some(epoch), Some(store)) = (self.term, self.shared.leadership.handover()) else { return };
-        let bytes = match serde_json::to_vec(&self.core.handover()) {
-            Ok(bytes) => bytes,
-            Err(error) => {
+        if !acted && self.saved.as_ref().is_some_and(|s| s.at.elapsed() < interval) {
+            return;
+        }
+        let handover = self.core.handover();
+        let bytes = match tokio::task::spawn_blocking(move || handover.encode()).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(error)) => {
                 warn!(%error, "cannot encode the leader's state");
                 return;
             }
+            Err(_) => return,
         };
-        if self.saved.as_ref() == Some(&bytes) {
+        metrics::gauge!("lb_master_handover_bytes").set(bytes.len() as f64);
+        if let Some(saved) = self.saved.as_mut().filter(|s| s.bytes == bytes) {
+            saved.at = std::time::Instant::now();
+            metrics::counter!("lb_master_handover_saves_total", "outcome" => "unchanged").increment(1);
             return;
         }
+        let len = bytes.len();
         match store.save(epoch, bytes.clone()).await {
-            Ok(()) => self.saved = Some(bytes),
-            Err(error) => warn!(epoch, %error, "cannot save the leader's state for a successor"),
+            Ok(()) => {
+                self.saved = Some(Saved { bytes, at: std::time::Instant::now() });
+                metrics::counter!("lb_master_handover_saves_total", "outcome" => "saved").increment(1);
+            }
+            Err(error) => {
+                metrics::counter!("lb_master_handover_saves_total", "outcome" => "failed").increment(1);
+                if len > ETCD_DEFAULT_MAX_REQUEST_BYTES {
+                    warn!(epoch, %error, bytes = len, "cannot save the leader's state for a successor: it is over etcd's default request limit (1.5 MiB); start etcd with a larger --max-request-bytes");
+                } else {
+                    warn!(epoch, %error, bytes = len, "cannot save the leader's state for a successor");
+                }
+            }
         }
     }
 
@@ -340,9 +372,12 @@ impl Online {
         })
         .await;
         let Ok((mut kept, after, usage, at)) = built else { return };
+        // Whether this pass changed what a successor must not lose (not just the hysteresis).
+        let mut acted = false;
         if std::mem::take(&mut self.adopting) {
             for record in &in_flight_records {
                 if self.core.adopt(record, &kept.input, &config, now) {
+                    acted = true;
                     info!(action = %record.request.id, "adopted an action in flight from the previous leader");
                 }
             }
@@ -359,6 +394,7 @@ impl Online {
                 }
                 Request::Reject { proposal_id, rejected_by, reply } => {
                     let result = self.core.reject(&proposal_id, &config, now);
+                    acted |= result.is_ok();
                     if result.is_ok() {
                         info!(proposal = %proposal_id, by = %rejected_by, "dry-run proposal rejected");
                     }
@@ -410,8 +446,12 @@ impl Online {
         let plan = std::mem::take(&mut out.plan);
         crate::metrics::record_pass(&plan, &kept.input, &mut self.relief, now);
         let proposals = out.proposals.clone();
+        acted |= !out.proposals.is_empty()
+            || !out.evaluations.is_empty()
+            || !out.ended.is_empty()
+            || out.commands.iter().any(|c| !matches!(c, Command::Record(_)));
         self.carry_out(client, out, &mut replies, now).await;
-        self.save_handover().await;
+        self.save_handover(acted, cfg.leadership.handover_interval()).await;
         let (declined, declined_total) = super::snapshot::declined_of(&plan.rejected, plan.stats.declined_dropped);
         let pass = publish.borrow().pass + 1;
         publish.send_replace(Arc::new(PassSnapshot {
