@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use lb_common::ids::PartitionId;
+use lb_common::ids::{Key, PartitionId};
 use lb_common::protocol::{ActionKind, ActionSpec};
 use lb_launcher::sim::{Lb, Outcome, Proposed, Sim, partitions_of};
 use lb_master::evaluation::{EvaluationConfig, Verdict};
@@ -69,7 +69,14 @@ fn assert_invariants(sim: &Sim) {
             e.action_id,
             e.spec
         );
-        assert_eq!(e.stages.onset_ms.is_some(), e.stages.detected_ms.is_some(), "{}: {:?}", e.action_id, e.stages);
+        assert_eq!(
+            e.stages.onset_ms.is_some(),
+            e.stages.detected_ms.is_some(),
+            "{} ({}): {:?}",
+            e.action_id,
+            e.spec,
+            e.stages
+        );
         assert!(e.stages.finished_ms.is_some() && e.stages.visible_ms.is_some(), "{}: {:?}", e.action_id, e.stages);
     }
     // A move's cooldown holds back the next move, not the split of a partition over its own
@@ -249,29 +256,47 @@ fn relieved_at(sim: &Sim, from: u64, until: u64) -> Option<u64> {
     at
 }
 
+/// A hot key in a 1 GiB partition: its key is cut out into a piece of its own, and only that
+/// piece goes to the dedicated group's worker, in one action. Moving the partition whole
+/// streamed 1 GiB for 11.2 s first (relieved at 313 s); no other split can divide one key.
 #[test]
-fn single_hot_key_is_isolated_once_never_split() {
+fn single_hot_key_is_cut_out_onto_the_group_in_one_action() {
+    const KEY: u64 = 0x2a00_0000_0000_0042;
     let mut sim = Sim::lb(&scenario_file("single-hot-key"));
     sim.run_until(1200);
-    let hot = partition_at(&sim, 0x2a00_0000_0000_0042);
-    let groups = actions_on(&sim, &hot, ActionKind::Group);
+    let piece = partition_at(&sim, KEY);
     let relief = relieved_at(&sim, 300, u64::MAX);
-    let owner = &sim.engine.cluster.workers.group
-        [sim.engine.cluster.partitions.owner[sim.engine.cluster.partitions.find(&hot).expect("exists")] as usize];
-    eprintln!(
-        "single-hot-key: {hot} split {} times, grouped {groups} times, moved {} times; relieved at {relief:?} (onset 300 s); owner's group {owner:?}; all actions {}",
-        actions_on(&sim, &hot, ActionKind::Split),
-        actions_on(&sim, &hot, ActionKind::Move),
-        sim.proposals.len()
-    );
+    let c = &sim.engine.cluster;
+    let i = c.partitions.find(&piece).expect("exists");
+    let owner = &c.workers.group[c.partitions.owner[i] as usize];
+    eprintln!("single-hot-key: the key's piece {piece} on group {owner:?}; relieved at {relief:?} (onset 300 s)");
     for (t, p) in &sim.proposals {
         eprintln!("  t={t} {:?}: {}", p.spec, p.reason);
     }
-    assert_eq!(actions_on(&sim, &hot, ActionKind::Split), 0);
-    assert_eq!(groups, 1);
-    assert!(owner.is_some(), "the hot partition ends on the dedicated group");
-    // A 1 GiB move streams for 11.2 s in the testbed: relief is detection + that.
-    assert!(relief.is_some_and(|t| t <= 300 + 16), "relieved at {relief:?}");
+    let cuts: Vec<&ActionSpec> = sim
+        .proposals
+        .iter()
+        .map(|(_, p)| &p.spec)
+        .filter(|s| matches!(s, ActionSpec::SplitInto { split_keys, .. } if split_keys.contains(&Key(KEY))))
+        .collect();
+    assert_eq!(cuts.len(), 1, "one cut of the hot key: {cuts:?}");
+    let ActionSpec::SplitInto { partition: parent, split_keys, to_workers } = cuts[0] else { unreachable!() };
+    assert_eq!(split_keys, &[Key(KEY), Key(KEY + 1)], "the key alone in its piece");
+    let group_worker = c.workers.ids.iter().position(|w| w == &to_workers[0]).expect("a worker");
+    assert!(c.workers.group[group_worker].is_some(), "the key's piece goes to the group: {to_workers:?}");
+    assert!(owner.is_some(), "the key's piece ends on the dedicated group");
+    // Then the piece joins the group where it is (no bytes move), so the storage keeps it there.
+    let after: Vec<String> = sim
+        .proposals
+        .iter()
+        .filter(|(_, p)| partitions_of(&p.spec).iter().any(|&id| id == parent || id == &piece))
+        .map(|(t, p)| format!("{t} s: {}", p.spec))
+        .collect();
+    assert_eq!(after.len(), 2, "the cut and the piece's joining, nothing else: {after:?}");
+    assert!(after[1].ends_with(&format!("group {piece} into isolated")), "{after:?}");
+    assert_eq!(c.partitions.group[i].as_ref().map(|g| g.as_str()), Some("isolated"), "a member of the group");
+    // Detection (one window over) plus the cut: one key streams, in the handover second.
+    assert!(relief.is_some_and(|t| t <= 300 + 5), "relieved at {relief:?}");
     assert_invariants(&sim);
 }
 

@@ -723,29 +723,43 @@ pub fn sketch_shape(sketch: Option<&KeySketch>) -> SketchShape {
 }
 
 /// The share of a partition's ops below `key` (the left side of a split there): from the
-/// sketch's buckets, uniform inside a bucket; uniform over the range without a sketch.
+/// sketch's buckets (see [`share_left_of`]); uniform over the range without a sketch.
 pub fn split_key_share(range: KeyRange, sketch: Option<&KeySketch>, key: Key) -> f64 {
     let offset = key.0.saturating_sub(range.start.0) as f64;
     match sketch.filter(|s| s.bucket_ops.iter().any(|&b| b > 0)) {
-        Some(s) => share_left_of(range, s, offset),
+        Some(s) => share_left_of(range, s, key),
         None => (offset / range.width()).clamp(0.0, 1.0),
     }
 }
 
-/// The share of `sketch`'s ops below key offset `offset`, uniform inside a bucket (the sketch
-/// has some ops).
-fn share_left_of(range: KeyRange, sketch: &KeySketch, offset: f64) -> f64 {
+/// The share of `sketch`'s ops below `key`, uniform inside a bucket except for its top keys:
+/// each is a point (its ops counted whole on its side of `key`), so a cut at a hot key and the
+/// key after it finds the key's load in the one-key piece. The sketch has some ops.
+fn share_left_of(range: KeyRange, sketch: &KeySketch, key: Key) -> f64 {
+    let offset = key.0.saturating_sub(range.start.0) as f64;
     let total: f64 = sketch.bucket_ops.iter().map(|&b| b as f64).sum();
     let mut left = 0.0;
     for (&ops, (a, w)) in sketch.bucket_ops.iter().zip(sketch.bucket_spans(range)) {
         if offset >= a + w {
             left += ops as f64;
-        } else {
-            if offset > a && w > 0.0 {
-                left += ops as f64 * (offset - a) / w;
-            }
-            break;
+            continue;
         }
+        if offset > a && w > 0.0 {
+            let (mut points, mut below) = (0.0, 0.0);
+            for t in sketch.top_keys.iter().filter(|t| range.contains(t.key)) {
+                let at = (t.key.0 - range.start.0) as f64;
+                if at >= a && at < a + w {
+                    let t_ops = t.share_ratio * total;
+                    points += t_ops;
+                    if t.key < key {
+                        below += t_ops;
+                    }
+                }
+            }
+            let spread = (ops as f64 - points).max(0.0);
+            left += spread * (offset - a) / w + below.min(ops as f64);
+        }
+        break;
     }
     (left / total).clamp(0.0, 1.0)
 }
@@ -803,7 +817,7 @@ pub fn split_key(range: KeyRange, sketch: &KeySketch, quantile: f64) -> Option<(
             let key = range.start.0.saturating_add(offset as u64);
             let key = Key(key.clamp(range.start.0.saturating_add(1), range.end.0));
             range.split_at(key)?;
-            return Some((key, share_left_of(range, sketch, (key.0 - range.start.0) as f64)));
+            return Some((key, share_left_of(range, sketch, key)));
         }
         below += ops;
     }
@@ -851,6 +865,27 @@ mod tests {
         // Bounds that do not match the buckets are read as equal widths.
         let odd = KeySketch { bucket_bounds: vec![Key(500_000)], ..fine.clone() };
         assert_eq!(split_key(range, &odd, 0.5), split_key(range, &equal(&fine.bucket_ops), 0.5));
+    }
+
+    #[test]
+    fn a_hot_key_is_a_point_of_its_bucket_so_its_one_key_piece_carries_its_load() {
+        // The whole 2^64 key space in 4 buckets; 80 % of the load on one key of bucket 2.
+        let range = KeyRange { start: Key(0), end: Key(u64::MAX) };
+        let key = Key(0x9000_0000_0000_0042);
+        let sketch = KeySketch {
+            top_keys: vec![lb_common::protocol::TopKey { key, share_ratio: 0.8 }],
+            ..equal(&[50, 50, 850, 50])
+        };
+        let shares = piece_shares(range, Some(&sketch), &[key, Key(key.0 + 1)]);
+        assert!((shares[1] - 0.8).abs() < 1e-9, "the key's piece: {shares:?}");
+        assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{shares:?}");
+        // Around the key the rest of its bucket is uniform, the key counted on its side.
+        let just_below = split_key_share(range, Some(&sketch), key);
+        let just_after = split_key_share(range, Some(&sketch), Key(key.0 + 1));
+        assert!((just_after - just_below - 0.8).abs() < 1e-9, "{just_below} {just_after}");
+        // Without the top key the bucket is spread evenly: a one-key piece carries nothing.
+        let plain = equal(&[50, 50, 850, 50]);
+        assert!(piece_shares(range, Some(&plain), &[key, Key(key.0 + 1)])[1] < 1e-9);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use std::collections::{HashMap, HashSet};
 
-use lb_common::ids::{Key, KeyRange, PartitionId, WorkerId};
+use lb_common::ids::{GroupId, Key, KeyRange, PartitionId, WorkerId};
 use lb_common::protocol::{KeySketch, MAX_SPLIT_PIECES};
 
 use super::model::{
@@ -278,6 +278,7 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         planned_load: piece_load(info, whole, demand, 1.0 - left_share),
                         placed: None,
                         stays: false,
+                        joins: None,
                     },
                 );
                 pass.propose(state, p, mode, proposal);
@@ -613,12 +614,18 @@ fn propose_split_into(
         cluster_mean_ratio: mean,
         ..Prediction::default()
     };
-    let spec = ActionSpec::SplitInto {
-        partition: id.clone(),
-        split_keys: plan.keys.clone(),
-        to_workers: plan.dests.iter().map(|&w| pass.input.workers[w].id.clone()).collect(),
+    let pieces = Pieces {
+        partition: p,
+        keys: plan.keys,
+        shares: plan.shares,
+        dests: plan.dests,
+        demand_ops: h.demand_ops,
+        sized_for_ops: plan.sized_for_ops,
+        parent_hot: h.hysteresis,
+        cold_end: plan.cold_end,
+        joins: None,
     };
-    let proposal = Proposal {
+    propose_pieces(pass, state, pieces, mode, |spec| Proposal {
         spec,
         policy: Policy::PartitionOverload,
         mode,
@@ -627,11 +634,49 @@ fn propose_split_into(
         trigger,
         predicted,
         rejected_alternatives: alts,
+    });
+}
+
+/// A multi-way split as proposed: its cut keys, each piece's share of the demand (the first
+/// stays), each new piece's worker, and what the pieces are expected to carry.
+struct Pieces {
+    partition: usize,
+    keys: Vec<Key>,
+    shares: Vec<f64>,
+    dests: Vec<usize>,
+    /// The demand measured now, shared out as each new piece's expected demand.
+    demand_ops: f64,
+    /// The demand the pieces were sized for: each holds its share of it on its worker.
+    sized_for_ops: f64,
+    parent_hot: super::state::Hysteresis,
+    /// The last piece is a cold end left on the partition's worker: never scattered.
+    cold_end: bool,
+    /// The group the pieces placed off the partition's worker join once they exist there.
+    joins: Option<GroupId>,
+}
+
+/// Proposes `pieces` (the proposal built around its spec) and expects its new pieces: each
+/// holds what it was sized for where it goes, and the model carries the split from now on.
+fn propose_pieces(
+    pass: &mut Pass<'_>,
+    state: &mut PlannerState,
+    pieces: Pieces,
+    mode: PolicyMode,
+    proposal: impl FnOnce(ActionSpec) -> Proposal,
+) {
+    let p = pieces.partition;
+    let info = &pass.input.partitions[p];
+    let id = info.id.clone();
+    let owner = pass.model.owner[p] as usize;
+    let spec = ActionSpec::SplitInto {
+        partition: id.clone(),
+        split_keys: pieces.keys.clone(),
+        to_workers: pieces.dests.iter().map(|&w| pass.input.workers[w].id.clone()).collect(),
     };
-    let (whole, sized_for) = (pass.model.load[p], plan.sized_for_ops);
-    reserve(pass, state, p, piece_load(info, whole, sized_for, plan.shares[0]));
-    let last = plan.keys.len() - 1;
-    for (i, ((k, share), &to)) in plan.keys.iter().zip(&plan.shares[1..]).zip(&plan.dests).enumerate() {
+    let (whole, sized_for) = (pass.model.load[p], pieces.sized_for_ops);
+    reserve(pass, state, p, piece_load(info, whole, sized_for, pieces.shares[0]));
+    let last = pieces.keys.len() - 1;
+    for (i, ((k, share), &to)) in pieces.keys.iter().zip(&pieces.shares[1..]).zip(&pieces.dests).enumerate() {
         expect_child(
             state,
             PendingChild {
@@ -641,9 +686,9 @@ fn propose_split_into(
                 parent: id.clone(),
                 // Placed already: only a piece left on its parent's worker may be scattered.
                 from_worker: pass.input.workers[owner].id.clone(),
-                parent_hot: h.hysteresis,
+                parent_hot: pieces.parent_hot,
                 split_at_ms: pass.now_ms,
-                expected_demand_ops: h.demand_ops * share,
+                expected_demand_ops: pieces.demand_ops * share,
                 planned_load: piece_load(info, whole, sized_for, *share),
                 placed: Some(PlacedPiece {
                     worker: pass.input.workers[to].id.clone(),
@@ -651,12 +696,14 @@ fn propose_split_into(
                     parent_index: p,
                     share: *share,
                 }),
-                stays: plan.cold_end && i == last,
+                stays: pieces.cold_end && i == last,
+                joins: pieces.joins.clone().filter(|_| to != owner),
             },
         );
     }
     let input = pass.input;
-    pass.model.apply_split_into(input, p, &plan.shares, &plan.dests);
+    pass.model.apply_split_into(input, p, &pieces.shares, &pieces.dests);
+    let proposal = proposal(spec);
     pass.propose(state, p, mode, proposal);
 }
 
@@ -753,6 +800,18 @@ fn isolate(
         "it cannot be split".to_owned()
     };
     let high = cfg.worker_overload.high_watermark_ratio;
+    if let Some(g) = &pass.groups[pass.model.owner[p] as usize] {
+        // A hot key cut out onto a group's worker ([`Pass::key_cut`]) is isolated already.
+        pass.decline(
+            Policy::PartitionOverload,
+            id.as_str(),
+            DeclineReason::AlreadyIsolated,
+            format!(
+                "hot at {ratio:.2} of its limit and {what}, on a worker of group {g} already: only more capacity helps"
+            ),
+        );
+        return;
+    }
     if let Err(why) = pass.caps_allow(&[pass.model.owner[p] as usize]) {
         pass.decline(
             Policy::PartitionOverload,
@@ -764,8 +823,22 @@ fn isolate(
     }
     let (mut destination_full, mut cross_zone) = (false, false);
     if supports(&info.supported_actions, ActionKind::Group)
-        && let Some((group, _)) = pass.isolation_group(p)
+        && let Some((group, dest)) = pass.isolation_group(p)
     {
+        if shape.top_key_share_ratio >= cfg.partition_overload.single_key_share_ratio {
+            match pass.key_cut(p, &group, dest) {
+                Ok(cut) => {
+                    let why_hot = format!(
+                        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}",
+                        h.demand_ops
+                    );
+                    let how = (Policy::PartitionOverload, mode);
+                    propose_key_cut(pass, state, cut, how, why_hot, trigger, alts);
+                    return;
+                }
+                Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
+            }
+        }
         let placed = pass.group_isolation(p, &group);
         if let Err(why) = &placed {
             destination_full = true;
@@ -915,6 +988,10 @@ pub fn adopt_children(pass: &Pass<'_>, state: &mut PlannerState) {
             }
             let h = state.partitions.at_mut(i, &p.id);
             h.windows = h.windows.max(child.parent_hot.windows);
+            if child.parent_hot.engaged && !h.engaged {
+                // The parent's episode goes on in the child: its onset and detection with it.
+                (h.since_ms, h.engaged_ms) = (child.parent_hot.since_ms, child.parent_hot.engaged_ms);
+            }
             h.engaged |= child.parent_hot.engaged;
             if !child.stays {
                 state.scatter.push(Scatter { partition: p.id.clone(), child });
@@ -946,10 +1023,16 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
     for (queued, p) in queue.into_iter().zip(index) {
         let Some(p) = p else { continue };
         let owner = pass.model.owner[p] as usize;
-        if now - queued.child.split_at_ms > window_ms || pass.input.workers[owner].id != queued.child.from_worker {
+        if now - queued.child.split_at_ms > window_ms {
             continue;
         }
-        let keep = match scatter_one(pass, state, p, owner, &queued.child) {
+        let step = match &queued.child.joins {
+            Some(group) if pass.groups[owner].as_ref() == Some(group) => join_group(pass, state, p, group),
+            Some(_) => continue,
+            None if pass.input.workers[owner].id != queued.child.from_worker => continue,
+            None => scatter_one(pass, state, p, owner, &queued.child),
+        };
+        let keep = match step {
             Ok(mode) => mode == PolicyMode::DryRun,
             Err((reason, why)) => {
                 pass.decline(Policy::PartitionOverload, queued.partition.as_str(), reason, why);
@@ -960,6 +1043,53 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
             state.scatter.push(queued);
         }
     }
+}
+
+/// Proposes that hot key piece `p`, cut out onto a worker of `group` ([`Pass::key_cut`]), join
+/// the group where it is, or says why it waits: a member stays on the group's workers (a
+/// non-member there is evacuated when the storage next forms the group) and is not moved by
+/// balancing. No bytes move; the group's own placement is where it already is.
+fn join_group(
+    pass: &mut Pass<'_>,
+    state: &mut PlannerState,
+    p: usize,
+    group: &GroupId,
+) -> Result<PolicyMode, (DeclineReason, String)> {
+    let mode = pass.config.partition_overload.mode;
+    if let Some((reason, why)) = pass.blocked(state, p) {
+        return Err((reason, format!("the hot key's piece joins group {group} later: {why}")));
+    }
+    pass.caps_allow_deferrable(&[])
+        .map_err(|why| (DeclineReason::Cap, format!("the hot key's piece joins group {group} later: {why}")))?;
+    let info = &pass.input.partitions[p];
+    let owner = pass.model.owner[p] as usize;
+    let ratio = pass.model.worker_ratio(owner);
+    let (max, mean, _) = pass.model.pool_stats(&pass.groups);
+    let reason = format!(
+        "the hot key cut out into {} sits on {} of group {group} ({ratio:.2} of capacity): it joins the group where it is, so the storage keeps it there; no bytes move",
+        info.id, pass.input.workers[owner].id
+    );
+    let proposal = Proposal {
+        spec: ActionSpec::Group { target: GroupTarget::Partition { partition: info.id.clone() }, group: group.clone() },
+        policy: Policy::PartitionOverload,
+        mode,
+        origin: lb_common::protocol::Origin::Online,
+        reason,
+        trigger: Trigger { partition_demand_ops_per_sec: Some(pass.model.demand_ops[p]), ..Trigger::default() },
+        predicted: Prediction {
+            target_before_ratio: ratio,
+            target_after_ratio: ratio,
+            source_before_ratio: ratio,
+            source_after_ratio: ratio,
+            cluster_max_before_ratio: max,
+            cluster_max_after_ratio: max,
+            cluster_mean_ratio: mean,
+            ..Prediction::default()
+        },
+        rejected_alternatives: Vec::new(),
+    };
+    pass.propose(state, p, mode, proposal);
+    Ok(mode)
 }
 
 /// Proposes the move of split child `p` off its parent's worker `owner`, in the policy's mode,
@@ -1028,4 +1158,184 @@ fn scatter_one(
     pass.model.apply_move(p, e.dest);
     pass.propose(state, p, mode, proposal);
     Ok(mode)
+}
+
+/// A partition under this size moves whole about as fast as its hot key is cut out (the cut is
+/// a split, a metadata round of seconds; at 100 MiB/s 256 MiB streams in about 2.5 s), so it is
+/// moved whole.
+pub const KEY_CUT_MIN_BYTES: u64 = 256 << 20;
+
+/// A partition's hot key cut out into a piece of its own, placed alone on a group's worker
+/// ([`Pass::key_cut`]).
+#[derive(Debug, Clone)]
+pub struct KeyCut {
+    pub partition: usize,
+    pub group: GroupId,
+    pub key: Key,
+    /// The split keys: the hot key, and the key after it unless it is the range's last.
+    pub keys: Vec<Key>,
+    /// Each new piece's worker: the key's goes to `dest`, the rest stays.
+    pub dests: Vec<usize>,
+    pub shares: Vec<f64>,
+    pub dest: usize,
+    pub src_before: f64,
+    pub src_after: f64,
+    pub dest_before: f64,
+    pub dest_after: f64,
+    pub group_after: f64,
+}
+
+impl Pass<'_> {
+    /// Whether partition `p`'s hottest key can be cut out and sent alone to worker `dest` of
+    /// `group`, instead of moving the whole partition there: one split whose only streaming
+    /// piece is one key, so the worker is relieved in about a metadata round, where the whole
+    /// partition's bytes would stream for as long as they take (a 1 GiB partition: ~11 s in the
+    /// testbed). Why not otherwise.
+    pub fn key_cut(&self, p: usize, group: &GroupId, dest: usize) -> Result<KeyCut, String> {
+        let info = &self.input.partitions[p];
+        if !self.input.multi_way_split {
+            return Err("the storage system does not place split pieces on other workers (multi-way split)".into());
+        }
+        if !supports(&info.supported_actions, ActionKind::Split) {
+            return Err("the storage system cannot split this partition".into());
+        }
+        if info.stored_bytes < KEY_CUT_MIN_BYTES {
+            return Err(format!(
+                "it holds {} MiB (under {} MiB): moved whole it streams about as long as a cut takes",
+                info.stored_bytes >> 20,
+                KEY_CUT_MIN_BYTES >> 20
+            ));
+        }
+        let sketch = info.stats.sketch.as_ref();
+        let sequential = sketch.map_or(0.0, |s| s.sequential_write_ratio);
+        if sequential >= self.config.partition_overload.sequential_write_ratio {
+            return Err(format!(
+                "{:.0} % of its writes append at the tail: the hot key moves on, a cut behind it stays hot",
+                sequential * 100.0
+            ));
+        }
+        let Some(top) = sketch
+            .into_iter()
+            .flat_map(|s| &s.top_keys)
+            .filter(|t| info.range.contains(t.key))
+            .max_by(|a, b| a.share_ratio.total_cmp(&b.share_ratio))
+        else {
+            return Err("the sketch names no hot key".into());
+        };
+        let key = top.key;
+        if key == info.range.start {
+            return Err(format!("its hot key {key} is its first: that piece would keep the partition's worker"));
+        }
+        let mut keys = vec![key];
+        if key < info.range.end {
+            keys.push(Key(key.0 + 1));
+        }
+        let owner = self.model.owner[p] as usize;
+        if self.model.worker_actions[dest] >= self.config.caps.max_inflight_per_worker {
+            return Err(format!("{} of group {group} is at its concurrent action cap", self.input.workers[dest].id));
+        }
+        let shares = piece_shares(info.range, sketch, &keys);
+        let (whole, demand) = (self.model.load[p], self.model.demand_ops[p]);
+        let key_load = piece_load(info, whole, demand, shares[1]);
+        let src_before = self.model.worker_ratio(owner);
+        let (dest_before, dest_after) = (self.model.worker_ratio(dest), self.model.ratio_plus(dest, key_load));
+        let group_after = self.model.group_ratio_with(&self.groups, group, key_load);
+        if !self.destination_allows(src_before, dest_after) || !self.destination_allows(src_before, group_after) {
+            return Err(format!(
+                "destination overloaded: its piece would put {} at {dest_after:.2} of capacity and group {group} at {group_after:.2}, with the load in flight counted (high watermark {:.2})",
+                self.input.workers[dest].id, self.config.worker_overload.high_watermark_ratio
+            ));
+        }
+        let less = Load { ops: -key_load.ops, bytes: -key_load.bytes, cpu: -key_load.cpu };
+        let src_after = self.model.ratio_plus(owner, less);
+        let mut dests = vec![dest];
+        dests.resize(keys.len(), owner);
+        Ok(KeyCut {
+            partition: p,
+            group: group.clone(),
+            key,
+            keys,
+            dests,
+            shares,
+            dest,
+            src_before,
+            src_after,
+            dest_before,
+            dest_after,
+            group_after,
+        })
+    }
+}
+
+/// Proposes `cut` (see [`Pass::key_cut`]) for `policy`: one `split_into` whose one-key piece
+/// lands on the group's worker and whose other pieces stay; judged as one action.
+pub fn propose_key_cut(
+    pass: &mut Pass<'_>,
+    state: &mut PlannerState,
+    cut: KeyCut,
+    (policy, mode): (Policy, PolicyMode),
+    why_hot: String,
+    trigger: Trigger,
+    mut alts: Vec<Alternative>,
+) {
+    let (p, group) = (cut.partition, &cut.group);
+    let info = &pass.input.partitions[p];
+    let id = info.id.clone();
+    let owner = pass.model.owner[p] as usize;
+    let dest_id = pass.input.workers[cut.dest].id.clone();
+    let reason = format!(
+        "{why_hot}: cut its hot key {} ({:.0} % of its demand) out into a piece of its own and place only that piece on {dest_id} of group {group}, its other pieces staying on {}: {} streams one key where moving the partition whole streams {} MiB; {} {:.2} -> {:.2}, {dest_id} {:.2} -> {:.2} (group {group} at {:.2})",
+        cut.key,
+        cut.shares[1] * 100.0,
+        pass.input.workers[owner].id,
+        id,
+        info.stored_bytes >> 20,
+        pass.input.workers[owner].id,
+        cut.src_before,
+        cut.src_after,
+        cut.dest_before,
+        cut.dest_after,
+        cut.group_after,
+    );
+    alts.push(alt(
+        format!("isolate {id} whole on group {group}"),
+        format!("its {} MiB would stream before its worker is relieved", info.stored_bytes >> 20),
+    ));
+    let (max, mean, _) = pass.model.pool_stats(&pass.groups);
+    let predicted = Prediction {
+        target_before_ratio: cut.src_before,
+        target_after_ratio: cut.src_after,
+        source_before_ratio: cut.src_before,
+        source_after_ratio: cut.src_after,
+        dest_before_ratio: Some(cut.dest_before),
+        dest_after_ratio: Some(cut.dest_after),
+        cluster_max_before_ratio: max,
+        cluster_max_after_ratio: max.max(cut.dest_after),
+        cluster_mean_ratio: mean,
+        dest_worker: Some(dest_id),
+        ..Prediction::default()
+    };
+    let (demand, parent_hot) = (pass.model.demand_ops[p], state.partitions.get(&id).copied().unwrap_or_default());
+    let pieces = Pieces {
+        partition: p,
+        // With a key after the hot one, the last piece is the rest of the range: cold bulk.
+        cold_end: cut.keys.len() == 2,
+        keys: cut.keys,
+        shares: cut.shares,
+        dests: cut.dests,
+        demand_ops: demand,
+        sized_for_ops: demand,
+        parent_hot,
+        joins: Some(cut.group),
+    };
+    propose_pieces(pass, state, pieces, mode, |spec| Proposal {
+        spec,
+        policy,
+        mode,
+        origin: lb_common::protocol::Origin::Online,
+        reason,
+        trigger,
+        predicted,
+        rejected_alternatives: alts,
+    });
 }
