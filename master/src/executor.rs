@@ -548,7 +548,7 @@ pub fn shows_near<P: Placed>(spec: &ActionSpec, partitions: &[P], start: Option<
             // The left side keeps the id and now ends right before the split key.
             find(partition).is_some_and(|p| p.range().end.0.checked_add(1) == Some(split_key.0))
         }
-        ActionSpec::SplitInto { partition, split_keys, to_workers } => find(partition).is_some_and(|p| {
+        ActionSpec::SplitInto { partition, split_keys, to_workers, .. } => find(partition).is_some_and(|p| {
             // The first piece keeps the id and ends before the first key; each new piece starts
             // at its key, on its worker.
             p.range().end.0.checked_add(1) == split_keys.first().map(|k| k.0)

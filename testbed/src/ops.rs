@@ -140,9 +140,12 @@ impl OpBook {
                 cluster.check_split(partition, *split_key)?;
                 (vec![partition.clone()], DEFAULT_METADATA_OP_SECS, None, vec![])
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
                 // The new pieces stream from the partition's worker like one move of their bytes.
                 let (i, leaving) = cluster.check_split_into(partition, split_keys, to_workers)?;
+                if let Some(g) = group {
+                    cluster.check_pieces_join(partition, to_workers, g)?;
+                }
                 let secs = if leaving > 0.0 {
                     DEFAULT_HANDOVER_SECS + leaving / DEFAULT_MOVE_BYTES_PER_SEC
                 } else {
@@ -275,8 +278,12 @@ impl OpBook {
 fn apply(cluster: &mut Cluster, spec: &ActionSpec, plan: Option<&GroupPlan>, t_secs: f64) -> Result<(), LayoutError> {
     match spec {
         ActionSpec::Split { partition, split_key } => cluster.apply_split(partition, *split_key, t_secs).map(|_| ()),
-        ActionSpec::SplitInto { partition, split_keys, to_workers } => {
-            cluster.apply_split_into(partition, split_keys, to_workers, t_secs).map(|_| ())
+        ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
+            let pieces = cluster.apply_split_into(partition, split_keys, to_workers, t_secs)?;
+            if let Some(g) = group {
+                cluster.join_pieces(&pieces, g);
+            }
+            Ok(())
         }
         ActionSpec::Move { partition, to_worker } => cluster.apply_move(partition, to_worker),
         ActionSpec::Merge { left, right } => cluster.apply_merge(left, right),

@@ -111,8 +111,17 @@ pub enum ActionSpec {
     /// piece (the one starting at `split_keys[i]`) on `to_workers[i]` (the partition's own
     /// worker keeps it where it is). The first piece keeps the id and the worker. For a hot
     /// range at k times what a piece may carry: cut once, spread at once, judged as one action.
-    /// Only on a storage system whose topology says `multi_way_split`.
-    SplitInto { partition: PartitionId, split_keys: Vec<Key>, to_workers: Vec<WorkerId> },
+    /// Only on a storage system whose topology says `multi_way_split`. With `group`, each new
+    /// piece created on a worker of that group joins it (a hot key cut out alone onto an
+    /// isolation group's worker: a member stays there, where a non-member would be moved out
+    /// when the group next changes).
+    SplitInto {
+        partition: PartitionId,
+        split_keys: Vec<Key>,
+        to_workers: Vec<WorkerId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<GroupId>,
+    },
     /// Move a partition to another worker.
     Move { partition: PartitionId, to_worker: WorkerId },
     /// Merge two adjacent partitions of one table; `left` ends right before `right` starts.
@@ -158,10 +167,13 @@ impl std::fmt::Display for ActionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ActionSpec::Split { partition, split_key } => write!(f, "split {partition} at {split_key}"),
-            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
                 write!(f, "split {partition} into {} pieces", split_keys.len() + 1)?;
                 for (k, w) in split_keys.iter().zip(to_workers) {
                     write!(f, ", {k} to {w}")?;
+                }
+                if let Some(g) = group {
+                    write!(f, " (joining group {g} there)")?;
                 }
                 Ok(())
             }

@@ -68,7 +68,7 @@ impl Topology {
                     );
                 }
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
                 s.check(
                     self.multi_way_split,
                     "kind",
@@ -90,6 +90,16 @@ impl Topology {
                     let field = format!("to_workers[{i}]");
                     s.check(w.is_some(), &field, to, "is not a worker of the current topology");
                     s.check(w.is_none_or(|w| w.health != Health::Down), &field, to, "is down");
+                }
+                if let Some(g) = group {
+                    let members =
+                        |to: &WorkerId| self.workers.iter().any(|w| &w.id == to && w.group.as_ref() == Some(g));
+                    s.check(
+                        to_workers.iter().any(members),
+                        "group",
+                        g,
+                        "must be the group of a worker a new piece goes to",
+                    );
                 }
             }
             ActionSpec::Move { partition, to_worker } => {
@@ -335,5 +345,23 @@ mod tests {
             let err = t.check_action(&spec).expect_err("refused").to_string();
             assert!(err.contains(why), "{spec:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_split_into_joins_a_group_only_of_a_worker_a_piece_goes_to() {
+        let mut t = Topology { multi_way_split: true, ..topology() };
+        t.workers[1].group = Some("iso".parse().expect("id"));
+        let cut = |group: &str| ActionSpec::SplitInto {
+            partition: "a".parse().expect("id"),
+            split_keys: vec![Key(42), Key(43)],
+            to_workers: vec!["w-2".parse().expect("id"), "w-1".parse().expect("id")],
+            group: Some(group.parse().expect("id")),
+        };
+        assert!(t.check_action(&cut("iso")).is_ok());
+        let err = t.check_action(&cut("other")).expect_err("no piece goes to it").to_string();
+        assert!(
+            err.contains("spec.group") && err.contains("must be the group of a worker a new piece goes to"),
+            "{err}"
+        );
     }
 }

@@ -139,7 +139,7 @@ impl<'a> OutsideCheck<'a> {
                     _ => Effect::Unknown,
                 }
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, .. } => {
                 let Some(&p) = self.partitions.get(partition) else { return Effect::Unknown };
                 let dests: Option<Vec<usize>> = to_workers.iter().map(|w| self.workers.get(w).copied()).collect();
                 match dests {
@@ -438,6 +438,7 @@ mod tests {
             partition: "a".parse().expect("id"),
             split_keys: vec![Key(50)],
             to_workers: vec!["w1".parse().expect("id")],
+            group: None,
         }
     }
 

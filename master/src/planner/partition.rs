@@ -278,7 +278,6 @@ pub fn relieve(pass: &mut Pass<'_>, state: &mut PlannerState, hot: &[Hot]) {
                         planned_load: piece_load(info, whole, demand, 1.0 - left_share),
                         placed: None,
                         stays: false,
-                        joins: None,
                     },
                 );
                 pass.propose(state, p, mode, proposal);
@@ -623,7 +622,7 @@ fn propose_split_into(
         sized_for_ops: plan.sized_for_ops,
         parent_hot: h.hysteresis,
         cold_end: plan.cold_end,
-        joins: None,
+        group: None,
     };
     propose_pieces(pass, state, pieces, mode, |spec| Proposal {
         spec,
@@ -651,8 +650,8 @@ struct Pieces {
     parent_hot: super::state::Hysteresis,
     /// The last piece is a cold end left on the partition's worker: never scattered.
     cold_end: bool,
-    /// The group the pieces placed off the partition's worker join once they exist there.
-    joins: Option<GroupId>,
+    /// The group the pieces created on its workers join ([`ActionSpec::SplitInto`]).
+    group: Option<GroupId>,
 }
 
 /// Proposes `pieces` (the proposal built around its spec) and expects its new pieces: each
@@ -672,6 +671,7 @@ fn propose_pieces(
         partition: id.clone(),
         split_keys: pieces.keys.clone(),
         to_workers: pieces.dests.iter().map(|&w| pass.input.workers[w].id.clone()).collect(),
+        group: pieces.group.clone(),
     };
     let (whole, sized_for) = (pass.model.load[p], pieces.sized_for_ops);
     reserve(pass, state, p, piece_load(info, whole, sized_for, pieces.shares[0]));
@@ -697,7 +697,6 @@ fn propose_pieces(
                     share: *share,
                 }),
                 stays: pieces.cold_end && i == last,
-                joins: pieces.joins.clone().filter(|_| to != owner),
             },
         );
     }
@@ -1023,16 +1022,10 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
     for (queued, p) in queue.into_iter().zip(index) {
         let Some(p) = p else { continue };
         let owner = pass.model.owner[p] as usize;
-        if now - queued.child.split_at_ms > window_ms {
+        if now - queued.child.split_at_ms > window_ms || pass.input.workers[owner].id != queued.child.from_worker {
             continue;
         }
-        let step = match &queued.child.joins {
-            Some(group) if pass.groups[owner].as_ref() == Some(group) => join_group(pass, state, p, group),
-            Some(_) => continue,
-            None if pass.input.workers[owner].id != queued.child.from_worker => continue,
-            None => scatter_one(pass, state, p, owner, &queued.child),
-        };
-        let keep = match step {
+        let keep = match scatter_one(pass, state, p, owner, &queued.child) {
             Ok(mode) => mode == PolicyMode::DryRun,
             Err((reason, why)) => {
                 pass.decline(Policy::PartitionOverload, queued.partition.as_str(), reason, why);
@@ -1043,53 +1036,6 @@ pub fn scatter_children(pass: &mut Pass<'_>, state: &mut PlannerState) {
             state.scatter.push(queued);
         }
     }
-}
-
-/// Proposes that hot key piece `p`, cut out onto a worker of `group` ([`Pass::key_cut`]), join
-/// the group where it is, or says why it waits: a member stays on the group's workers (a
-/// non-member there is evacuated when the storage next forms the group) and is not moved by
-/// balancing. No bytes move; the group's own placement is where it already is.
-fn join_group(
-    pass: &mut Pass<'_>,
-    state: &mut PlannerState,
-    p: usize,
-    group: &GroupId,
-) -> Result<PolicyMode, (DeclineReason, String)> {
-    let mode = pass.config.partition_overload.mode;
-    if let Some((reason, why)) = pass.blocked(state, p) {
-        return Err((reason, format!("the hot key's piece joins group {group} later: {why}")));
-    }
-    pass.caps_allow_deferrable(&[])
-        .map_err(|why| (DeclineReason::Cap, format!("the hot key's piece joins group {group} later: {why}")))?;
-    let info = &pass.input.partitions[p];
-    let owner = pass.model.owner[p] as usize;
-    let ratio = pass.model.worker_ratio(owner);
-    let (max, mean, _) = pass.model.pool_stats(&pass.groups);
-    let reason = format!(
-        "the hot key cut out into {} sits on {} of group {group} ({ratio:.2} of capacity): it joins the group where it is, so the storage keeps it there; no bytes move",
-        info.id, pass.input.workers[owner].id
-    );
-    let proposal = Proposal {
-        spec: ActionSpec::Group { target: GroupTarget::Partition { partition: info.id.clone() }, group: group.clone() },
-        policy: Policy::PartitionOverload,
-        mode,
-        origin: lb_common::protocol::Origin::Online,
-        reason,
-        trigger: Trigger { partition_demand_ops_per_sec: Some(pass.model.demand_ops[p]), ..Trigger::default() },
-        predicted: Prediction {
-            target_before_ratio: ratio,
-            target_after_ratio: ratio,
-            source_before_ratio: ratio,
-            source_after_ratio: ratio,
-            cluster_max_before_ratio: max,
-            cluster_max_after_ratio: max,
-            cluster_mean_ratio: mean,
-            ..Prediction::default()
-        },
-        rejected_alternatives: Vec::new(),
-    };
-    pass.propose(state, p, mode, proposal);
-    Ok(mode)
 }
 
 /// Proposes the move of split child `p` off its parent's worker `owner`, in the policy's mode,
@@ -1284,7 +1230,7 @@ pub fn propose_key_cut(
     let owner = pass.model.owner[p] as usize;
     let dest_id = pass.input.workers[cut.dest].id.clone();
     let reason = format!(
-        "{why_hot}: cut its hot key {} ({:.0} % of its demand) out into a piece of its own and place only that piece on {dest_id} of group {group}, its other pieces staying on {}: {} streams one key where moving the partition whole streams {} MiB; {} {:.2} -> {:.2}, {dest_id} {:.2} -> {:.2} (group {group} at {:.2})",
+        "{why_hot}: cut its hot key {} ({:.0} % of its demand) out into a piece of its own created on {dest_id} as a member of group {group}, its other pieces staying on {}: {} streams one key where moving the partition whole streams {} MiB; {} {:.2} -> {:.2}, {dest_id} {:.2} -> {:.2} (group {group} at {:.2})",
         cut.key,
         cut.shares[1] * 100.0,
         pass.input.workers[owner].id,
@@ -1326,7 +1272,7 @@ pub fn propose_key_cut(
         demand_ops: demand,
         sized_for_ops: demand,
         parent_hot,
-        joins: Some(cut.group),
+        group: Some(cut.group),
     };
     propose_pieces(pass, state, pieces, mode, |spec| Proposal {
         spec,

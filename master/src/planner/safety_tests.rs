@@ -114,7 +114,7 @@ fn a_hot_range_at_4x_is_cut_into_its_pieces_and_spread_in_one_action() {
     let plan = passes(&input, &mut state, 1_000, 2);
     let splits: Vec<&Proposal> = plan.proposals.iter().filter(|p| p.spec.kind() == ActionKind::Split).collect();
     assert_eq!(splits.len(), 1, "one action: {:?}", plan.proposals);
-    let ActionSpec::SplitInto { partition, split_keys, to_workers } = &splits[0].spec else {
+    let ActionSpec::SplitInto { partition, split_keys, to_workers, .. } = &splits[0].spec else {
         panic!("a multi-way split: {:?}", splits[0].spec)
     };
     assert_eq!(partition.as_str(), "p0");

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use lb_common::ids::{GroupId, Key, PartitionId, TableId, TenantId, WorkerId};
+use lb_common::ids::{Key, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::Trigger;
 use serde::{Deserialize, Serialize};
 
@@ -115,10 +115,6 @@ pub struct PendingChild {
     /// little of the load): never scattered.
     #[serde(default)]
     pub stays: bool,
-    /// A hot key cut out onto a worker of this group: once it exists there it joins the group,
-    /// so the storage keeps it there (no bytes move).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub joins: Option<GroupId>,
 }
 
 /// Where a multi-way split's piece goes ([`PendingChild::placed`]). Positions are checked

@@ -40,6 +40,8 @@ pub enum LayoutError {
     DuplicateWorker(WorkerId),
     #[error("split keys of {partition} must be strictly ascending with one worker per new piece")]
     BadSplitPieces { partition: PartitionId },
+    #[error("no new piece of {partition} goes to a worker of group {group}")]
+    NoPieceInGroup { partition: PartitionId, group: GroupId },
 }
 
 /// What a group action does: the partitions it pins and the moves it needs.
@@ -158,6 +160,30 @@ impl Cluster {
         }
         self.version += 1;
         Ok(pieces)
+    }
+
+    /// Whether a split into pieces on `to` may have its pieces join `group` there: one of the
+    /// workers is the group's.
+    pub fn check_pieces_join(&self, id: &PartitionId, to: &[WorkerId], group: &GroupId) -> Result<(), LayoutError> {
+        let of_group =
+            |w: &WorkerId| self.workers.find(w).is_some_and(|w| self.workers.group[w].as_ref() == Some(group));
+        if to.iter().any(of_group) {
+            Ok(())
+        } else {
+            Err(LayoutError::NoPieceInGroup { partition: id.clone(), group: group.clone() })
+        }
+    }
+
+    /// The new pieces on a worker of `group` join it (a split into pieces with a group).
+    pub fn join_pieces(&mut self, pieces: &[PartitionId], group: &GroupId) {
+        for piece in pieces {
+            if let Some(q) = self.partitions.find(piece)
+                && self.workers.group[self.partitions.owner[q] as usize].as_ref() == Some(group)
+            {
+                self.partitions.group[q] = Some(group.clone());
+            }
+        }
+        self.version += 1;
     }
 
     pub fn check_move(&self, id: &PartitionId, to: &WorkerId) -> Result<(usize, usize), LayoutError> {
