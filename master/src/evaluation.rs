@@ -718,6 +718,7 @@ mod tests {
                     split_keys: vec![Key(p.range.end.0 + 1), q.range.start],
                     to_workers: vec![next.map_or_else(|| "w1".parse().unwrap(), |x| x.owner.clone()), q.owner.clone()],
                     group: None,
+                    first_to_worker: None,
                 };
                 let near = index.near(&split, &now).expect("a split's partitions");
                 let at = Some(p.range.start);

@@ -548,14 +548,16 @@ pub fn shows_near<P: Placed>(spec: &ActionSpec, partitions: &[P], start: Option<
             // The left side keeps the id and now ends right before the split key.
             find(partition).is_some_and(|p| p.range().end.0.checked_add(1) == Some(split_key.0))
         }
-        ActionSpec::SplitInto { partition, split_keys, to_workers, .. } => find(partition).is_some_and(|p| {
-            // The first piece keeps the id and ends before the first key; each new piece starts
-            // at its key, on its worker.
-            p.range().end.0.checked_add(1) == split_keys.first().map(|k| k.0)
-                && split_keys.iter().zip(to_workers).all(|(k, w)| {
-                    partitions.iter().any(|q| q.range().start == *k && q.owner() == w && q.table() == p.table())
-                })
-        }),
+        ActionSpec::SplitInto { partition, split_keys, to_workers, first_to_worker, .. } => find(partition)
+            .is_some_and(|p| {
+                // The first piece keeps the id and ends before the first key (on `first_to_worker`
+                // when named); each new piece starts at its key, on its worker.
+                p.range().end.0.checked_add(1) == split_keys.first().map(|k| k.0)
+                    && first_to_worker.as_ref().is_none_or(|w| p.owner() == w)
+                    && split_keys.iter().zip(to_workers).all(|(k, w)| {
+                        partitions.iter().any(|q| q.range().start == *k && q.owner() == w && q.table() == p.table())
+                    })
+            }),
         ActionSpec::Merge { left: _, right } => find(right).is_none(),
         ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
             find(partition).is_some_and(|p| p.group() == Some(group))

@@ -140,11 +140,12 @@ impl OpBook {
                 cluster.check_split(partition, *split_key)?;
                 (vec![partition.clone()], DEFAULT_METADATA_OP_SECS, None, vec![])
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group, first_to_worker } => {
                 // The new pieces stream from the partition's worker like one move of their bytes.
-                let (i, leaving) = cluster.check_split_into(partition, split_keys, to_workers)?;
+                let first_to = first_to_worker.as_ref();
+                let (i, leaving) = cluster.check_split_into(partition, split_keys, to_workers, first_to)?;
                 if let Some(g) = group {
-                    cluster.check_pieces_join(partition, to_workers, g)?;
+                    cluster.check_pieces_join(partition, to_workers, first_to, g)?;
                 }
                 let secs = if leaving > 0.0 {
                     DEFAULT_HANDOVER_SECS + leaving / DEFAULT_MOVE_BYTES_PER_SEC
@@ -278,9 +279,11 @@ impl OpBook {
 fn apply(cluster: &mut Cluster, spec: &ActionSpec, plan: Option<&GroupPlan>, t_secs: f64) -> Result<(), LayoutError> {
     match spec {
         ActionSpec::Split { partition, split_key } => cluster.apply_split(partition, *split_key, t_secs).map(|_| ()),
-        ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
-            let pieces = cluster.apply_split_into(partition, split_keys, to_workers, t_secs)?;
+        ActionSpec::SplitInto { partition, split_keys, to_workers, group, first_to_worker } => {
+            let mut pieces =
+                cluster.apply_split_into(partition, split_keys, to_workers, first_to_worker.as_ref(), t_secs)?;
             if let Some(g) = group {
+                pieces.push(partition.clone());
                 cluster.join_pieces(&pieces, g);
             }
             Ok(())

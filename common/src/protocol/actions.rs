@@ -111,16 +111,19 @@ pub enum ActionSpec {
     /// piece (the one starting at `split_keys[i]`) on `to_workers[i]` (the partition's own
     /// worker keeps it where it is). The first piece keeps the id and the worker. For a hot
     /// range at k times what a piece may carry: cut once, spread at once, judged as one action.
-    /// Only on a storage system whose topology says `multi_way_split`. With `group`, each new
-    /// piece created on a worker of that group joins it (a hot key cut out alone onto an
-    /// isolation group's worker: a member stays there, where a non-member would be moved out
-    /// when the group next changes).
+    /// Only on a storage system whose topology says `multi_way_split`. With `group`, each piece
+    /// created on a worker of that group joins it (a hot key cut out alone onto an isolation
+    /// group's worker: a member stays there, where a non-member would be moved out when the
+    /// group next changes). With `first_to_worker`, the first piece (the id) goes there too (a
+    /// hot key that is the partition's first key: its one-key piece is the first).
     SplitInto {
         partition: PartitionId,
         split_keys: Vec<Key>,
         to_workers: Vec<WorkerId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<GroupId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_to_worker: Option<WorkerId>,
     },
     /// Move a partition to another worker.
     Move { partition: PartitionId, to_worker: WorkerId },
@@ -167,8 +170,11 @@ impl std::fmt::Display for ActionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ActionSpec::Split { partition, split_key } => write!(f, "split {partition} at {split_key}"),
-            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group, first_to_worker } => {
                 write!(f, "split {partition} into {} pieces", split_keys.len() + 1)?;
+                if let Some(w) = first_to_worker {
+                    write!(f, ", the first to {w}")?;
+                }
                 for (k, w) in split_keys.iter().zip(to_workers) {
                     write!(f, ", {k} to {w}")?;
                 }

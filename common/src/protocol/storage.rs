@@ -68,7 +68,7 @@ impl Topology {
                     );
                 }
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers, group } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, group, first_to_worker } => {
                 s.check(
                     self.multi_way_split,
                     "kind",
@@ -91,11 +91,16 @@ impl Topology {
                     s.check(w.is_some(), &field, to, "is not a worker of the current topology");
                     s.check(w.is_none_or(|w| w.health != Health::Down), &field, to, "is down");
                 }
+                if let Some(to) = first_to_worker {
+                    let w = self.workers.iter().find(|w| &w.id == to);
+                    s.check(w.is_some(), "first_to_worker", to, "is not a worker of the current topology");
+                    s.check(w.is_none_or(|w| w.health != Health::Down), "first_to_worker", to, "is down");
+                }
                 if let Some(g) = group {
                     let members =
                         |to: &WorkerId| self.workers.iter().any(|w| &w.id == to && w.group.as_ref() == Some(g));
                     s.check(
-                        to_workers.iter().any(members),
+                        to_workers.iter().chain(first_to_worker).any(members),
                         "group",
                         g,
                         "must be the group of a worker a new piece goes to",
@@ -356,6 +361,7 @@ mod tests {
             split_keys: vec![Key(42), Key(43)],
             to_workers: vec!["w-2".parse().expect("id"), "w-1".parse().expect("id")],
             group: Some(group.parse().expect("id")),
+            first_to_worker: None,
         };
         assert!(t.check_action(&cut("iso")).is_ok());
         let err = t.check_action(&cut("other")).expect_err("no piece goes to it").to_string();

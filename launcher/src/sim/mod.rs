@@ -366,9 +366,11 @@ impl Sim {
         let stored = |id: &PartitionId| p.find(id).map_or(0, |i| p.stored_bytes[i] as u64);
         match spec {
             ActionSpec::Move { partition, .. } => stored(partition),
-            ActionSpec::SplitInto { partition, split_keys, to_workers, .. } => {
-                self.engine.cluster.check_split_into(partition, split_keys, to_workers).map_or(0, |(_, b)| b as u64)
-            }
+            ActionSpec::SplitInto { partition, split_keys, to_workers, first_to_worker, .. } => self
+                .engine
+                .cluster
+                .check_split_into(partition, split_keys, to_workers, first_to_worker.as_ref())
+                .map_or(0, |(_, b)| b as u64),
             ActionSpec::Merge { left, right } => match (p.find(left), p.find(right)) {
                 (Some(l), Some(r)) if p.owner[l] != p.owner[r] => p.stored_bytes[r] as u64,
                 _ => 0,

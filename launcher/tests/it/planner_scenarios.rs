@@ -280,7 +280,9 @@ fn single_hot_key_is_cut_out_onto_the_group_in_one_action() {
         .filter(|s| matches!(s, ActionSpec::SplitInto { split_keys, .. } if split_keys.contains(&Key(KEY))))
         .collect();
     assert_eq!(cuts.len(), 1, "one cut of the hot key: {cuts:?}");
-    let ActionSpec::SplitInto { partition: parent, split_keys, to_workers, group } = cuts[0] else { unreachable!() };
+    let ActionSpec::SplitInto { partition: parent, split_keys, to_workers, group, .. } = cuts[0] else {
+        unreachable!()
+    };
     assert_eq!(split_keys, &[Key(KEY), Key(KEY + 1)], "the key alone in its piece");
     let group_worker = c.workers.ids.iter().position(|w| w == &to_workers[0]).expect("a worker");
     assert!(c.workers.group[group_worker].is_some(), "the key's piece goes to the group: {to_workers:?}");
@@ -297,6 +299,40 @@ fn single_hot_key_is_cut_out_onto_the_group_in_one_action() {
         "nothing else on the key's partition or its piece"
     );
     // Detection (one window over) plus the cut: one key streams, in the handover second.
+    assert!(relief.is_some_and(|t| t <= 300 + 5), "relieved at {relief:?}");
+    assert_invariants(&sim);
+
+    // The hot key as its partition's first key (as a cut at that key leaves it): the first
+    // piece, the id, is the key's, and it goes to the group; the rest stays.
+    let first = {
+        let c = &Sim::lb(&scenario_file("single-hot-key")).engine.cluster;
+        c.partitions.range(c.partition_at(0, KEY)).start.0
+    };
+    let text = scenario_file_text("single-hot-key").replace("2a00000000000042", &format!("{first:016x}"));
+    let mut sim = Sim::lb(&scenario_text(&text));
+    sim.run_until(600);
+    let relief = relieved_at(&sim, 300, u64::MAX);
+    let c = &sim.engine.cluster;
+    let piece = partition_at(&sim, first);
+    let i = c.partitions.find(&piece).expect("exists");
+    let cuts: Vec<String> = sim
+        .proposals
+        .iter()
+        .filter(|(_, p)| matches!(&p.spec, ActionSpec::SplitInto { partition, .. } if partition == &piece))
+        .map(|(_, p)| p.spec.to_string())
+        .collect();
+    eprintln!("first key: {cuts:?}, relieved at {relief:?}");
+    assert_eq!(cuts.len(), 1, "{cuts:?}");
+    assert!(
+        cuts[0].contains(&format!("into 2 pieces, the first to {}", c.workers.ids[c.partitions.owner[i] as usize])),
+        "{cuts:?}"
+    );
+    assert_eq!(
+        c.partitions.range(i),
+        lb_common::ids::KeyRange { start: Key(first), end: Key(first) },
+        "the id is the one key"
+    );
+    assert_eq!(c.partitions.group[i].as_ref().map(|g| g.as_str()), Some("isolated"), "a member of the group");
     assert!(relief.is_some_and(|t| t <= 300 + 5), "relieved at {relief:?}");
     assert_invariants(&sim);
 }

@@ -149,7 +149,7 @@ pub enum Command {
     /// Send the action to the ops server. The core tracks it already; tell it
     /// [`OnlineCore::refused`] if the ops server certainly did not take it. `approval` names
     /// the approval to answer with the outcome.
-    Submit { request: ActionRequest, approval: Option<String> },
+    Submit { request: Box<ActionRequest>, approval: Option<String> },
     /// Write a ResultDataStore record.
     Record(Box<Record>),
     /// An approval that cannot be carried out, to answer now.
@@ -183,7 +183,7 @@ impl PassOutput {
     /// The actions to send, in order.
     pub fn submissions(&self) -> impl Iterator<Item = &ActionRequest> {
         self.commands.iter().filter_map(|c| match c {
-            Command::Submit { request, .. } => Some(request),
+            Command::Submit { request, .. } => Some(&**request),
             _ => None,
         })
     }
@@ -549,7 +549,7 @@ impl OnlineCore {
                 actor_path,
                 leader_epoch: None,
             };
-            out.commands.push(Command::Submit { request: request_body, approval: Some(request.key.clone()) });
+            out.commands.push(Command::Submit { request: Box::new(request_body), approval: Some(request.key.clone()) });
         }
         out.manual.push((request.key, result));
     }
@@ -624,7 +624,7 @@ impl OnlineCore {
         // The subject just tracked names the target's table: no second scan of the partitions.
         let table = self.executor.tracked.last().and_then(|t| t.subject.range.as_ref()).map(|(t, b, _)| (t, b));
         let request = action_request(proposal, id, table, reason);
-        out.commands.push(Command::Submit { request, approval });
+        out.commands.push(Command::Submit { request: Box::new(request), approval });
     }
 
     fn approve(

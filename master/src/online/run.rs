@@ -530,7 +530,7 @@ impl Online {
             match command {
                 Command::Record(record) => self.record(&record, now).await,
                 Command::Submit { request, approval } => {
-                    let result = self.submit(client, request, now).await;
+                    let result = self.submit(client, *request, now).await;
                     match approval.and_then(|id| replies.remove(&id)) {
                         Some(Reply::Approval(reply)) => {
                             if let Ok(record) = &result {

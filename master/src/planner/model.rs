@@ -181,7 +181,7 @@ impl Model {
                     if matches!(a.spec, ActionSpec::Split { .. }) {
                         continue;
                     }
-                    if let ActionSpec::SplitInto { split_keys, to_workers, .. } = &a.spec {
+                    if let ActionSpec::SplitInto { split_keys, to_workers, first_to_worker, .. } = &a.spec {
                         let p = &input.partitions[i];
                         let shares = piece_shares(p.range, p.stats.sketch.as_ref(), split_keys);
                         let whole = load[i];
@@ -194,6 +194,15 @@ impl Model {
                         }
                         if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
                             *c += 1;
+                        }
+                        // The first piece going elsewhere is there already, as a move's partition.
+                        if let Some(&w) = first_to_worker.as_ref().and_then(|to| worker_index.get(to)) {
+                            if let Some(h) = held.get_mut(owner[i] as usize) {
+                                *h = h.saturating_sub(1);
+                            }
+                            held[w as usize] += 1;
+                            owner[i] = w;
+                            worker_actions[w as usize] += 1;
                         }
                         continue;
                     }

@@ -46,8 +46,9 @@ enum Effect {
 }
 
 enum Spread {
-    /// Piece `i + 1` (`shares[i + 1]` of the demand) goes to `dests[i]`; the first stays.
-    Pieces { shares: Vec<f64>, dests: Vec<usize> },
+    /// Piece `i + 1` (`shares[i + 1]` of the demand) goes to `dests[i]`; the first stays, or
+    /// goes to `first`.
+    Pieces { shares: Vec<f64>, dests: Vec<usize>, first: Option<usize> },
     /// `(partition, receiver)`: where the storage sends the worker's other partitions.
     Dedication { moves: Vec<(usize, usize)>, group: GroupId },
 }
@@ -139,14 +140,16 @@ impl<'a> OutsideCheck<'a> {
                     _ => Effect::Unknown,
                 }
             }
-            ActionSpec::SplitInto { partition, split_keys, to_workers, .. } => {
+            ActionSpec::SplitInto { partition, split_keys, to_workers, first_to_worker, .. } => {
                 let Some(&p) = self.partitions.get(partition) else { return Effect::Unknown };
                 let dests: Option<Vec<usize>> = to_workers.iter().map(|w| self.workers.get(w).copied()).collect();
-                match dests {
-                    Some(dests) if dests.len() == split_keys.len() => {
+                let first = first_to_worker.as_ref().map(|w| self.workers.get(w).copied());
+                match (dests, first) {
+                    (_, Some(None)) => Effect::Unknown,
+                    (Some(dests), first) if dests.len() == split_keys.len() => {
                         let info = &self.input.partitions[p];
                         let shares = piece_shares(info.range, info.stats.sketch.as_ref(), split_keys);
-                        Effect::Spreads { p, how: Spread::Pieces { shares, dests } }
+                        Effect::Spreads { p, how: Spread::Pieces { shares, dests, first: first.flatten() } }
                     }
                     _ => Effect::InPlace(p),
                 }
@@ -198,9 +201,11 @@ impl<'a> OutsideCheck<'a> {
             None => out.push((to, l)),
         };
         match how {
-            Spread::Pieces { shares, dests } => {
+            Spread::Pieces { shares, dests, first } => {
                 let info = &self.input.partitions[p];
-                for (&share, &to) in shares[1..].iter().zip(dests).filter(|&(_, &to)| to != owner) {
+                let pieces = std::iter::once((&shares[0], first.unwrap_or(owner)))
+                    .chain(shares[1..].iter().zip(dests.iter().copied()));
+                for (&share, to) in pieces.filter(|&(_, to)| to != owner) {
                     land(to, piece_load(info, self.model.load[p], self.model.demand_ops[p], share));
                 }
             }
@@ -218,7 +223,12 @@ impl<'a> OutsideCheck<'a> {
 
     fn apply_spread(&mut self, p: usize, how: Spread) {
         match how {
-            Spread::Pieces { shares, dests } => self.model.apply_split_into(self.input, p, &shares, &dests),
+            Spread::Pieces { shares, dests, first } => {
+                self.model.apply_split_into(self.input, p, &shares, &dests);
+                if let Some(w) = first {
+                    self.model.apply_move(p, w);
+                }
+            }
             Spread::Dedication { moves, group } => {
                 self.model.dedicating.push((self.model.owner[p] as usize, group));
                 self.model.apply_dedication(p, &moves);
@@ -439,6 +449,7 @@ mod tests {
             split_keys: vec![Key(50)],
             to_workers: vec!["w1".parse().expect("id")],
             group: None,
+            first_to_worker: None,
         }
     }
 

@@ -623,6 +623,7 @@ fn propose_split_into(
         parent_hot: h.hysteresis,
         cold_end: plan.cold_end,
         group: None,
+        first_to: None,
     };
     propose_pieces(pass, state, pieces, mode, |spec| Proposal {
         spec,
@@ -652,6 +653,8 @@ struct Pieces {
     cold_end: bool,
     /// The group the pieces created on its workers join ([`ActionSpec::SplitInto`]).
     group: Option<GroupId>,
+    /// Where the first piece (the id) goes, when not its worker.
+    first_to: Option<usize>,
 }
 
 /// Proposes `pieces` (the proposal built around its spec) and expects its new pieces: each
@@ -672,6 +675,7 @@ fn propose_pieces(
         split_keys: pieces.keys.clone(),
         to_workers: pieces.dests.iter().map(|&w| pass.input.workers[w].id.clone()).collect(),
         group: pieces.group.clone(),
+        first_to_worker: pieces.first_to.map(|w| pass.input.workers[w].id.clone()),
     };
     let (whole, sized_for) = (pass.model.load[p], pieces.sized_for_ops);
     reserve(pass, state, p, piece_load(info, whole, sized_for, pieces.shares[0]));
@@ -702,6 +706,9 @@ fn propose_pieces(
     }
     let input = pass.input;
     pass.model.apply_split_into(input, p, &pieces.shares, &pieces.dests);
+    if let Some(w) = pieces.first_to {
+        pass.model.apply_move(p, w);
+    }
     let proposal = proposal(spec);
     pass.propose(state, p, mode, proposal);
 }
@@ -1122,7 +1129,11 @@ pub struct KeyCut {
     pub keys: Vec<Key>,
     /// Each new piece's worker: the key's goes to `dest`, the rest stays.
     pub dests: Vec<usize>,
+    /// `dest` when the key's piece is the first (the key is the range's first).
+    pub first_to: Option<usize>,
     pub shares: Vec<f64>,
+    /// The key piece's share of the demand.
+    pub key_share: f64,
     pub dest: usize,
     pub src_before: f64,
     pub src_after: f64,
@@ -1168,21 +1179,26 @@ impl Pass<'_> {
         else {
             return Err("the sketch names no hot key".into());
         };
-        let key = top.key;
-        if key == info.range.start {
-            return Err(format!("its hot key {key} is its first: that piece would keep the partition's worker"));
+        let (key, range) = (top.key, info.range);
+        if range.start == range.end {
+            return Err(format!("it is one key already ({key})"));
         }
-        let mut keys = vec![key];
-        if key < info.range.end {
-            keys.push(Key(key.0 + 1));
-        }
+        // The key's piece: the one starting at the key, or the first (the id) when the key is
+        // the range's first (a previous cut at this key made it so).
+        let (keys, key_piece, first_to) = if key == range.start {
+            (vec![Key(key.0 + 1)], 0, Some(dest))
+        } else if key < range.end {
+            (vec![key, Key(key.0 + 1)], 1, None)
+        } else {
+            (vec![key], 1, None)
+        };
         let owner = self.model.owner[p] as usize;
         if self.model.worker_actions[dest] >= self.config.caps.max_inflight_per_worker {
             return Err(format!("{} of group {group} is at its concurrent action cap", self.input.workers[dest].id));
         }
         let shares = piece_shares(info.range, sketch, &keys);
         let (whole, demand) = (self.model.load[p], self.model.demand_ops[p]);
-        let key_load = piece_load(info, whole, demand, shares[1]);
+        let key_load = piece_load(info, whole, demand, shares[key_piece]);
         let src_before = self.model.worker_ratio(owner);
         let (dest_before, dest_after) = (self.model.worker_ratio(dest), self.model.ratio_plus(dest, key_load));
         let group_after = self.model.group_ratio_with(&self.groups, group, key_load);
@@ -1194,7 +1210,7 @@ impl Pass<'_> {
         }
         let less = Load { ops: -key_load.ops, bytes: -key_load.bytes, cpu: -key_load.cpu };
         let src_after = self.model.ratio_plus(owner, less);
-        let mut dests = vec![dest];
+        let mut dests = if first_to.is_some() { Vec::new() } else { vec![dest] };
         dests.resize(keys.len(), owner);
         Ok(KeyCut {
             partition: p,
@@ -1202,6 +1218,8 @@ impl Pass<'_> {
             key,
             keys,
             dests,
+            first_to,
+            key_share: shares[key_piece],
             shares,
             dest,
             src_before,
@@ -1232,7 +1250,7 @@ pub fn propose_key_cut(
     let reason = format!(
         "{why_hot}: cut its hot key {} ({:.0} % of its demand) out into a piece of its own created on {dest_id} as a member of group {group}, its other pieces staying on {}: {} streams one key where moving the partition whole streams {} MiB; {} {:.2} -> {:.2}, {dest_id} {:.2} -> {:.2} (group {group} at {:.2})",
         cut.key,
-        cut.shares[1] * 100.0,
+        cut.key_share * 100.0,
         pass.input.workers[owner].id,
         id,
         info.stored_bytes >> 20,
@@ -1264,8 +1282,9 @@ pub fn propose_key_cut(
     let (demand, parent_hot) = (pass.model.demand_ops[p], state.partitions.get(&id).copied().unwrap_or_default());
     let pieces = Pieces {
         partition: p,
-        // With a key after the hot one, the last piece is the rest of the range: cold bulk.
-        cold_end: cut.keys.len() == 2,
+        // A last piece staying is the rest of the range: cold bulk.
+        cold_end: cut.dests.last() == Some(&owner),
+        first_to: cut.first_to,
         keys: cut.keys,
         shares: cut.shares,
         dests: cut.dests,

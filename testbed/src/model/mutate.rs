@@ -114,6 +114,7 @@ impl Cluster {
         id: &PartitionId,
         keys: &[Key],
         to: &[WorkerId],
+        first_to: Option<&WorkerId>,
     ) -> Result<(usize, f64), LayoutError> {
         let p = self.partition(id)?;
         if keys.is_empty() || keys.len() != to.len() || keys.windows(2).any(|w| w[0] >= w[1]) {
@@ -134,26 +135,33 @@ impl Cluster {
                 leaving += bytes * ((piece_end - k.0) as f64 + 1.0) / width;
             }
         }
+        if let Some(w) = first_to
+            && self.healthy_worker(w)? != owner
+        {
+            leaving += bytes * ((keys[0].0 - start) as f64) / width;
+        }
         Ok((p, leaving))
     }
 
     /// Cuts the partition at every key (ascending: the new pieces get ascending ids) and puts
-    /// each new piece on its worker; the first piece keeps the id and the owner.
+    /// each new piece on its worker; the first piece keeps the id, and the owner unless
+    /// `first_to` names another worker.
     pub fn apply_split_into(
         &mut self,
         id: &PartitionId,
         keys: &[Key],
         to: &[WorkerId],
+        first_to: Option<&WorkerId>,
         t_secs: f64,
     ) -> Result<Vec<PartitionId>, LayoutError> {
-        self.check_split_into(id, keys, to)?;
+        self.check_split_into(id, keys, to, first_to)?;
         let mut pieces = Vec::with_capacity(keys.len());
         let mut rest = id.clone();
         for &k in keys {
             rest = self.apply_split(&rest, k, t_secs)?;
             pieces.push(rest.clone());
         }
-        for (piece, w) in pieces.iter().zip(to) {
+        for (piece, w) in std::iter::once(id).zip(first_to).chain(pieces.iter().zip(to)) {
             if let (Some(q), Ok(w)) = (self.partitions.find(piece), self.healthy_worker(w)) {
                 self.partitions.owner[q] = w as u32;
             }
@@ -162,12 +170,18 @@ impl Cluster {
         Ok(pieces)
     }
 
-    /// Whether a split into pieces on `to` may have its pieces join `group` there: one of the
-    /// workers is the group's.
-    pub fn check_pieces_join(&self, id: &PartitionId, to: &[WorkerId], group: &GroupId) -> Result<(), LayoutError> {
+    /// Whether a split into pieces on `to` (the first on `first_to`) may have its pieces join
+    /// `group` there: one of the workers is the group's.
+    pub fn check_pieces_join(
+        &self,
+        id: &PartitionId,
+        to: &[WorkerId],
+        first_to: Option<&WorkerId>,
+        group: &GroupId,
+    ) -> Result<(), LayoutError> {
         let of_group =
             |w: &WorkerId| self.workers.find(w).is_some_and(|w| self.workers.group[w].as_ref() == Some(group));
-        if to.iter().any(of_group) {
+        if to.iter().chain(first_to).any(of_group) {
             Ok(())
         } else {
             Err(LayoutError::NoPieceInGroup { partition: id.clone(), group: group.clone() })
