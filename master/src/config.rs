@@ -106,7 +106,7 @@ pub const DEFAULT_ELECTION: &str = "/lb/master";
 /// 10 s between saves of a handover that only the hysteresis changed: a successor starts at most
 /// that far behind on counters it rebuilds in a few windows anyway, while etcd takes a tenth of
 /// the writes it would at one a pass (each one a new revision until etcd compacts). A pass
-/// that submitted, ended, evaluated or proposed an action saves at once.
+/// that submitted, ended or evaluated an action (or whose dry-run proposals changed) saves at once.
 pub const DEFAULT_HANDOVER_INTERVAL_MS: u64 = 10_000;
 
 /// `[leadership]`: static (a change needs a restart: a live switch of backend or election would

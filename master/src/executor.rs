@@ -355,9 +355,12 @@ impl Executor {
             let Some(finished) = t.finished_at_ms.or(Some(at_ms)).filter(|&f| f > start && window_ms > 0) else {
                 continue;
             };
+            // A split whose first piece (the id) went elsewhere moved the id like a move.
             if !matches!(
                 t.spec,
-                ActionSpec::Move { .. } | ActionSpec::Group { target: GroupTarget::Partition { .. }, .. }
+                ActionSpec::Move { .. }
+                    | ActionSpec::Group { target: GroupTarget::Partition { .. }, .. }
+                    | ActionSpec::SplitInto { first_to_worker: Some(_), .. }
             ) {
                 continue;
             }

@@ -480,13 +480,15 @@ fn landing(engine: &Engine, spec: &ActionSpec) -> (Vec<u32>, Option<String>) {
         }
         // The pieces stay with the partition's worker, each with its own limit.
         ActionSpec::Split { partition, .. } => (owner_of(partition).into_iter().collect(), None),
-        // The first piece stays with no more load than the whole had; the new pieces land where
-        // the action sent them (their own worker included, where one stays).
-        ActionSpec::SplitInto { to_workers, .. } => {
-            let mut on: Vec<u32> = to_workers.iter().filter_map(|w| c.workers.find(w)).map(|w| w as u32).collect();
+        // The first piece stays with no more load than the whole had (or goes where
+        // `first_to_worker` sends it); the new pieces land where the action sent them (their own
+        // worker included, where one stays), joining `group` there when it names one.
+        ActionSpec::SplitInto { to_workers, first_to_worker, group, .. } => {
+            let mut on: Vec<u32> =
+                to_workers.iter().chain(first_to_worker).filter_map(|w| c.workers.find(w)).map(|w| w as u32).collect();
             on.sort_unstable();
             on.dedup();
-            (on, None)
+            (on, group.as_ref().map(|g| g.to_string()))
         }
         // The dataset's load spreads over its new subring's owners.
         ActionSpec::Reshard { tenant, dataset, .. } => {

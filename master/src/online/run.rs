@@ -282,9 +282,10 @@ impl Online {
     }
 
     /// Saves the core's state for a successor when the backend keeps it and it changed: at once
-    /// after a pass that `acted` (submitted, ended, evaluated or proposed an action, or took an
-    /// SRE's decision), otherwise once `interval` has passed since the last save (only the
-    /// hysteresis moved, which a successor rebuilds in a few windows).
+    /// after a pass that `acted` (submitted, ended or evaluated an action, a dry-run proposal
+    /// came or went, an SRE's decision), otherwise once `interval` has passed since the last
+    /// save (only the hysteresis moved, which a successor rebuilds in a few windows), and at the
+    /// next pass after a save that failed.
     async fn save_handover(&mut self, acted: bool, interval: Duration) {
         let (Some(epoch), Some(store)) = (self.term, self.shared.leadership.handover()) else { return };
         if !acted && self.saved.as_ref().is_some_and(|s| s.at.elapsed() < interval) {
@@ -312,6 +313,9 @@ impl Online {
                 metrics::counter!("lb_master_handover_saves_total", "outcome" => "saved").increment(1);
             }
             Err(error) => {
+                // Saved again at the next pass, acted or not: what this save carried must not
+                // wait out the interval.
+                self.saved = None;
                 metrics::counter!("lb_master_handover_saves_total", "outcome" => "failed").increment(1);
                 if len > ETCD_DEFAULT_MAX_REQUEST_BYTES {
                     warn!(epoch, %error, bytes = len, "cannot save the leader's state for a successor: it is over etcd's default request limit (1.5 MiB); start etcd with a larger --max-request-bytes");
@@ -425,6 +429,7 @@ impl Online {
             approvals: requests,
             manual,
         };
+        let pending_before: Vec<_> = self.core.pending().iter().map(|p| p.id.clone()).collect();
         let mut out = self.core.step(observation, &config, now);
         for (key, result) in std::mem::take(&mut out.manual) {
             let submitted =
@@ -446,7 +451,10 @@ impl Online {
         let plan = std::mem::take(&mut out.plan);
         crate::metrics::record_pass(&plan, &kept.input, &mut self.relief, now);
         let proposals = out.proposals.clone();
-        acted |= !out.proposals.is_empty()
+        // A dry-run proposal offered again every pass is no change; a new or dropped one is.
+        let pending = self.core.pending();
+        acted |= pending.len() != pending_before.len()
+            || pending.iter().zip(&pending_before).any(|(p, id)| &p.id != id)
             || !out.evaluations.is_empty()
             || !out.ended.is_empty()
             || out.commands.iter().any(|c| !matches!(c, Command::Record(_)));

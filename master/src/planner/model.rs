@@ -189,7 +189,9 @@ impl Model {
                         for (share, to) in shares[1..].iter().zip(to_workers) {
                             if let Some(&w) = worker_index.get(to) {
                                 arriving[w as usize].add(piece_load(p, whole, demand_ops[i], *share), 1.0);
-                                worker_actions[w as usize] += 1;
+                                if w != owner[i] {
+                                    worker_actions[w as usize] += 1;
+                                }
                             }
                         }
                         if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
@@ -197,7 +199,10 @@ impl Model {
                         }
                         // The first piece going elsewhere is there already, as a move's partition.
                         if let Some(&w) = first_to_worker.as_ref().and_then(|to| worker_index.get(to)) {
-                            if let Some(h) = held.get_mut(owner[i] as usize) {
+                            // The partition's worker keeps a piece only if one stays there.
+                            if !to_workers.iter().any(|t| worker_index.get(t) == Some(&owner[i]))
+                                && let Some(h) = held.get_mut(owner[i] as usize)
+                            {
                                 *h = h.saturating_sub(1);
                             }
                             held[w as usize] += 1;
@@ -444,25 +449,44 @@ impl Model {
         self.ratio_of(w, l)
     }
 
-    /// Applies a multi-way split of `p`: the first piece (`shares[0]` of its demand) stays, the
-    /// piece `i` goes to `dests[i - 1]`, each under its own limit.
-    pub fn apply_split_into(&mut self, input: &PlannerInput, p: usize, shares: &[f64], dests: &[usize]) {
+    /// Applies a multi-way split of `p`: the first piece (`shares[0]` of its demand) stays, or
+    /// goes to `first_to`; the piece `i` goes to `dests[i - 1]`, each under its own limit. One
+    /// action: counted once on the partition's worker and once per piece on each other worker.
+    pub fn apply_split_into(
+        &mut self,
+        input: &PlannerInput,
+        p: usize,
+        shares: &[f64],
+        dests: &[usize],
+        first_to: Option<usize>,
+    ) {
         self.workers_changed += 1;
         let w = self.owner[p] as usize;
         let (whole, demand) = (self.load[p], self.demand_ops[p]);
         let info = &input.partitions[p];
         self.worker_load[w].add(whole, -1.0);
         self.load[p] = piece_load(info, whole, demand, shares[0]);
-        self.worker_load[w].add(self.load[p], 1.0);
+        let first = first_to.unwrap_or(w);
+        self.worker_load[first].add(self.load[p], 1.0);
         self.demand_ops[p] = demand * shares[0];
+        if first != w {
+            self.outgoing[w].add(self.load[p], 1.0);
+            self.held[first] += 1;
+            self.worker_actions[first] += 1;
+            self.owner[p] = first as u32;
+            // The partition's worker keeps a piece only if one stays there.
+            if !dests.contains(&w) {
+                self.held[w] = self.held[w].saturating_sub(1);
+            }
+        }
         for (&share, &d) in shares[1..].iter().zip(dests) {
             let l = piece_load(info, whole, demand, share);
             self.worker_load[d].add(l, 1.0);
             if d != w {
                 self.outgoing[w].add(l, 1.0);
                 self.held[d] += 1;
+                self.worker_actions[d] += 1;
             }
-            self.worker_actions[d] += 1;
         }
         self.busy[p] = true;
         self.worker_actions[w] += 1;

@@ -224,10 +224,7 @@ impl<'a> OutsideCheck<'a> {
     fn apply_spread(&mut self, p: usize, how: Spread) {
         match how {
             Spread::Pieces { shares, dests, first } => {
-                self.model.apply_split_into(self.input, p, &shares, &dests);
-                if let Some(w) = first {
-                    self.model.apply_move(p, w);
-                }
+                self.model.apply_split_into(self.input, p, &shares, &dests, first)
             }
             Spread::Dedication { moves, group } => {
                 self.model.dedicating.push((self.model.owner[p] as usize, group));

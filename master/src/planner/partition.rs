@@ -705,10 +705,7 @@ fn propose_pieces(
         );
     }
     let input = pass.input;
-    pass.model.apply_split_into(input, p, &pieces.shares, &pieces.dests);
-    if let Some(w) = pieces.first_to {
-        pass.model.apply_move(p, w);
-    }
+    pass.model.apply_split_into(input, p, &pieces.shares, &pieces.dests, pieces.first_to);
     let proposal = proposal(spec);
     pass.propose(state, p, mode, proposal);
 }
@@ -806,18 +803,6 @@ fn isolate(
         "it cannot be split".to_owned()
     };
     let high = cfg.worker_overload.high_watermark_ratio;
-    if let Some(g) = &pass.groups[pass.model.owner[p] as usize] {
-        // A hot key cut out onto a group's worker ([`Pass::key_cut`]) is isolated already.
-        pass.decline(
-            Policy::PartitionOverload,
-            id.as_str(),
-            DeclineReason::AlreadyIsolated,
-            format!(
-                "hot at {ratio:.2} of its limit and {what}, on a worker of group {g} already: only more capacity helps"
-            ),
-        );
-        return;
-    }
     if let Err(why) = pass.caps_allow(&[pass.model.owner[p] as usize]) {
         pass.decline(
             Policy::PartitionOverload,

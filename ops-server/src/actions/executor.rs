@@ -515,9 +515,11 @@ pub fn involved_workers(topology: &Topology, spec: &ActionSpec) -> Vec<WorkerId>
         |p: &lb_common::ids::PartitionId| topology.partitions.iter().find(|x| &x.id == p).map(|x| x.owner.clone());
     let mut workers: Vec<WorkerId> = match spec {
         ActionSpec::Split { partition, .. } => owner(partition).into_iter().collect(),
-        ActionSpec::SplitInto { partition, to_workers, .. } => {
-            owner(partition).into_iter().chain(to_workers.iter().cloned()).collect()
-        }
+        ActionSpec::SplitInto { partition, to_workers, first_to_worker, .. } => owner(partition)
+            .into_iter()
+            .chain(to_workers.iter().cloned())
+            .chain(first_to_worker.iter().cloned())
+            .collect(),
         ActionSpec::Move { partition, to_worker } => owner(partition).into_iter().chain([to_worker.clone()]).collect(),
         ActionSpec::Merge { left, right } => owner(left).into_iter().chain(owner(right)).collect(),
         ActionSpec::Group { target, group } => {
