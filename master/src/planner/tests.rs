@@ -127,6 +127,78 @@ fn a_single_hot_key_is_grouped_never_split() {
     assert!(!plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split));
 }
 
+/// On a storage that splits into placed pieces, the hot key is cut out instead: one
+/// `split_into` whose one-key piece is created on the group's worker as a member; the first
+/// piece (the id) goes there when the key is the range's first; a partition too small to be
+/// worth a cut, or an append tail, is grouped whole.
+#[test]
+fn a_hot_key_in_a_large_partition_is_cut_out_onto_the_group_not_moved_whole() {
+    let hot = |key: u64, bytes: u64, sequential: f64| {
+        let mut input = cluster(
+            &[12_000.0, 8_000.0, 8_000.0, 8_000.0, 8_000.0, 8_000.0, 1_000.0],
+            &[0, 0, 0, 0, 0, 0, 1],
+            3,
+            &[(2, "iso")],
+        );
+        input.multi_way_split = true;
+        input.partitions[0].stored_bytes = bytes;
+        // 12,000 ops/s: 9,600 on the key (its bucket, the first, counts them), 150 per bucket else.
+        let sketch = input.partitions[0].stats.sketch.as_mut().expect("sketch");
+        sketch.bucket_ops = std::iter::once(9_750).chain(std::iter::repeat_n(150, 15)).collect();
+        sketch.top_keys = vec![TopKey { key: Key(key), share_ratio: 0.8 }];
+        sketch.sequential_write_ratio = sequential;
+        input
+    };
+    let (p0, iso) = (PartitionId::new("p0").expect("id"), GroupId::new("iso").expect("id"));
+    let input = hot(42, 1 << 30, 0.0);
+    let plan = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+    assert_eq!(
+        plan.proposals[0].spec,
+        ActionSpec::SplitInto {
+            partition: p0.clone(),
+            split_keys: vec![Key(42), Key(43)],
+            to_workers: vec![wid(2), wid(0)],
+            group: Some(iso.clone()),
+            first_to_worker: None,
+        }
+    );
+    assert_eq!(plan.proposals.len(), 1, "{:?}", plan.proposals);
+    let p = &plan.proposals[0];
+    // w-0 served 50,000 ops/s (p0 at its 10,000 limit); the key's 9,600 leave it.
+    assert!((p.predicted.source_after_ratio - 0.404).abs() < 0.001, "{:?}", p.predicted);
+    assert!((p.predicted.dest_after_ratio.expect("dest") - 0.096).abs() < 0.001, "{:?}", p.predicted);
+    assert!(p.rejected_alternatives.iter().any(|a| a.candidate.starts_with("isolate p0 whole")));
+
+    // The key as the range's first: the first piece is the key's, and it goes.
+    let input = hot(0, 1 << 30, 0.0);
+    let plan = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+    assert_eq!(
+        plan.proposals[0].spec,
+        ActionSpec::SplitInto {
+            partition: p0.clone(),
+            split_keys: vec![Key(1)],
+            to_workers: vec![wid(0)],
+            group: Some(iso.clone()),
+            first_to_worker: Some(wid(2)),
+        }
+    );
+
+    // Too small to be worth a cut, or an append tail: grouped whole, the cut's why-not given.
+    for (input, why) in [(hot(42, 64 << 20, 0.0), "64 MiB"), (hot(42, 1 << 30, 0.95), "append at the tail")] {
+        let plan = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+        let p = &plan.proposals[0];
+        assert_eq!(
+            p.spec,
+            ActionSpec::Group { target: GroupTarget::Partition { partition: p0.clone() }, group: iso.clone() }
+        );
+        assert!(
+            p.rejected_alternatives.iter().any(|a| a.candidate == "cut the hot key out of p0" && a.why.contains(why)),
+            "{why}: {:?}",
+            p.rejected_alternatives
+        );
+    }
+}
+
 #[test]
 fn never_split_without_split_support() {
     let mut input = cluster(&[12_000.0, 80_000.0, 1_000.0], &[0, 0, 1], 2, &[]);
