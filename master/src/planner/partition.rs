@@ -816,19 +816,15 @@ fn isolate(
     if supports(&info.supported_actions, ActionKind::Group)
         && let Some((group, dest)) = pass.isolation_group(p)
     {
-        if shape.top_key_share_ratio >= cfg.partition_overload.single_key_share_ratio {
-            match pass.key_cut(p, &group, dest) {
-                Ok(cut) => {
-                    let why_hot = format!(
-                        "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}",
-                        h.demand_ops
-                    );
-                    let how = (Policy::PartitionOverload, mode);
-                    propose_key_cut(pass, state, cut, how, why_hot, trigger, alts);
-                    return;
-                }
-                Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
+        match pass.key_cut(p, &group, dest) {
+            Ok(cut) => {
+                let why_hot =
+                    format!("partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}", h.demand_ops);
+                let how = (Policy::PartitionOverload, mode);
+                propose_key_cut(pass, state, cut, how, why_hot, trigger, alts);
+                return;
             }
+            Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
         }
         let placed = pass.group_isolation(p, &group);
         if let Err(why) = &placed {
@@ -1117,14 +1113,19 @@ pub struct KeyCut {
     /// `dest` when the key's piece is the first (the key is the range's first).
     pub first_to: Option<usize>,
     pub shares: Vec<f64>,
-    /// The key piece's share of the demand.
-    pub key_share: f64,
     pub dest: usize,
     pub src_before: f64,
     pub src_after: f64,
     pub dest_before: f64,
     pub dest_after: f64,
     pub group_after: f64,
+}
+
+impl KeyCut {
+    /// The key piece's share of the demand: the first piece's when it is the one that goes.
+    pub fn key_share(&self) -> f64 {
+        self.shares[if self.first_to.is_some() { 0 } else { 1 }]
+    }
 }
 
 impl Pass<'_> {
@@ -1164,18 +1165,26 @@ impl Pass<'_> {
         else {
             return Err("the sketch names no hot key".into());
         };
+        let single = self.config.partition_overload.single_key_share_ratio;
+        if top.share_ratio < single {
+            return Err(format!(
+                "its hottest key holds {:.0} % of its ops (under {:.0} %): no one key to cut out",
+                top.share_ratio * 100.0,
+                single * 100.0
+            ));
+        }
         let (key, range) = (top.key, info.range);
         if range.start == range.end {
             return Err(format!("it is one key already ({key})"));
         }
         // The key's piece: the one starting at the key, or the first (the id) when the key is
         // the range's first (a previous cut at this key made it so).
-        let (keys, key_piece, first_to) = if key == range.start {
-            (vec![Key(key.0 + 1)], 0, Some(dest))
+        let (keys, first_to) = if key == range.start {
+            (vec![Key(key.0 + 1)], Some(dest))
         } else if key < range.end {
-            (vec![key, Key(key.0 + 1)], 1, None)
+            (vec![key, Key(key.0 + 1)], None)
         } else {
-            (vec![key], 1, None)
+            (vec![key], None)
         };
         let owner = self.model.owner[p] as usize;
         if self.model.worker_actions[dest] >= self.config.caps.max_inflight_per_worker {
@@ -1183,6 +1192,8 @@ impl Pass<'_> {
         }
         let shares = piece_shares(info.range, sketch, &keys);
         let (whole, demand) = (self.model.load[p], self.model.demand_ops[p]);
+        // The key's piece, as in [`KeyCut::key_share`]: the first when it is the one that goes.
+        let key_piece = if first_to.is_some() { 0 } else { 1 };
         let key_load = piece_load(info, whole, demand, shares[key_piece]);
         let src_before = self.model.worker_ratio(owner);
         let (dest_before, dest_after) = (self.model.worker_ratio(dest), self.model.ratio_plus(dest, key_load));
@@ -1204,7 +1215,6 @@ impl Pass<'_> {
             keys,
             dests,
             first_to,
-            key_share: shares[key_piece],
             shares,
             dest,
             src_before,
@@ -1235,7 +1245,7 @@ pub fn propose_key_cut(
     let reason = format!(
         "{why_hot}: cut its hot key {} ({:.0} % of its demand) out into a piece of its own created on {dest_id} as a member of group {group}, its other pieces staying on {}: {} streams one key where moving the partition whole streams {} MiB; {} {:.2} -> {:.2}, {dest_id} {:.2} -> {:.2} (group {group} at {:.2})",
         cut.key,
-        cut.key_share * 100.0,
+        cut.key_share() * 100.0,
         pass.input.workers[owner].id,
         id,
         info.stored_bytes >> 20,

@@ -515,21 +515,19 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     && let Some((group, dest)) = pass.isolation_group(p)
                 {
                     let mut a2 = alts.clone();
-                    if shape.top_key_share_ratio >= key_share {
-                        match pass.key_cut(p, &group, dest) {
-                            Ok(cut) => {
-                                let why_hot = format!(
-                                    "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}); partition {} carries {share:.2} of it, {:.0} % on one key",
-                                    info.id,
-                                    shape.top_key_share_ratio * 100.0
-                                );
-                                let how = (Policy::WorkerOverload, mode);
-                                super::partition::propose_key_cut(pass, state, cut, how, why_hot, trigger, a2);
-                                done = true;
-                                break;
-                            }
-                            Err(why) => a2.push(alt(format!("cut the hot key out of {}", info.id), why)),
+                    match pass.key_cut(p, &group, dest) {
+                        Ok(cut) => {
+                            let why_hot = format!(
+                                "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}); partition {} carries {share:.2} of it, {:.0} % on one key",
+                                info.id,
+                                shape.top_key_share_ratio * 100.0
+                            );
+                            let how = (Policy::WorkerOverload, mode);
+                            super::partition::propose_key_cut(pass, state, cut, how, why_hot, trigger, a2);
+                            done = true;
+                            break;
                         }
+                        Err(why) => a2.push(alt(format!("cut the hot key out of {}", info.id), why)),
                     }
                     let placed = pass.group_isolation(p, &group);
                     if let Err(why) = &placed {
