@@ -312,8 +312,7 @@ fn run_sim(
 ) -> anyhow::Result<()> {
     // With `lb+offline` the runs also record partitions over time, merges, pre-splits and
     // rejections at each peak (the offline report).
-    let with_offline =
-        |s: &String| [lb_launcher::sim::offline::NAME, lb_launcher::sim::offline::PD_MERGE].contains(&s.as_str());
+    let with_offline = |s: &String| lb_launcher::sim::offline::NAMES.contains(&s.as_str());
     let (comparison, offline) = if strategies.iter().any(with_offline) {
         let section = lb_launcher::sim::offline::LbOffline::sim_section();
         let r = lb_launcher::sim::offline::report(scenario, strategies, duration_secs, threads, &section)?;

@@ -39,9 +39,9 @@
 //! **Peaks ahead**: per partition and hour of the day, each day's mean demand in that hour
 //! (served and rejected ops over the hour; not the served peak, which a partition split in the
 //! hour shows for the range it had before). An hour whose demand went over `presplit_ratio` ×
-//! the limit on at least
-//! `presplit_min_recurrences` days is a recurring peak; the next one within
-//! `presplit_horizon_hours` is forecast at the mean of those days' peaks, to be split into
+//! the limit on at least `presplit_min_recurrences` days of the profile's span (a week at
+//! least, like the table's profile, whatever the merge look-back) is a recurring peak; the next
+//! one within `presplit_horizon_hours` is forecast at the mean of those days' peaks, to be split into
 //! enough pieces to hold it under `presplit_target_ratio` × the limit, `lead_time_secs` before
 //! the hour starts.
 
@@ -692,10 +692,11 @@ fn fold_day(
             pa.hours += 1;
         }
     }
+    // Recurring peaks are counted over the profile's span (a week at least), not the merge
+    // look-back: a merge judged on a short look-back must not make yesterday's peak forgotten.
     for (c, p) in parts.iter().enumerate() {
         let Some(limit) = p.limit_ops_per_sec else { continue };
-        let hours = day.hours[c] & look;
-        for hod in hours_in(hours) {
+        for hod in hours_in(day.hours[c]) {
             let peak = day.est[c][hod];
             if peak > config.presplit_ratio * limit {
                 acc[c].over_days[hod] += 1;

@@ -292,8 +292,14 @@ fn a_daily_peak_over_the_limit_is_forecast_before_it_arrives() {
     let rows: Vec<_> =
         (0..3 * 24).map(|h| rollup("a", A, T0 + h * HOUR_MS, if h == 14 { 24_000.0 } else { 2000.0 })).collect();
     once.append("w1", &rows).expect("written");
-    let two = OfflineConfig { presplit_min_recurrences: 2, ..config };
+    let two = OfflineConfig { presplit_min_recurrences: 2, ..config.clone() };
     assert!(analyze(&once, &two_neighbours(), &two, now, &[]).expect("pass").peaks.is_empty());
+    // A merge look-back of one hour (PD's) does not forget the peaks: they are counted over the
+    // profile's week, so the same three days forecast the same peak.
+    let short = OfflineConfig { lookback_hours: 1, allow_partial_lookback: true, min_history_hours: 1, ..config };
+    let found = analyze(&archive, &two_neighbours(), &short, now, &[]).expect("pass");
+    let [f] = found.peaks.as_slice() else { panic!("{:?}", found.peaks) };
+    assert_eq!((f.partition.as_str(), f.recurrences, f.peak_at_ms), ("a", 3, T0 + 3 * DAY_MS + 14 * HOUR_MS));
 }
 
 /// `rollup` in table `table`.

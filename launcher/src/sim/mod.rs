@@ -143,7 +143,8 @@ pub struct Sim {
     /// Operations submitted and not finished, with what the planner is told about them.
     pub in_flight: Vec<(OperationId, InFlightAction, usize)>,
     pub actions: Vec<ActionRecord>,
-    /// The planner's proposals (auto and dry-run) with the second they were made; `lb` only.
+    /// The core's proposals (auto and dry-run: the planner's, the analyzers' and reverts) with
+    /// the second they were made; `lb` only.
     pub proposals: Vec<(u64, Proposal)>,
     pub submit_errors: Vec<String>,
     /// Broken invariants of a decision (two actions on one partition in one pass).

@@ -36,6 +36,11 @@ pub const NAME: &str = "lb+offline";
 /// A baseline: the same core and archive with merges judged the way PD judges them (the last
 /// hour's load, an hour after a split, no notion of periodic load) and no peaks ahead.
 pub const PD_MERGE: &str = "lb+pd-merge";
+/// [`PD_MERGE`] with lb's peaks ahead on: what peaks ahead alone is worth where a merger takes
+/// a periodic table's pieces away in its trough.
+pub const PD_MERGE_AHEAD: &str = "lb+pd-merge+ahead";
+/// Every strategy with the offline analyzer.
+pub const NAMES: [&str; 3] = [NAME, PD_MERGE, PD_MERGE_AHEAD];
 
 /// One partition's hour on one worker, being folded.
 #[derive(Debug, Clone)]
@@ -84,9 +89,39 @@ impl LbOffline {
         Self::named(NAME, section)
     }
 
+    /// The strategy of [`NAMES`] named `name`, `lb+offline` with `section`.
+    pub fn by_name(name: &str, section: &OfflineSection) -> Option<Self> {
+        match name {
+            NAME => Some(Self::new(section.clone())),
+            PD_MERGE => Some(Self::pd_merge()),
+            PD_MERGE_AHEAD => Some(Self::pd_merge_ahead(section)),
+            _ => None,
+        }
+    }
+
     /// The PD-like baseline ([`PD_MERGE`]).
     pub fn pd_merge() -> Self {
-        let pd = OfflineSection {
+        Self::named(PD_MERGE, Self::pd_section())
+    }
+
+    /// [`PD_MERGE_AHEAD`]: the PD-like merges, and peaks ahead as `section` has them (their
+    /// recurrences are counted over the profile's week, not the merges' one-hour look-back).
+    pub fn pd_merge_ahead(section: &OfflineSection) -> Self {
+        let ahead = OfflineSection {
+            peak_ahead_mode: section.peak_ahead_mode,
+            presplit_ratio: section.presplit_ratio,
+            presplit_target_ratio: section.presplit_target_ratio,
+            presplit_min_recurrences: section.presplit_min_recurrences,
+            presplit_horizon_hours: section.presplit_horizon_hours,
+            lead_time_secs: section.lead_time_secs,
+            max_presplits_per_hour: section.max_presplits_per_hour,
+            ..Self::pd_section()
+        };
+        Self::named(PD_MERGE_AHEAD, ahead)
+    }
+
+    fn pd_section() -> OfflineSection {
+        OfflineSection {
             peak_ahead_mode: lb_master::planner::PolicyMode::Off,
             lookback_hours: 1,
             min_history_hours: 1,
@@ -97,8 +132,7 @@ impl LbOffline {
             max_merges_per_pass: 64,
             max_merges_per_table: 16,
             ..OfflineSection::default()
-        };
-        Self::named(PD_MERGE, pd)
+        }
     }
 
     fn named(name: &'static str, section: OfflineSection) -> Self {
@@ -329,12 +363,7 @@ pub fn report(
 ) -> Result<Report, super::report::CompareError> {
     let mut built: Vec<(Box<dyn Strategy>, Option<PassLogs>)> = Vec::new();
     for name in strategies {
-        let offline = match name.as_str() {
-            NAME => Some(LbOffline::new(section.clone())),
-            PD_MERGE => Some(LbOffline::pd_merge()),
-            _ => None,
-        };
-        if let Some(s) = offline {
+        if let Some(s) = LbOffline::by_name(name, section) {
             let passes = s.passes();
             built.push((Box::new(s), Some(passes)));
         } else {

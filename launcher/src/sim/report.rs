@@ -330,7 +330,7 @@ pub struct Comparison {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    #[error("unknown strategy {0:?} (known: lb, lb+offline, lb+pd-merge, none, greedy, pd, crdb)")]
+    #[error("unknown strategy {0:?} (known: lb, lb+offline, lb+pd-merge, lb+pd-merge+ahead, none, greedy, pd, crdb)")]
     UnknownStrategy(String),
     #[error("no strategy to run")]
     NoStrategy,

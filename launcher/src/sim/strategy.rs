@@ -101,16 +101,17 @@ pub struct HandoverBytes {
     pub saved: usize,
 }
 
-/// The strategy named `name` (`lb`, `none`, `greedy`, `lb+offline`, `lb+pd-merge`, `pd`, `crdb`).
+/// The strategy named `name` (`lb`, `none`, `greedy`, `lb+offline`, `lb+pd-merge`,
+/// `lb+pd-merge+ahead`, `pd`, `crdb`).
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
     match name {
         "lb" => Some(Box::new(Lb::default())),
         "none" => Some(Box::new(NoBalancer)),
         "greedy" => Some(Box::new(Greedy::default())),
-        super::offline::NAME => {
-            Some(Box::new(super::offline::LbOffline::new(super::offline::LbOffline::sim_section())))
+        _ if super::offline::NAMES.contains(&name) => {
+            let section = super::offline::LbOffline::sim_section();
+            Some(Box::new(super::offline::LbOffline::by_name(name, &section)?))
         }
-        super::offline::PD_MERGE => Some(Box::new(super::offline::LbOffline::pd_merge())),
         super::peers::PD => Some(Box::<super::peers::Pd>::default()),
         super::peers::CRDB => Some(Box::<super::peers::Crdb>::default()),
         _ => None,
@@ -260,7 +261,10 @@ impl Strategy for Lb {
             let saved = handover.encode().map_or(0, |b| b.len());
             self.handover_bytes_max = HandoverBytes { json, saved: saved.max(self.handover_bytes_max.saved) };
         }
-        Decision { actions, plan: Some(out.plan) }
+        // The sim records every proposal of the pass: the planner's, the analyzers' (offline
+        // merges and pre-splits) and reverts.
+        let plan = lb_master::planner::Plan { proposals: out.proposals, ..out.plan };
+        Decision { actions, plan: Some(plan) }
     }
 
     fn submitted(&mut self, id: &ActionId, action: &Proposed, input: Option<&PlannerInput>, now_ms: i64) {
