@@ -420,3 +420,40 @@ fn a_workers_missing_day_file_is_reported_and_makes_the_pass_partial() {
     assert!(found.coverage.partial.iter().any(|p| p == "1 archive files could not be read"), "{:?}", found.coverage);
     assert!(found.merges.is_empty(), "nothing merged on a partial look-back: {:?}", found.merges);
 }
+
+/// Six cold pieces of equal load (the three pieces of each of two partitions after a surge):
+/// a run of three fits under the merge ratio, four do not. The pass merges the first two of each
+/// run, not every disjoint pair; the next pass merges each result with its third piece, and the
+/// table is back at two partitions (merging every pair at once left three of two thirds each,
+/// no two of which fit).
+#[test]
+fn a_run_of_cold_pieces_is_packed_into_as_few_partitions_as_the_ratio_allows() {
+    let (_dir, archive) = tmp();
+    // 0.09 of the limit each: three are 0.27, under 0.3; four are 0.36.
+    let peak = 0.09 * LIMIT;
+    let ids = ["p0", "p1", "p2", "p3", "p4", "p5"];
+    let r = |i: u64| range(i * 1000, i * 1000 + 999);
+    for (i, id) in ids.iter().enumerate() {
+        let rows: Vec<_> = (0..7 * 24 + 1).map(|h| rollup(id, r(i as u64), T0 + h * HOUR_MS, peak)).collect();
+        archive.append("w1", &rows).expect("written");
+    }
+    let layout = |parts: Vec<LayoutPartition>| Layout { partitions: parts, workers: vec![worker("w1", 10_000.0)] };
+    let config = OfflineConfig { max_merges_per_table: 16, ..OfflineConfig::default() };
+    let now = T0 + 7 * DAY_MS;
+    let six = layout(ids.iter().enumerate().map(|(i, id)| part(id, r(i as u64), "w1")).collect());
+    let found = analyze(&archive, &six, &config, now, &[]).expect("pass");
+    let pairs: Vec<_> = found.merges.iter().map(|m| (m.left.as_str(), m.right.as_str())).collect();
+    assert_eq!(pairs, [("p0", "p1"), ("p3", "p4")], "{:?}", found.declined);
+    let waits = found.declined.iter().find(|d| d.pair == "p1+p2").expect("p1+p2 declined");
+    assert!(waits.reason.starts_with("waits for the next pass"), "{}", waits.reason);
+    // The next pass, on the merged layout (the merged partitions keep the left ids).
+    let four = layout(vec![
+        part("p0", range(0, 1999), "w1"),
+        part("p2", r(2), "w1"),
+        part("p3", range(3000, 4999), "w1"),
+        part("p5", r(5), "w1"),
+    ]);
+    let found = analyze(&archive, &four, &config, now + HOUR_MS, &[]).expect("pass");
+    let pairs: Vec<_> = found.merges.iter().map(|m| (m.left.as_str(), m.right.as_str())).collect();
+    assert_eq!(pairs, [("p0", "p2"), ("p3", "p5")], "{:?}", found.declined);
+}
