@@ -385,6 +385,19 @@ fn merge_reason(m: &lb_common::protocol::OfflineMerge, left_owner: &lb_common::i
     }
 }
 
+/// How a forecast peak was seen: "a daily peak, seen on 3 days", "a weekly peak, seen on 2
+/// Mondays".
+fn seen(f: &PeakForecast) -> String {
+    match f.pattern {
+        lb_common::protocol::PeakPattern::Daily => format!("a daily peak, seen on {} days", f.recurrences),
+        lb_common::protocol::PeakPattern::Weekly => {
+            let day = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(f.peak_at_ms)
+                .map_or_else(|| "weekday".to_owned(), |t| t.format("%A").to_string());
+            format!("a weekly peak, seen on {} {day}s", f.recurrences)
+        }
+    }
+}
+
 fn busy_set(input: &PlannerInput, state: &PlannerState, now_ms: i64) -> HashSet<PartitionId> {
     let mut busy: HashSet<PartitionId> =
         input.in_flight.iter().flat_map(|a| crate::planner::partitions_of(&a.spec)).cloned().collect();
@@ -533,11 +546,11 @@ impl Analyzer for OfflineAnalyzer {
                         mode: section.peak_ahead_mode,
                         origin: Origin::Offline,
                         reason: format!(
-                            "ahead of a recurring peak: {} ops/s expected at {} (seen on {} days), {:.0} of it on this partition, {:.2} of its limit {limit:.0}; split now, {} min before",
+                            "ahead of a recurring peak: {} ops/s expected at {} ({}), {:.0} of it on this partition, {:.2} of its limit {limit:.0}; split now, {} min before",
                             f.predicted_peak_ops_per_sec.round(),
                             chrono::DateTime::<chrono::Utc>::from_timestamp_millis(f.peak_at_ms)
                                 .map_or_else(String::new, |t| t.format("%H:%M UTC").to_string()),
-                            f.recurrences,
+                            seen(f),
                             predicted,
                             predicted / limit,
                             (f.peak_at_ms - now).max(0) / 60_000,

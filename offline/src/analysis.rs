@@ -26,7 +26,7 @@
 //! split within `merge_min_age_secs`. A table whose daily profile swings (peak hour over trough
 //! hour ≥ `periodic_ratio`) is periodic: the pair is judged only when the look-back holds its
 //! peak hour on at least `periodic_min_peaks` days, so a pair is never merged on its trough
-//! alone; the profile is read over a week at least whatever the look-back, so a short look-back in
+//! alone; the profile is read over two weeks at least whatever the look-back, so a short look-back in
 //! the trough does not hide the peak. Without the whole look-back (an archive that is younger, files skipped, agents that
 //! returned nothing) nothing is merged unless `allow_partial_lookback`, and never on less than
 //! `min_history_hours`. Capped per pass and per table; the coolest pairs first; the merged
@@ -39,9 +39,11 @@
 //! **Peaks ahead**: per partition and hour of the day, each day's mean demand in that hour
 //! (served and rejected ops over the hour; not the served peak, which a partition split in the
 //! hour shows for the range it had before). An hour whose demand went over `presplit_ratio` ×
-//! the limit on at least `presplit_min_recurrences` days of the profile's span (a week at
-//! least, like the table's profile, whatever the merge look-back) is a recurring peak; the next
-//! one within `presplit_horizon_hours` is forecast at the mean of those days' peaks, to be split into
+//! the limit on at least `presplit_min_recurrences` days of the profile's span (two weeks at
+//! least, like the table's profile, whatever the merge look-back) is a recurring peak: daily if
+//! those days are of several weekdays (not forecast on a weekday seen quiet at that hour in as
+//! many weeks), weekly if they are one weekday's. The next one within `presplit_horizon_hours`
+//! is forecast at the mean of those days' peaks, to be split into
 //! enough pieces to hold it under `presplit_target_ratio` × the limit, `lead_time_secs` before
 //! the hour starts.
 
@@ -50,7 +52,7 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 use lb_common::ids::{KeyRange, PartitionId, TableId, TenantId, WorkerId};
 use lb_common::protocol::{
-    OfflineCoverage, OfflineDeclined, OfflineFindings, OfflineMerge, OfflinePeak, OfflineTableProfile,
+    OfflineCoverage, OfflineDeclined, OfflineFindings, OfflineMerge, OfflinePeak, OfflineTableProfile, PeakPattern,
 };
 use polars::prelude::*;
 
@@ -162,6 +164,10 @@ struct Acc {
     /// Days on which the hour of the day went over the pre-split threshold, and their peaks.
     over_days: [u32; 24],
     over_sum: [f64; 24],
+    /// Per hour of the day and weekday (Monday first): days with data, and days over the
+    /// pre-split threshold (a weekly peak recurs on one weekday only).
+    seen_dow: [[u8; 7]; 24],
+    over_dow: [[u8; 7]; 24],
     /// The newest archived hour of a split ancestor (a strictly wider range over it): it was
     /// split after that hour.
     last_parent_hour: Option<i64>,
@@ -209,7 +215,7 @@ pub fn analyze(
         hours_seen: Default::default(),
     };
 
-    // A table's daily profile is read over a week at least, whatever the look-back: a short
+    // A table's daily profile is read over two weeks at least, whatever the look-back: a short
     // look-back in a table's trough must not hide its peak.
     let profile_from = to_ms - i64::from(config.lookback_hours.max(PROFILE_HOURS)) * HOUR_MS;
     let mut day = day_of(profile_from);
@@ -288,8 +294,9 @@ fn missing_files(archive: &Archive, files_by_day: &[(NaiveDate, Vec<String>)]) -
     out
 }
 
-/// The shortest span a table's daily profile is read over: a week.
-const PROFILE_HOURS: u32 = 7 * 24;
+/// The shortest span a table's profile and its recurring peaks are read over: two weeks, so a
+/// weekly peak is seen twice (`presplit_min_recurrences` = 2) before it is met ahead.
+const PROFILE_HOURS: u32 = 14 * 24;
 
 /// What a day's rows are folded against: the look-back's start (earlier rows only feed the
 /// tables' profiles) and the tables.
@@ -695,15 +702,19 @@ fn fold_day(
             pa.hours += 1;
         }
     }
-    // Recurring peaks are counted over the profile's span (a week at least), not the merge
+    // Recurring peaks are counted over the profile's span (two weeks at least), not the merge
     // look-back: a merge judged on a short look-back must not make yesterday's peak forgotten.
+    let dow = weekday(window.day_ms);
     for (c, p) in parts.iter().enumerate() {
         let Some(limit) = p.limit_ops_per_sec else { continue };
         for hod in hours_in(day.hours[c]) {
+            let a = &mut acc[c];
+            a.seen_dow[hod][dow] = a.seen_dow[hod][dow].saturating_add(1);
             let peak = day.est[c][hod];
             if peak > config.presplit_ratio * limit {
-                acc[c].over_days[hod] += 1;
-                acc[c].over_sum[hod] += peak;
+                a.over_days[hod] += 1;
+                a.over_sum[hod] += peak;
+                a.over_dow[hod][dow] = a.over_dow[hod][dow].saturating_add(1);
             }
         }
     }
@@ -986,6 +997,31 @@ fn packed(
     out
 }
 
+/// The weekday of `ms` (UTC), Monday 0. 1970-01-01 was a Thursday.
+fn weekday(ms: i64) -> usize {
+    (ms.div_euclid(DAY_MS) + 3).rem_euclid(7) as usize
+}
+
+/// Whether hour of the day `hod` on weekday `dow` is a recurring peak of `a`, and how:
+/// - **weekly**: over the threshold at this hour on this weekday in at least `min` weeks;
+/// - **daily**: over it at this hour on at least `min` days of more than one weekday, unless
+///   this weekday was seen at this hour in `min` weeks or more without it (a weekday-only peak
+///   is not forecast for the weekend).
+///
+/// A peak that came on one weekday only is not daily: with two Mondays in the span it would
+/// otherwise be split ahead of every day at that hour, in vain six days of seven.
+fn recurring(a: &Acc, hod: usize, dow: usize, min: u32) -> Option<(PeakPattern, u32)> {
+    let min = min.max(1);
+    let weekly = u32::from(a.over_dow[hod][dow]);
+    if weekly >= min {
+        let several = a.over_dow[hod].iter().filter(|&&n| n > 0).count() > 1;
+        return Some((if several { PeakPattern::Daily } else { PeakPattern::Weekly }, a.over_days[hod]));
+    }
+    let weekdays = a.over_dow[hod].iter().filter(|&&n| n > 0).count();
+    let quiet_here = u32::from(a.seen_dow[hod][dow] - a.over_dow[hod][dow]);
+    (a.over_days[hod] >= min && weekdays > 1 && quiet_here < min).then_some((PeakPattern::Daily, a.over_days[hod]))
+}
+
 fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms: i64) -> Vec<PeakForecast> {
     let lead_ms = (config.lead_time_secs * 1000) as i64;
     let mut out = Vec::new();
@@ -998,9 +1034,10 @@ fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms
         for k in 0..i64::from(config.presplit_horizon_hours) {
             let peak_at = first + k * HOUR_MS;
             let hod = peak_at.div_euclid(HOUR_MS).rem_euclid(24) as usize;
-            if a.over_days[hod] < config.presplit_min_recurrences.max(1) {
+            let Some((pattern, recurrences)) = recurring(a, hod, weekday(peak_at), config.presplit_min_recurrences)
+            else {
                 continue;
-            }
+            };
             let predicted = a.over_sum[hod] / f64::from(a.over_days[hod]);
             let pieces = (predicted / (config.presplit_target_ratio * limit)).ceil().max(2.0) as u32;
             out.push(PeakForecast {
@@ -1012,8 +1049,9 @@ fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms
                 act_at_ms: peak_at - lead_ms,
                 predicted_peak_ops_per_sec: predicted,
                 limit_ops_per_sec: limit,
-                recurrences: a.over_days[hod],
+                recurrences,
                 pieces,
+                pattern,
             });
             break;
         }

@@ -1,7 +1,7 @@
 //! The archive's exactly-once and bad-file handling, and the analyses' rules, on real files.
 
 use lb_common::ids::{Key, KeyRange, PartitionId};
-use lb_common::protocol::HourlyRollup;
+use lb_common::protocol::{HourlyRollup, PeakPattern};
 
 use crate::analysis::{Layout, LayoutPartition, LayoutWorker, OfflineConfig, analyze};
 use crate::archive::{Archive, DAY_MS, HOUR_MS, day_of};
@@ -300,6 +300,37 @@ fn a_daily_peak_over_the_limit_is_forecast_before_it_arrives() {
     let found = analyze(&archive, &two_neighbours(), &short, now, &[]).expect("pass");
     let [f] = found.peaks.as_slice() else { panic!("{:?}", found.peaks) };
     assert_eq!((f.partition.as_str(), f.recurrences, f.peak_at_ms), ("a", 3, T0 + 3 * DAY_MS + 14 * HOUR_MS));
+}
+
+/// A peak that comes on Mondays only (T0 is a Monday) is weekly: after two Mondays it is met
+/// ahead on the third, and not on the days between; a peak of several weekdays is daily.
+#[test]
+fn a_weekly_peak_is_forecast_for_its_weekday_only() {
+    let (_dir, archive) = tmp();
+    // a peaks at 09:00 on Mondays at 2.4x its limit, for two weeks; b at 09:00 every weekday.
+    let monday = |h: i64| h % (7 * 24) == 9;
+    let weekday = |h: i64| h % 24 == 9 && (h / 24) % 7 < 5;
+    for (p, r, w, hot) in [("a", A, "w1", &monday as &dyn Fn(i64) -> bool), ("b", B, "w2", &weekday)] {
+        let rows: Vec<_> =
+            (0..14 * 24).map(|h| rollup(p, r, T0 + h * HOUR_MS, if hot(h) { 24_000.0 } else { 2000.0 })).collect();
+        archive.append(w, &rows).expect("written");
+    }
+    let config = OfflineConfig::default();
+    let at = |day: i64| {
+        let now = T0 + day * DAY_MS + 6 * HOUR_MS;
+        let found = analyze(&archive, &two_neighbours(), &config, now, &[]).expect("pass");
+        found.peaks.into_iter().filter(|f| f.peak_at_ms == T0 + day * DAY_MS + 9 * HOUR_MS).collect::<Vec<_>>()
+    };
+    // The third Monday, at 06:00: both are forecast for 09:00, a as weekly (two Mondays), b as
+    // daily (ten weekdays).
+    let monday3 = at(14);
+    let pattern = |p: &str| monday3.iter().find(|f| f.partition.as_str() == p).map(|f| (f.pattern, f.recurrences));
+    assert_eq!(pattern("a"), Some((PeakPattern::Weekly, 2)), "{monday3:?}");
+    assert_eq!(pattern("b"), Some((PeakPattern::Daily, 10)), "{monday3:?}");
+    // Tuesday: b only (a came on Mondays alone). Saturday: neither (b was quiet on two).
+    let tuesday: Vec<_> = at(15).iter().map(|f| f.partition.as_str().to_owned()).collect();
+    assert_eq!(tuesday, ["b"]);
+    assert!(at(19).is_empty(), "saturday: {:?}", at(19));
 }
 
 /// `rollup` in table `table`.

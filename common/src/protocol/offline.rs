@@ -96,10 +96,35 @@ pub struct OfflinePeak {
     pub act_at_ms: i64,
     pub predicted_peak_ops_per_sec: f64,
     pub limit_ops_per_sec: f64,
-    /// Days of the look-back on which the peak came at this hour.
+    /// Days on which the peak came at this hour (of the day for a daily peak, of the week for a
+    /// weekly one).
     pub recurrences: u32,
     /// Pieces that hold it under the target ratio.
     pub pieces: u32,
+    /// Whether it recurs every day or on one day of the week.
+    #[serde(default)]
+    pub pattern: PeakPattern,
+}
+
+/// How a peak recurs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PeakPattern {
+    /// At this hour on days of several weekdays.
+    #[default]
+    Daily,
+    /// At this hour on the same weekday of several weeks, and not on other days.
+    Weekly,
+}
+
+impl PeakPattern {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeakPattern::Daily => "daily",
+            PeakPattern::Weekly => "weekly",
+        }
+    }
 }
 
 /// A table's daily profile over the look-back.
