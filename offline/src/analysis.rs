@@ -991,6 +991,21 @@ fn packed(
             }
             findings.declined_total += 1;
         }
+        // The pair across the run's end may merge on its own, but it would join two runs whose
+        // peaks sum over the ratio.
+        if by_left.contains_key(&end) {
+            if findings.declined.len() < MAX_DECLINED {
+                findings.declined.push(OfflineDeclined {
+                    pair: format!("{}+{}", parts[end].id, parts[end + 1].id),
+                    reason: format!(
+                        "ends a run of {} neighbours whose hourly peaks sum to {sum:.0} ops/s: one more would pass {:.2} of the limit",
+                        end - c + 1,
+                        config.merge_max_ratio
+                    ),
+                });
+            }
+            findings.declined_total += 1;
+        }
         c = end + 1;
     }
     out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));

@@ -475,8 +475,9 @@ fn a_run_of_cold_pieces_is_packed_into_as_few_partitions_as_the_ratio_allows() {
     let found = analyze(&archive, &six, &config, now, &[]).expect("pass");
     let pairs: Vec<_> = found.merges.iter().map(|m| (m.left.as_str(), m.right.as_str())).collect();
     assert_eq!(pairs, [("p0", "p1"), ("p3", "p4")], "{:?}", found.declined);
-    let waits = found.declined.iter().find(|d| d.pair == "p1+p2").expect("p1+p2 declined");
-    assert!(waits.reason.starts_with("waits for the next pass"), "{}", waits.reason);
+    let why = |pair: &str| found.declined.iter().find(|d| d.pair == pair).map(|d| d.reason.clone());
+    assert!(why("p1+p2").expect("p1+p2 declined").starts_with("waits for the next pass"));
+    assert!(why("p2+p3").expect("p2+p3 declined").starts_with("ends a run of 3 neighbours"));
     // The next pass, on the merged layout (the merged partitions keep the left ids).
     let four = layout(vec![
         part("p0", range(0, 1999), "w1"),
