@@ -168,6 +168,8 @@ struct Acc {
     /// pre-split threshold (a weekly peak recurs on one weekday only).
     seen_dow: [[u8; 7]; 24],
     over_dow: [[u8; 7]; 24],
+    /// Days over the pre-split threshold in the last week (a peak that stopped is not forecast).
+    over_week: [u32; 24],
     /// The newest archived hour of a split ancestor (a strictly wider range over it): it was
     /// split after that hour.
     last_parent_hour: Option<i64>,
@@ -232,7 +234,9 @@ pub fn analyze(
             let day_from = profile_from.max(day_start_ms(day));
             let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
             let day_frames = day_frames(frame, &mut index, day_from, day_to)?;
-            let window = Window { from_ms, day_ms: day_start_ms(day), tables: &tables, neighbours: &neighbours };
+            let week_from_ms = to_ms - DAY_MS * 7;
+            let day_ms = day_start_ms(day);
+            let window = Window { from_ms, week_from_ms, day_ms, tables: &tables, neighbours: &neighbours };
             let series = DaySeries::of(&day_frames.ranges, &index, parts.len());
             fold_day(&series, &parts, window, config, &mut folds);
             let context = DayContext {
@@ -303,6 +307,8 @@ const PROFILE_HOURS: u32 = 14 * 24;
 #[derive(Debug, Clone, Copy)]
 struct Window<'a> {
     from_ms: i64,
+    /// A week before the pass: recurring peaks must have come since.
+    week_from_ms: i64,
     /// Midnight (UTC) of the day folded: an hour of the day is an hour of it.
     day_ms: i64,
     tables: &'a Tables,
@@ -314,7 +320,16 @@ impl Window<'_> {
     /// The mask of the day's hours inside the look-back (earlier ones only feed the tables'
     /// profiles).
     fn lookback_hours(&self) -> u32 {
-        (0..24).filter(|&h| self.day_ms + h * HOUR_MS >= self.from_ms).fold(0, |m, h| m | 1 << h)
+        Self::hours_from(self.day_ms, self.from_ms)
+    }
+
+    /// The mask of the day's hours in the last week.
+    fn last_week_hours(&self) -> u32 {
+        Self::hours_from(self.day_ms, self.week_from_ms)
+    }
+
+    fn hours_from(day_ms: i64, from_ms: i64) -> u32 {
+        (0..24).filter(|&h| day_ms + h * HOUR_MS >= from_ms).fold(0, |m, h| m | 1 << h)
     }
 }
 
@@ -704,17 +719,24 @@ fn fold_day(
     }
     // Recurring peaks are counted over the profile's span (two weeks at least), not the merge
     // look-back: a merge judged on a short look-back must not make yesterday's peak forgotten.
-    let dow = weekday(window.day_ms);
+    let (dow, last_week) = (weekday(window.day_ms), window.last_week_hours());
     for (c, p) in parts.iter().enumerate() {
         let Some(limit) = p.limit_ops_per_sec else { continue };
         for hod in hours_in(day.hours[c]) {
             let a = &mut acc[c];
-            a.seen_dow[hod][dow] = a.seen_dow[hod][dow].saturating_add(1);
             let peak = day.est[c][hod];
             if peak > config.presplit_ratio * limit {
                 a.over_days[hod] += 1;
                 a.over_sum[hod] += peak;
                 a.over_dow[hod][dow] = a.over_dow[hod][dow].saturating_add(1);
+                if last_week & (1 << hod) != 0 {
+                    a.over_week[hod] += 1;
+                }
+            }
+            // A weekday counts as seen at this hour from the hour's first peak on (days fold
+            // oldest first): quiet weeks before a peak began say nothing of its pattern.
+            if a.over_days[hod] > 0 {
+                a.seen_dow[hod][dow] = a.seen_dow[hod][dow].saturating_add(1);
             }
         }
     }
@@ -963,16 +985,19 @@ fn packed(
     let mut out = Vec::new();
     let mut c = 0;
     while c < parts.len() {
-        let Some(&(_, limit, _)) = by_left.get(&c) else {
+        let Some(&(_, mut limit, _)) = by_left.get(&c) else {
             c += 1;
             continue;
         };
-        // The run [c, end]: the pair itself, then neighbours while the sum of peaks fits.
-        let cap = config.merge_max_ratio * limit;
+        // The run [c, end]: the pair itself, then neighbours while the sum of peaks fits under
+        // the smallest limit of the run.
         let (mut end, mut sum) = (c + 1, pairs[c].combined_max);
-        while by_left.contains_key(&end) && sum + acc[end + 1].upper_max < cap {
-            sum += acc[end + 1].upper_max;
-            end += 1;
+        while let Some(&(_, next_limit, _)) = by_left.get(&end) {
+            let l = limit.min(next_limit);
+            if sum + acc[end + 1].upper_max >= config.merge_max_ratio * l {
+                break;
+            }
+            (sum, limit, end) = (sum + acc[end + 1].upper_max, l, end + 1);
         }
         for left in (c..end).step_by(2) {
             let (r, l, p) = by_left[&left];
@@ -1017,24 +1042,30 @@ fn weekday(ms: i64) -> usize {
     (ms.div_euclid(DAY_MS) + 3).rem_euclid(7) as usize
 }
 
-/// Whether hour of the day `hod` on weekday `dow` is a recurring peak of `a`, and how:
-/// - **weekly**: over the threshold at this hour on this weekday in at least `min` weeks;
-/// - **daily**: over it at this hour on at least `min` days of more than one weekday, unless
-///   this weekday was seen at this hour in `min` weeks or more without it (a weekday-only peak
-///   is not forecast for the weekend).
+/// Whether hour of the day `hod` on weekday `dow` is a recurring peak of `a`, and how. Only an
+/// hour that went over the threshold in the last week recurs (a peak that stopped is not
+/// forecast). Then:
+/// - **weekly**: over it at this hour on this weekday in at least `min` weeks;
+/// - **daily**: over it at this hour on at least `min` days of the last week, of more than one
+///   weekday (with `min` = 1, one day is enough), unless this weekday was seen quiet at this
+///   hour in `min` weeks since the hour's first peak (a weekday-only peak is not forecast for
+///   the weekend).
 ///
 /// A peak that came on one weekday only is not daily: with two Mondays in the span it would
 /// otherwise be split ahead of every day at that hour, in vain six days of seven.
 fn recurring(a: &Acc, hod: usize, dow: usize, min: u32) -> Option<(PeakPattern, u32)> {
     let min = min.max(1);
-    let weekly = u32::from(a.over_dow[hod][dow]);
-    if weekly >= min {
-        let several = a.over_dow[hod].iter().filter(|&&n| n > 0).count() > 1;
-        return Some((if several { PeakPattern::Daily } else { PeakPattern::Weekly }, a.over_days[hod]));
+    if a.over_week[hod] == 0 {
+        return None;
     }
-    let weekdays = a.over_dow[hod].iter().filter(|&&n| n > 0).count();
+    let weekdays = a.over_dow[hod].iter().filter(|&&n| n > 0).count() as u32;
+    if u32::from(a.over_dow[hod][dow]) >= min {
+        let pattern = if weekdays > 1 { PeakPattern::Daily } else { PeakPattern::Weekly };
+        return Some((pattern, a.over_days[hod]));
+    }
     let quiet_here = u32::from(a.seen_dow[hod][dow] - a.over_dow[hod][dow]);
-    (a.over_days[hod] >= min && weekdays > 1 && quiet_here < min).then_some((PeakPattern::Daily, a.over_days[hod]))
+    (a.over_week[hod] >= min && weekdays >= min.min(2) && quiet_here < min)
+        .then_some((PeakPattern::Daily, a.over_week[hod]))
 }
 
 fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms: i64) -> Vec<PeakForecast> {

@@ -295,7 +295,7 @@ fn a_daily_peak_over_the_limit_is_forecast_before_it_arrives() {
     let two = OfflineConfig { presplit_min_recurrences: 2, ..config.clone() };
     assert!(analyze(&once, &two_neighbours(), &two, now, &[]).expect("pass").peaks.is_empty());
     // A merge look-back of one hour (PD's) does not forget the peaks: they are counted over the
-    // profile's week, so the same three days forecast the same peak.
+    // profile's two weeks, so the same three days forecast the same peak.
     let short = OfflineConfig { lookback_hours: 1, allow_partial_lookback: true, min_history_hours: 1, ..config };
     let found = analyze(&archive, &two_neighbours(), &short, now, &[]).expect("pass");
     let [f] = found.peaks.as_slice() else { panic!("{:?}", found.peaks) };
@@ -327,10 +327,34 @@ fn a_weekly_peak_is_forecast_for_its_weekday_only() {
     let pattern = |p: &str| monday3.iter().find(|f| f.partition.as_str() == p).map(|f| (f.pattern, f.recurrences));
     assert_eq!(pattern("a"), Some((PeakPattern::Weekly, 2)), "{monday3:?}");
     assert_eq!(pattern("b"), Some((PeakPattern::Daily, 10)), "{monday3:?}");
-    // Tuesday: b only (a came on Mondays alone). Saturday: neither (b was quiet on two).
-    let tuesday: Vec<_> = at(15).iter().map(|f| f.partition.as_str().to_owned()).collect();
+    // The second Tuesday (two Mondays in the span, which made a daily peak before): b only.
+    // Saturday: neither (b was quiet on two since its first peak).
+    let tuesday: Vec<_> = at(8).iter().map(|f| f.partition.as_str().to_owned()).collect();
     assert_eq!(tuesday, ["b"]);
     assert!(at(19).is_empty(), "saturday: {:?}", at(19));
+}
+
+/// A daily peak that begins after weeks of quiet is forecast from its third day, as it is
+/// without the history (quiet days before its first peak do not count against a weekday), and
+/// a peak that stopped more than a week ago is not forecast.
+#[test]
+fn a_new_daily_peak_after_quiet_weeks_is_forecast_and_a_stopped_one_is_not() {
+    let (_dir, archive) = tmp();
+    // a: 14 quiet days, then 12:00 at 2.4x its limit on days 14, 15 and 16, then quiet again.
+    let hot = |h: i64| (14..17).contains(&(h / 24)) && h % 24 == 12;
+    let rows: Vec<_> =
+        (0..26 * 24).map(|h| rollup("a", A, T0 + h * HOUR_MS, if hot(h) { 24_000.0 } else { 2000.0 })).collect();
+    archive.append("w1", &rows).expect("written");
+    let config = OfflineConfig::default();
+    let forecast = |day: i64| {
+        let now = T0 + day * DAY_MS + 6 * HOUR_MS;
+        let found = analyze(&archive, &two_neighbours(), &config, now, &[]).expect("pass");
+        found.peaks.iter().find(|f| f.partition.as_str() == "a").map(|f| (f.pattern, f.recurrences, f.peak_at_ms))
+    };
+    // Day 17, a Thursday: the two Thursdays before were quiet, before the first peak.
+    assert_eq!(forecast(17), Some((PeakPattern::Daily, 3, T0 + 17 * DAY_MS + 12 * HOUR_MS)));
+    // Day 25: the last peak was 9 days ago.
+    assert_eq!(forecast(25), None);
 }
 
 /// `rollup` in table `table`.

@@ -12,7 +12,8 @@
 //!
 //! Everything a later stage needs (an action evaluation, the analysis in [`report`]) is in the
 //! public records: [`Sim::actions`] (what ran, when, on what, with which outcome),
-//! [`Sim::proposals`] (the planner's proposals with their reasons) and [`Sim::ticks`].
+//! [`Sim::proposals`] (the core's proposals with their reasons: the planner's, the analyzers',
+//! reverts) and [`Sim::ticks`].
 //!
 //! - [`input`]: the engine → `PlannerInput` adapter.
 //! - [`strategy`]: `lb`, `none` and `greedy`.
@@ -240,7 +241,7 @@ impl Sim {
         self.actions.iter().filter(|a| a.spec.kind() == kind).count()
     }
 
-    /// Proposals of `kind` (the planner's, auto or not).
+    /// Proposals of `kind` (the core's, auto or not).
     pub fn proposed(&self, kind: ActionKind) -> usize {
         self.proposals.iter().filter(|(_, p)| p.spec.kind() == kind).count()
     }

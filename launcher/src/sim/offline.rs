@@ -105,7 +105,7 @@ impl LbOffline {
     }
 
     /// [`PD_MERGE_AHEAD`]: the PD-like merges, and peaks ahead as `section` has them (their
-    /// recurrences are counted over the profile's week, not the merges' one-hour look-back).
+    /// recurrences are counted over the profile's two weeks, not the merges' one-hour look-back).
     pub fn pd_merge_ahead(section: &OfflineSection) -> Self {
         let ahead = OfflineSection {
             peak_ahead_mode: section.peak_ahead_mode,

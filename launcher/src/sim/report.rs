@@ -281,7 +281,7 @@ pub struct Run {
     pub group_ratios: Vec<Vec<f64>>,
     pub group_ids: Vec<String>,
     pub worker_ids: Vec<WorkerId>,
-    /// The planner's proposals with the second each was made (`lb` strategies; else empty).
+    /// The core's proposals with the second each was made (`lb` strategies; else empty).
     pub proposals: Vec<(u64, Proposal)>,
 }
 
