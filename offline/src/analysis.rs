@@ -220,6 +220,7 @@ pub fn analyze(
     // A table's daily profile is read over two weeks at least, whatever the look-back: a short
     // look-back in a table's trough must not hide its peak.
     let profile_from = to_ms - i64::from(config.lookback_hours.max(PROFILE_HOURS)) * HOUR_MS;
+    let week_from_ms = to_ms - 7 * DAY_MS;
     let mut day = day_of(profile_from);
     let last_day = day_of(to_ms - 1);
     let mut files_by_day: Vec<(NaiveDate, Vec<String>)> = Vec::new();
@@ -234,7 +235,6 @@ pub fn analyze(
             let day_from = profile_from.max(day_start_ms(day));
             let day_to = to_ms.min(day_start_ms(day) + DAY_MS);
             let day_frames = day_frames(frame, &mut index, day_from, day_to)?;
-            let week_from_ms = to_ms - DAY_MS * 7;
             let day_ms = day_start_ms(day);
             let window = Window { from_ms, week_from_ms, day_ms, tables: &tables, neighbours: &neighbours };
             let series = DaySeries::of(&day_frames.ranges, &index, parts.len());
@@ -836,12 +836,6 @@ fn merges(
     let periodic: HashMap<(TenantId, TableId), TableProfile> =
         findings.tables.iter().map(|t| ((t.tenant.clone(), t.table.clone()), t.clone())).collect();
     let mut eligible = Vec::new();
-    let decline = |pair: String, why: String, findings: &mut Findings| {
-        findings.declined_total += 1;
-        if findings.declined.len() < MAX_DECLINED {
-            findings.declined.push(OfflineDeclined { pair, reason: why });
-        }
-    };
     for c in 0..parts.len().saturating_sub(1) {
         let (l, r) = (parts[c], parts[c + 1]);
         if !same_table(l, r) {
@@ -963,6 +957,14 @@ fn merges(
     }
 }
 
+/// Records a declined pair: counted always, kept among the first [`MAX_DECLINED`].
+fn decline(pair: String, why: String, findings: &mut Findings) {
+    findings.declined_total += 1;
+    if findings.declined.len() < MAX_DECLINED {
+        findings.declined.push(OfflineDeclined { pair, reason: why });
+    }
+}
+
 /// The eligible merges `(left index, ratio, limit, periodic)` of this pass, coolest first, that
 /// pack each run of mergeable neighbours into as few partitions as the merge ratio allows.
 ///
@@ -1003,33 +1005,23 @@ fn packed(
             let (r, l, p) = by_left[&left];
             out.push((left, r, l, p));
         }
+        let pair = |left: usize| format!("{}+{}", parts[left].id, parts[left + 1].id);
+        let members = end - c + 1;
         // Pairs inside the run that straddle two of this pass's merges wait for the next pass.
         for left in (c + 1..end).step_by(2) {
-            if findings.declined.len() < MAX_DECLINED {
-                findings.declined.push(OfflineDeclined {
-                    pair: format!("{}+{}", parts[left].id, parts[left + 1].id),
-                    reason: format!(
-                        "waits for the next pass: its run of {} neighbours merges pair by pair into one partition",
-                        end - c + 1
-                    ),
-                });
-            }
-            findings.declined_total += 1;
+            let why = format!(
+                "waits for the next pass: its run of {members} neighbours merges pair by pair into one partition"
+            );
+            decline(pair(left), why, findings);
         }
         // The pair across the run's end may merge on its own, but it would join two runs whose
         // peaks sum over the ratio.
         if by_left.contains_key(&end) {
-            if findings.declined.len() < MAX_DECLINED {
-                findings.declined.push(OfflineDeclined {
-                    pair: format!("{}+{}", parts[end].id, parts[end + 1].id),
-                    reason: format!(
-                        "ends a run of {} neighbours whose hourly peaks sum to {sum:.0} ops/s: one more would pass {:.2} of the limit",
-                        end - c + 1,
-                        config.merge_max_ratio
-                    ),
-                });
-            }
-            findings.declined_total += 1;
+            let why = format!(
+                "ends a run of {members} neighbours whose hourly peaks sum to {sum:.0} ops/s: one more would pass {:.2} of the limit",
+                config.merge_max_ratio
+            );
+            decline(pair(end), why, findings);
         }
         c = end + 1;
     }
@@ -1070,37 +1062,37 @@ fn recurring(a: &Acc, hod: usize, dow: usize, min: u32) -> Option<(PeakPattern, 
 
 fn peaks(parts: &[&LayoutPartition], acc: &[Acc], config: &OfflineConfig, now_ms: i64) -> Vec<PeakForecast> {
     let lead_ms = (config.lead_time_secs * 1000) as i64;
+    // The horizon's hour starts from the first whose act time is not past: (start, hour of the
+    // day, weekday).
+    let first = (now_ms + lead_ms).div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS;
+    let first = if first - lead_ms - HOUR_MS >= now_ms { first - HOUR_MS } else { first };
+    let horizon: Vec<(i64, usize, usize)> = (0..i64::from(config.presplit_horizon_hours))
+        .map(|k| first + k * HOUR_MS)
+        .map(|at| (at, at.div_euclid(HOUR_MS).rem_euclid(24) as usize, weekday(at)))
+        .collect();
     let mut out = Vec::new();
     for (c, p) in parts.iter().enumerate() {
         let (Some(limit), true) = (p.limit_ops_per_sec, p.can_split) else { continue };
         let a = &acc[c];
-        // The next hour start whose act time is not past, within the horizon.
-        let first = (now_ms + lead_ms).div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS;
-        let first = if first - lead_ms - HOUR_MS >= now_ms { first - HOUR_MS } else { first };
-        for k in 0..i64::from(config.presplit_horizon_hours) {
-            let peak_at = first + k * HOUR_MS;
-            let hod = peak_at.div_euclid(HOUR_MS).rem_euclid(24) as usize;
-            let Some((pattern, recurrences)) = recurring(a, hod, weekday(peak_at), config.presplit_min_recurrences)
-            else {
-                continue;
-            };
-            let predicted = a.over_sum[hod] / f64::from(a.over_days[hod]);
-            let pieces = (predicted / (config.presplit_target_ratio * limit)).ceil().max(2.0) as u32;
-            out.push(PeakForecast {
-                tenant: p.tenant.clone(),
-                table: p.table.clone(),
-                partition: p.id.clone(),
-                range: p.range,
-                peak_at_ms: peak_at,
-                act_at_ms: peak_at - lead_ms,
-                predicted_peak_ops_per_sec: predicted,
-                limit_ops_per_sec: limit,
-                recurrences,
-                pieces,
-                pattern,
-            });
-            break;
-        }
+        let next = horizon.iter().find_map(|&(peak_at, hod, dow)| {
+            recurring(a, hod, dow, config.presplit_min_recurrences).map(|r| (peak_at, hod, r))
+        });
+        let Some((peak_at, hod, (pattern, recurrences))) = next else { continue };
+        let predicted = a.over_sum[hod] / f64::from(a.over_days[hod]);
+        let pieces = (predicted / (config.presplit_target_ratio * limit)).ceil().max(2.0) as u32;
+        out.push(PeakForecast {
+            tenant: p.tenant.clone(),
+            table: p.table.clone(),
+            partition: p.id.clone(),
+            range: p.range,
+            peak_at_ms: peak_at,
+            act_at_ms: peak_at - lead_ms,
+            predicted_peak_ops_per_sec: predicted,
+            limit_ops_per_sec: limit,
+            recurrences,
+            pieces,
+            pattern,
+        });
     }
     out
 }

@@ -118,15 +118,6 @@ pub enum PeakPattern {
     Weekly,
 }
 
-impl PeakPattern {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PeakPattern::Daily => "daily",
-            PeakPattern::Weekly => "weekly",
-        }
-    }
-}
-
 /// A table's daily profile over the look-back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

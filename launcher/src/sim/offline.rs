@@ -99,30 +99,22 @@ impl LbOffline {
         }
     }
 
-    /// The PD-like baseline ([`PD_MERGE`]).
+    /// The PD-like baseline ([`PD_MERGE`]): PD's merges on the master's defaults, no peaks ahead.
     pub fn pd_merge() -> Self {
-        Self::named(PD_MERGE, Self::pd_section())
+        let base = OfflineSection { peak_ahead_mode: lb_master::planner::PolicyMode::Off, ..OfflineSection::default() };
+        Self::named(PD_MERGE, Self::pd_merges(base))
     }
 
-    /// [`PD_MERGE_AHEAD`]: the PD-like merges, and peaks ahead as `section` has them (their
+    /// [`PD_MERGE_AHEAD`]: PD's merges on `section`, whose peaks ahead stay as they are (their
     /// recurrences are counted over the profile's two weeks, not the merges' one-hour look-back).
     pub fn pd_merge_ahead(section: &OfflineSection) -> Self {
-        let ahead = OfflineSection {
-            peak_ahead_mode: section.peak_ahead_mode,
-            presplit_ratio: section.presplit_ratio,
-            presplit_target_ratio: section.presplit_target_ratio,
-            presplit_min_recurrences: section.presplit_min_recurrences,
-            presplit_horizon_hours: section.presplit_horizon_hours,
-            lead_time_secs: section.lead_time_secs,
-            max_presplits_per_hour: section.max_presplits_per_hour,
-            ..Self::pd_section()
-        };
-        Self::named(PD_MERGE_AHEAD, ahead)
+        Self::named(PD_MERGE_AHEAD, Self::pd_merges(section.clone()))
     }
 
-    fn pd_section() -> OfflineSection {
+    /// `base` with merges judged as PD judges them: the last hour's load, an hour after a
+    /// split, no table ever periodic, PD's larger batches.
+    fn pd_merges(base: OfflineSection) -> OfflineSection {
         OfflineSection {
-            peak_ahead_mode: lb_master::planner::PolicyMode::Off,
             lookback_hours: 1,
             min_history_hours: 1,
             allow_partial_lookback: true,
@@ -131,7 +123,7 @@ impl LbOffline {
             periodic_ratio: f64::MAX,
             max_merges_per_pass: 64,
             max_merges_per_table: 16,
-            ..OfflineSection::default()
+            ..base
         }
     }
 
