@@ -69,6 +69,7 @@ fn topology() -> Topology {
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     }
 }
 

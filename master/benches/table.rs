@@ -162,6 +162,7 @@ fn topology(cluster: &Cluster) -> Topology {
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     }
 }
 

@@ -630,7 +630,11 @@ pub fn revert(spec: &ActionSpec, subject: &Subject, input: &PlannerInput) -> Opt
     let (ActionSpec::Move { partition, .. }, Some(source)) = (spec, &subject.source) else { return None };
     let healthy = input.workers.iter().any(|w| &w.id == source && w.health != Health::Down);
     let exists = input.partitions.iter().any(|p| &p.id == partition && &p.owner != source);
-    (healthy && exists).then(|| ActionSpec::Move { partition: partition.clone(), to_worker: source.clone() })
+    (healthy && exists).then(|| ActionSpec::Move {
+        partition: partition.clone(),
+        to_worker: source.clone(),
+        max_bytes_per_sec: None,
+    })
 }
 
 #[cfg(test)]
@@ -727,7 +731,7 @@ mod tests {
                     crate::executor::shows_near(&split, &near, at),
                     crate::executor::shows_near(&split, &now.partitions, at)
                 );
-                let spec = ActionSpec::Move { partition: format!("p{k}").parse().unwrap(), to_worker: "w1".parse().unwrap() };
+                let spec = ActionSpec::Move { partition: format!("p{k}").parse().unwrap(), to_worker: "w1".parse().unwrap(), max_bytes_per_sec: None };
                 let indexed = subject_in(&spec, &now, Some(&index));
                 proptest::prop_assert_eq!(&indexed, &subject_of(&spec, &now));
                 let mut by_range = indexed.clone();
@@ -774,7 +778,11 @@ mod tests {
             vec![worker("a", 950.0), worker("b", 700.0), worker("c", 300.0)],
             vec![partition("p1", "a", (0, 99), 450.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
         );
-        let spec = ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "b".parse().unwrap() };
+        let spec = ActionSpec::Move {
+            partition: "p1".parse().unwrap(),
+            to_worker: "b".parse().unwrap(),
+            max_bytes_per_sec: None,
+        };
         let subject = subject_of(&spec, &before);
         let b = snapshot(&subject, &before);
         let after = input(
@@ -788,7 +796,11 @@ mod tests {
         assert!(j.why.contains("the hotspot moved"), "{}", j.why);
         assert_eq!(
             revert(&spec, &subject, &after),
-            Some(ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "a".parse().unwrap() })
+            Some(ActionSpec::Move {
+                partition: "p1".parse().unwrap(),
+                to_worker: "a".parse().unwrap(),
+                max_bytes_per_sec: None
+            })
         );
     }
 
@@ -882,7 +894,11 @@ mod tests {
             vec![worker("a", 950.0), worker("b", 200.0), worker("c", 200.0)],
             vec![partition("p1", "a", (0, 99), 600.0, 0.0), partition("p2", "b", (100, 199), 200.0, 0.0)],
         );
-        let spec = ActionSpec::Move { partition: "p1".parse().unwrap(), to_worker: "c".parse().unwrap() };
+        let spec = ActionSpec::Move {
+            partition: "p1".parse().unwrap(),
+            to_worker: "c".parse().unwrap(),
+            max_bytes_per_sec: None,
+        };
         let subject = subject_of(&spec, &before);
         let b = snapshot(&subject, &before);
         assert_eq!(b.target_demand_ops_per_sec, 600.0);

@@ -546,7 +546,7 @@ pub fn shows_near<P: Placed>(spec: &ActionSpec, partitions: &[P], start: Option<
             .or_else(|| partitions.iter().find(|p| p.id() == id))
     };
     Some(match spec {
-        ActionSpec::Move { partition, to_worker } => find(partition).is_some_and(|p| p.owner() == to_worker),
+        ActionSpec::Move { partition, to_worker, .. } => find(partition).is_some_and(|p| p.owner() == to_worker),
         ActionSpec::Split { partition, split_key } => {
             // The left side keeps the id and now ends right before the split key.
             find(partition).is_some_and(|p| p.range().end.0.checked_add(1) == Some(split_key.0))
@@ -689,11 +689,16 @@ mod tests {
             datasets: Vec::new(),
             new_group_dedicates_owner: false,
             multi_way_split: false,
+            move_rate_limit: false,
         }
     }
 
     fn move_to_b() -> ActionSpec {
-        ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "b".parse().unwrap() }
+        ActionSpec::Move {
+            partition: "t.x.p1".parse().unwrap(),
+            to_worker: "b".parse().unwrap(),
+            max_bytes_per_sec: None,
+        }
     }
 
     #[test]
@@ -777,7 +782,11 @@ mod tests {
         assert_eq!(e.judgement.verdict, Verdict::Harmful, "{e:?}");
         assert_eq!(
             e.revert,
-            Some(ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "a".parse().unwrap() })
+            Some(ActionSpec::Move {
+                partition: "t.x.p1".parse().unwrap(),
+                to_worker: "a".parse().unwrap(),
+                max_bytes_per_sec: None
+            })
         );
         let rest = state.in_cooldown(&"t.x.p1".parse().unwrap(), 22_000).expect("penalised");
         assert_eq!(rest, 22_000 + 4 * 30_000);
@@ -874,7 +883,11 @@ mod tests {
         };
         assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 1_000, &mut id).is_some());
         assert!(ex.offer(proposal(move_to_b(), PolicyMode::DryRun), 2_000, &mut id).is_none(), "same action");
-        let elsewhere = ActionSpec::Move { partition: "t.x.p1".parse().unwrap(), to_worker: "c".parse().unwrap() };
+        let elsewhere = ActionSpec::Move {
+            partition: "t.x.p1".parse().unwrap(),
+            to_worker: "c".parse().unwrap(),
+            max_bytes_per_sec: None,
+        };
         assert!(ex.offer(proposal(elsewhere.clone(), PolicyMode::DryRun), 2_500, &mut id).is_none(), "same target");
         assert_eq!(ex.pending.len(), 1);
         assert_eq!(ex.pending[0].proposal.spec, elsewhere, "the newest details are shown");

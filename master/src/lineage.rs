@@ -88,6 +88,7 @@ mod tests {
             datasets: vec![],
             new_group_dedicates_owner: false,
             multi_way_split: false,
+            move_rate_limit: false,
         }
     }
 

@@ -5,7 +5,9 @@
 //! - [`OpBook::submit`] checks the action against the layout; an invalid one is an
 //!   [`AdminError`] and changes nothing. A resubmitted action id returns the same operation.
 //! - A valid action becomes a `running` operation that finishes after a realistic time: a move
-//!   takes `stored_bytes / move rate` (and costs its source worker capacity while it runs), a
+//!   takes `stored_bytes / move rate` (and costs its source worker capacity while it runs; a
+//!   move that names `max_bytes_per_sec` below the rate streams at it, longer, and costs its
+//!   source in proportion to it), a
 //!   split or reshard a few seconds, a merge a few seconds on one worker or the right side's
 //!   move time across two (the merged partition stays on the left's owner), a group the moves
 //!   its plan needs. The change is applied when the operation succeeds
@@ -70,8 +72,9 @@ struct OpRecord {
     fault: Option<FaultKind>,
     plan: Option<GroupPlan>,
     busy: Vec<PartitionId>,
-    /// Workers drained while the operation runs (move sources).
-    sources: Vec<usize>,
+    /// Workers drained while the operation runs (move sources), each with the share of its
+    /// capacity the stream takes.
+    sources: Vec<(usize, f64)>,
 }
 
 /// Every operation the storage system ran, and the pending faults.
@@ -152,13 +155,18 @@ impl OpBook {
                 } else {
                     DEFAULT_METADATA_OP_SECS
                 };
-                let sources = if leaving > 0.0 { vec![p.owner[i] as usize] } else { vec![] };
+                let sources =
+                    if leaving > 0.0 { vec![(p.owner[i] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)] } else { vec![] };
                 (vec![partition.clone()], secs, None, sources)
             }
-            ActionSpec::Move { partition, to_worker } => {
+            ActionSpec::Move { partition, to_worker, max_bytes_per_sec } => {
                 let (i, _) = cluster.check_move(partition, to_worker)?;
-                let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[i] / DEFAULT_MOVE_BYTES_PER_SEC;
-                (vec![partition.clone()], secs, None, vec![p.owner[i] as usize])
+                // A throttled stream takes longer and costs its source in proportion to its rate.
+                let rate = max_bytes_per_sec
+                    .map_or(DEFAULT_MOVE_BYTES_PER_SEC, |r| (r as f64).min(DEFAULT_MOVE_BYTES_PER_SEC));
+                let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[i] / rate;
+                let cost = DEFAULT_MOVE_SOURCE_COST_RATIO * rate / DEFAULT_MOVE_BYTES_PER_SEC;
+                (vec![partition.clone()], secs, None, vec![(p.owner[i] as usize, cost)])
             }
             ActionSpec::Merge { left, right } => {
                 let (l, r) = cluster.check_merge(left, right)?;
@@ -166,7 +174,8 @@ impl OpBook {
                     (DEFAULT_METADATA_OP_SECS, vec![])
                 } else {
                     // The right side streams to the left's owner like a move.
-                    (DEFAULT_HANDOVER_SECS + p.stored_bytes[r] / DEFAULT_MOVE_BYTES_PER_SEC, vec![p.owner[r] as usize])
+                    let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[r] / DEFAULT_MOVE_BYTES_PER_SEC;
+                    (secs, vec![(p.owner[r] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)])
                 };
                 (vec![left.clone(), right.clone()], secs, None, sources)
             }
@@ -174,7 +183,12 @@ impl OpBook {
                 let plan = cluster.plan_group_with(target, group, &self.incoming(cluster))?;
                 let mut busy = plan.members.clone();
                 busy.extend(plan.moves.iter().map(|(id, _)| id.clone()));
-                let sources = plan.moves.iter().filter_map(|(id, _)| p.find(id)).map(|i| p.owner[i] as usize).collect();
+                let sources = plan
+                    .moves
+                    .iter()
+                    .filter_map(|(id, _)| p.find(id))
+                    .map(|i| (p.owner[i] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO))
+                    .collect();
                 let secs = DEFAULT_HANDOVER_SECS + plan.moved_bytes / DEFAULT_MOVE_BYTES_PER_SEC;
                 (busy, secs, Some(plan), sources)
             }
@@ -241,9 +255,9 @@ impl OpBook {
             let progress = if r.duration_secs > 0.0 { (elapsed / r.duration_secs).clamp(0.0, 1.0) } else { 1.0 };
             r.op.progress_ratio = if r.fault == Some(FaultKind::Hang) { progress.min(0.5) } else { progress };
             if !done {
-                for &w in &r.sources {
+                for &(w, cost) in &r.sources {
                     if let Some(f) = cluster.load.worker_capacity_factor.get_mut(w) {
-                        *f = (*f - DEFAULT_MOVE_SOURCE_COST_RATIO).max(MIN_CAPACITY_FACTOR);
+                        *f = (*f - cost).max(MIN_CAPACITY_FACTOR);
                     }
                 }
                 still.push(i);
@@ -288,7 +302,7 @@ fn apply(cluster: &mut Cluster, spec: &ActionSpec, plan: Option<&GroupPlan>, t_s
             }
             Ok(())
         }
-        ActionSpec::Move { partition, to_worker } => cluster.apply_move(partition, to_worker),
+        ActionSpec::Move { partition, to_worker, .. } => cluster.apply_move(partition, to_worker),
         ActionSpec::Merge { left, right } => cluster.apply_merge(left, right),
         ActionSpec::Group { group, .. } => match plan {
             Some(plan) => cluster.apply_group(plan, group),

@@ -125,8 +125,17 @@ pub enum ActionSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         first_to_worker: Option<WorkerId>,
     },
-    /// Move a partition to another worker.
-    Move { partition: PartitionId, to_worker: WorkerId },
+    /// Move a partition to another worker. With `max_bytes_per_sec`, its stream is throttled to
+    /// that rate (Cruise Control's replication throttle, CockroachDB's snapshot rate, per move):
+    /// the planner sets it so the stream takes no more of its source's capacity than the source
+    /// has spare, and a source that still serves all it is asked does not start rejecting
+    /// because it sheds. Only on a storage system whose topology says `move_rate_limit`.
+    Move {
+        partition: PartitionId,
+        to_worker: WorkerId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes_per_sec: Option<u64>,
+    },
     /// Merge two adjacent partitions of one table; `left` ends right before `right` starts.
     Merge { left: PartitionId, right: PartitionId },
     /// Pin a partition, a table or a tenant to a group of dedicated workers, evacuating the rest.
@@ -183,7 +192,13 @@ impl std::fmt::Display for ActionSpec {
                 }
                 Ok(())
             }
-            ActionSpec::Move { partition, to_worker } => write!(f, "move {partition} to {to_worker}"),
+            ActionSpec::Move { partition, to_worker, max_bytes_per_sec } => {
+                write!(f, "move {partition} to {to_worker}")?;
+                match max_bytes_per_sec {
+                    Some(r) => write!(f, " at {:.1} MiB/s", *r as f64 / (1024.0 * 1024.0)),
+                    None => Ok(()),
+                }
+            }
             ActionSpec::Merge { left, right } => write!(f, "merge {left} + {right}"),
             ActionSpec::Group { target, group } => write!(f, "group {target} into {group}"),
             ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, load_balancing } => {

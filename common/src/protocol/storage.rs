@@ -36,6 +36,10 @@ pub struct Topology {
     /// the worker the action names (the testbed does; Valkey slots do not split at all).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub multi_way_split: bool,
+    /// The storage system throttles a move's stream to the `max_bytes_per_sec` the action names
+    /// (the testbed does; Valkey's atomic slot migration has no rate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub move_rate_limit: bool,
 }
 
 impl Topology {
@@ -107,8 +111,17 @@ impl Topology {
                     );
                 }
             }
-            ActionSpec::Move { partition, to_worker } => {
+            ActionSpec::Move { partition, to_worker, max_bytes_per_sec } => {
                 let p = known(&mut s, "partition", partition);
+                if let Some(r) = max_bytes_per_sec {
+                    s.check(
+                        self.move_rate_limit,
+                        "max_bytes_per_sec",
+                        r,
+                        "is not supported by this storage system (its topology does not say move_rate_limit)",
+                    );
+                    s.check(*r > 0, "max_bytes_per_sec", r, "must be positive");
+                }
                 let w = self.workers.iter().find(|w| &w.id == to_worker);
                 s.check(w.is_some(), "to_worker", to_worker, "is not a worker of the current topology");
                 s.check(w.is_none_or(|w| w.health != Health::Down), "to_worker", to_worker, "is down");
@@ -309,6 +322,7 @@ mod tests {
             datasets: vec![],
             new_group_dedicates_owner: false,
             multi_way_split: false,
+            move_rate_limit: false,
         }
     }
 
@@ -324,7 +338,7 @@ mod tests {
         let ok = [
             ActionSpec::Split { partition: id("a"), split_key: Key(50) },
             ActionSpec::Split { partition: id("a"), split_key: Key(99) },
-            ActionSpec::Move { partition: id("a"), to_worker: id("w-2") },
+            ActionSpec::Move { partition: id("a"), to_worker: id("w-2"), max_bytes_per_sec: None },
             ActionSpec::Merge { left: id("a"), right: id("b") },
             ActionSpec::Group { target: GroupTarget::Partition { partition: id("a") }, group: id("g") },
         ];
@@ -336,9 +350,9 @@ mod tests {
             (ActionSpec::Split { partition: id("a"), split_key: Key(100) }, "spec.split_key"),
             (ActionSpec::Split { partition: id("slot"), split_key: Key(350) }, "does not support"),
             (ActionSpec::Split { partition: id("zz"), split_key: Key(1) }, "spec.partition"),
-            (ActionSpec::Move { partition: id("a"), to_worker: id("w-1") }, "already owns"),
-            (ActionSpec::Move { partition: id("a"), to_worker: id("w-3") }, "is down"),
-            (ActionSpec::Move { partition: id("a"), to_worker: id("w-9") }, "spec.to_worker"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-1"), max_bytes_per_sec: None }, "already owns"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-3"), max_bytes_per_sec: None }, "is down"),
+            (ActionSpec::Move { partition: id("a"), to_worker: id("w-9"), max_bytes_per_sec: None }, "spec.to_worker"),
             (ActionSpec::Merge { left: id("a"), right: id("c") }, "spec.right"),
             (ActionSpec::Merge { left: id("b"), right: id("a") }, "right after left"),
             (
@@ -369,5 +383,20 @@ mod tests {
             err.contains("spec.group") && err.contains("must be the group of a worker a new piece goes to"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_move_names_a_rate_only_where_the_storage_honours_one() {
+        let throttled = |r: u64| ActionSpec::Move {
+            partition: "a".parse().expect("id"),
+            to_worker: "w-2".parse().expect("id"),
+            max_bytes_per_sec: Some(r),
+        };
+        let err = topology().check_action(&throttled(1 << 20)).expect_err("no rate limit").to_string();
+        assert!(err.contains("spec.max_bytes_per_sec") && err.contains("move_rate_limit"), "{err}");
+        let t = Topology { move_rate_limit: true, ..topology() };
+        assert!(t.check_action(&throttled(1 << 20)).is_ok());
+        let err = t.check_action(&throttled(0)).expect_err("zero").to_string();
+        assert!(err.contains("spec.max_bytes_per_sec") && err.contains("must be positive"), "{err}");
     }
 }

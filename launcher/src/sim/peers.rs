@@ -627,7 +627,11 @@ impl Pd {
                 self.own.insert(action.clone(), Own::HotMove { src, dst, load: x });
                 out.push(
                     action,
-                    ActionSpec::Move { partition: id.clone(), to_worker: c.workers.ids[dst].clone() },
+                    ActionSpec::Move {
+                        partition: id.clone(),
+                        to_worker: c.workers.ids[dst].clone(),
+                        max_bytes_per_sec: None,
+                    },
                     reason,
                 );
             }
@@ -908,7 +912,11 @@ impl Crdb {
                 );
                 let action = self.id();
                 self.own.insert(action.clone(), Own::Rebalance { src });
-                out.push(action, ActionSpec::Move { partition: id, to_worker: c.workers.ids[dst].clone() }, reason);
+                out.push(
+                    action,
+                    ActionSpec::Move { partition: id, to_worker: c.workers.ids[dst].clone(), max_bytes_per_sec: None },
+                    reason,
+                );
                 break;
             }
         }

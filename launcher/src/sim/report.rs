@@ -634,6 +634,7 @@ mod tests {
         ActionSpec::Move {
             partition: PartitionId::new(partition).expect("valid"),
             to_worker: WorkerId::new(format!("w-{to:04}")).expect("valid"),
+            max_bytes_per_sec: None,
         }
     }
 

@@ -395,7 +395,11 @@ impl Strategy for Greedy {
             ratio[dst] = dst_after;
             self.cooldown_until_ms.insert(id.clone(), now + (self.cooldown_secs * 1000) as i64);
             actions.push(Proposed {
-                spec: ActionSpec::Move { partition: id, to_worker: c.workers.ids[dst].clone() },
+                spec: ActionSpec::Move {
+                    partition: id,
+                    to_worker: c.workers.ids[dst].clone(),
+                    max_bytes_per_sec: None,
+                },
                 submit: true,
                 reason,
                 policy: None,

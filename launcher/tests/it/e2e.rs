@@ -562,7 +562,7 @@ async fn a_rejected_proposal_stays_away_and_a_manual_action_is_tracked_and_evalu
     let owner = cold.owner.clone();
     let to = topology.workers.iter().find(|w| w.id != owner && w.health == Health::Healthy).expect("another worker");
     let mut by_hand = ManualActionRequest {
-        spec: ActionSpec::Move { partition: cold.id.clone(), to_worker: to.id.clone() },
+        spec: ActionSpec::Move { partition: cold.id.clone(), to_worker: to.id.clone(), max_bytes_per_sec: None },
         reason: "drill".to_owned(),
         dry_run: true,
     };

@@ -523,7 +523,11 @@ fn a_harmful_move_is_judged_harmful_reverted_and_its_partition_rested() {
         .expect("a partition on w-0000");
     let victim = c.partitions.ids[p].clone();
     let bad = Proposed {
-        spec: ActionSpec::Move { partition: victim.clone(), to_worker: "w-0001".parse().expect("id") },
+        spec: ActionSpec::Move {
+            partition: victim.clone(),
+            to_worker: "w-0001".parse().expect("id"),
+            max_bytes_per_sec: None,
+        },
         submit: true,
         reason: "test: a move that makes its destination the hottest worker".into(),
         policy: Some(Policy::Imbalance),
@@ -546,7 +550,11 @@ fn a_harmful_move_is_judged_harmful_reverted_and_its_partition_rested() {
     let e = sim.evaluations().iter().find(|e| e.action_id == id.as_str()).expect("the injected move was evaluated");
     eprintln!("harmful move: {} ({}), revert {:?}", e.judgement.verdict.as_str(), e.judgement.why, e.revert);
     assert_eq!(e.judgement.verdict, Verdict::Harmful, "{:?}", e.judgement);
-    let back = ActionSpec::Move { partition: victim.clone(), to_worker: "w-0000".parse().expect("id") };
+    let back = ActionSpec::Move {
+        partition: victim.clone(),
+        to_worker: "w-0000".parse().expect("id"),
+        max_bytes_per_sec: None,
+    };
     assert_eq!(e.revert.as_ref(), Some(&back));
     let judged_at = judged_at.expect("judged");
     let revert = sim.actions.iter().find(|a| a.spec == back).expect("the revert was submitted");

@@ -367,7 +367,7 @@ async fn moved_hot_slots(running: &RunningValkey, hot: &[lb_valkey::Slot], node0
 /// `move slot-00012 -> valkey-7001`, `group slot-00012 into dedicated-slot-00012`, ...
 fn spec_summary(spec: &ActionSpec) -> String {
     match spec {
-        ActionSpec::Move { partition, to_worker } => format!("move {partition} -> {to_worker}"),
+        ActionSpec::Move { partition, to_worker, .. } => format!("move {partition} -> {to_worker}"),
         ActionSpec::Group { target, group } => format!("group {target:?} into {group}"),
         other => format!("{other:?}"),
     }

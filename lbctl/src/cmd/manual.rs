@@ -16,7 +16,10 @@ use crate::style::{Paint, Style};
 pub fn request(command: &Command) -> Result<Option<ManualActionRequest>, CtlError> {
     let (spec, manual): (ActionSpec, &ManualArgs) = match command {
         Command::Split(a) => (ActionSpec::Split { partition: a.partition.clone(), split_key: a.at }, &a.manual),
-        Command::Move(a) => (ActionSpec::Move { partition: a.partition.clone(), to_worker: a.to.clone() }, &a.manual),
+        Command::Move(a) => (
+            ActionSpec::Move { partition: a.partition.clone(), to_worker: a.to.clone(), max_bytes_per_sec: None },
+            &a.manual,
+        ),
         Command::Merge(a) => {
             if a.left == a.right {
                 return Err(CtlError::Usage(format!("merge needs two different partitions, got {} twice", a.left)));

@@ -129,7 +129,7 @@ fn a_finished_move_the_topology_does_not_show_yet_is_planned_as_in_flight() {
     let mut core = OnlineCore::new(&config(), 0);
     let mut input = overloaded_worker();
     let (record, at) = first_submission(&mut core, &mut input, 1_000);
-    let ActionSpec::Move { partition, to_worker } = &record.request.spec else { panic!("a move: {record:?}") };
+    let ActionSpec::Move { partition, to_worker, .. } = &record.request.spec else { panic!("a move: {record:?}") };
     assert_eq!((partition.as_str(), to_worker.as_str()), ("p0", "w-2"), "{record:?}");
     // A second later the ops server lists it as done; the topology read (every 5 s) still
     // shows p0 on w-0 and the window still has w-0 at 0.90.
@@ -279,7 +279,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
     let mut core = OnlineCore::new(&config, 0);
     // A move of p0 from w-0 to w-1 was made by hand at 0.50 / 0.45 and made w-1 the hottest.
     let before = cluster(&[5_000.0, 45_000.0 / 9.0, 45_000.0 / 9.0], &[0, 1, 2], 3);
-    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
+    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1), max_bytes_per_sec: None };
     let id: ActionId = "manual-1".parse().expect("id");
     core.track(id.clone(), &spec, Some(Policy::Imbalance), &before, 1_000);
     let mut after = cluster(&[9_000.0, 9_000.0, 1_000.0], &[1, 1, 2], 3);
@@ -312,7 +312,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
     let out = core.step(observation, &config, due);
     assert_eq!(out.evaluations.len(), 1);
     let submitted: Vec<&ActionSpec> = out.submissions().map(|r| &r.spec).collect();
-    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0) };
+    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0), max_bytes_per_sec: None };
     assert_eq!(submitted.first(), Some(&&back), "the revert goes first: {submitted:?}");
     assert_eq!(
         submitted.iter().filter(|s| crate::planner::partitions_of(s).iter().any(|id| id.as_str() == "p0")).count(),
@@ -326,7 +326,7 @@ fn a_harmful_move_is_reverted_before_anything_is_planned_on_its_partition() {
 /// judges it on `after` once it is due (after the pass that learned it ended).
 fn judge_a_manual_move_of_p0_to_w1(config: &OnlineConfig, before: &PlannerInput, after: &PlannerInput) -> PassOutput {
     let mut core = OnlineCore::new(config, 0);
-    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1) };
+    let spec = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(1), max_bytes_per_sec: None };
     let id: ActionId = "manual-1".parse().expect("id");
     core.track(id.clone(), &spec, Some(Policy::Imbalance), before, 1_000);
     let update = ActionUpdate::Finished { id, applied: true, at_ms: 2_000 };
@@ -366,7 +366,7 @@ fn a_harmful_move_is_not_moved_back_onto_a_source_that_filled_up() {
     assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
     assert_eq!(e.revert, None, "{e:?}");
     assert!(e.judgement.why.contains("not moved back: destination overloaded: the move lands on w-0"), "{e:?}");
-    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0) };
+    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0), max_bytes_per_sec: None };
     assert!(out.submissions().all(|r| r.spec != back), "no move back");
 }
 
@@ -387,7 +387,7 @@ fn the_planner_counts_a_move_back_of_its_pass_where_it_lands() {
     let [e] = out.evaluations.as_slice() else { panic!("{:?}", out.evaluations) };
     assert_eq!(e.judgement.verdict, crate::evaluation::Verdict::Harmful, "{e:?}");
     let submitted: Vec<&ActionSpec> = out.submissions().map(|r| &r.spec).collect();
-    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0) };
+    let back = ActionSpec::Move { partition: "p0".parse().expect("id"), to_worker: wid(0), max_bytes_per_sec: None };
     assert_eq!(submitted.first(), Some(&&back), "the revert goes first: {submitted:?}");
     // With p0 on its way back, w-1 is at 0.78 again: nothing of it is moved to w-0 as well.
     let onto_w0: Vec<&&ActionSpec> = submitted[1..]
@@ -458,8 +458,8 @@ fn a_manual_action_is_checked_predicted_submitted_and_tracked() {
     sum_worker_loads(&mut input);
     let p0 = input.partitions[0].clone();
     let outside = ActionSpec::Split { partition: p0.id.clone(), split_key: p0.range.start };
-    let to_self = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(0) };
-    let dry = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1) };
+    let to_self = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(0), max_bytes_per_sec: None };
+    let dry = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1), max_bytes_per_sec: None };
     let out = manual_pass(
         &mut core,
         &mut input,
@@ -496,7 +496,7 @@ fn a_manual_action_is_checked_predicted_submitted_and_tracked() {
     assert_eq!(core.open_actions(), vec![request.id.clone()], "tracked for settling and evaluation");
     assert!(core.planner_state().in_cooldown(&p0.id, 2_000).is_some(), "its partition rests like after any action");
     input.in_flight.push(crate::planner::InFlightAction { spec: request.spec.clone(), started_at_ms: 2_000 });
-    let again = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1) };
+    let again = ActionSpec::Move { partition: p0.id.clone(), to_worker: wid(1), max_bytes_per_sec: None };
     let out = manual_pass(&mut core, &mut input, vec![by_hand("m5", again, true)], 3_000);
     let refusal = out.manual[0].1.as_ref().expect_err("busy");
     assert!(refusal.message.contains("in flight"), "{refusal}");

@@ -92,7 +92,7 @@ pub fn manual_proposal(
                     .to_owned(),
             ));
         }
-        ActionSpec::Move { partition, to_worker } => {
+        ActionSpec::Move { partition, to_worker, .. } => {
             let p = index("spec.partition", partition)?;
             let to =
                 input.workers.iter().position(|w| &w.id == to_worker).ok_or_else(|| {

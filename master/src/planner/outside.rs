@@ -134,7 +134,7 @@ impl<'a> OutsideCheck<'a> {
                 }
                 _ => Effect::Unknown,
             },
-            ActionSpec::Move { partition, to_worker } => {
+            ActionSpec::Move { partition, to_worker, .. } => {
                 match (self.partitions.get(partition), self.workers.get(to_worker)) {
                     (Some(&p), Some(&w)) => Effect::Lands { moved: p, to: w, what: "the move lands on" },
                     _ => Effect::Unknown,
@@ -469,9 +469,17 @@ mod tests {
         let roomy = input(0.0);
         let mut check = OutsideCheck::new(&roomy, &config, 0);
         check.admit(&merge()).expect("admitted");
-        let back = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w1".parse().expect("id") };
+        let back = ActionSpec::Move {
+            partition: "b".parse().expect("id"),
+            to_worker: "w1".parse().expect("id"),
+            max_bytes_per_sec: None,
+        };
         check.admit(&back).expect("w1 is empty after the merge");
-        let onto_w0 = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        let onto_w0 = ActionSpec::Move {
+            partition: "b".parse().expect("id"),
+            to_worker: "w0".parse().expect("id"),
+            max_bytes_per_sec: None,
+        };
         assert!(check.admit(&onto_w0).is_ok(), "b is back on w1: moving it to w0 again fits (0.50)");
     }
 
@@ -500,7 +508,11 @@ mod tests {
         OutsideCheck::new(&roomy, &config, 0).admit(&merge()).expect("fits alone");
         // The planner moved c (450 ops/s) onto w0 in the same pass: w0 would carry 0.95.
         let busy = with_c(input(0.0), 1, 450.0);
-        let planned = ActionSpec::Move { partition: "c".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        let planned = ActionSpec::Move {
+            partition: "c".parse().expect("id"),
+            to_worker: "w0".parse().expect("id"),
+            max_bytes_per_sec: None,
+        };
         let (reason, why) = OutsideCheck::new(&busy, &config, 0)
             .after(std::slice::from_ref(&planned))
             .admit(&merge())
@@ -522,7 +534,11 @@ mod tests {
     fn a_move_back_onto_an_overloaded_worker_is_declined() {
         let config = PlannerConfig::default();
         let full = input(650.0);
-        let back = ActionSpec::Move { partition: "b".parse().expect("id"), to_worker: "w0".parse().expect("id") };
+        let back = ActionSpec::Move {
+            partition: "b".parse().expect("id"),
+            to_worker: "w0".parse().expect("id"),
+            max_bytes_per_sec: None,
+        };
         let why = OutsideCheck::new(&full, &config, 0).admit(&back).expect_err("declined").1;
         assert!(why.starts_with("destination overloaded: the move lands on w0"), "{why}");
     }
@@ -534,7 +550,11 @@ mod tests {
         // w0: a (300) and c (100); w1: b (200) and 450 of its own, at 0.65.
         let mut tight = with_c(input(0.0), 0, 100.0);
         tight.workers[1].load.ops_per_sec += 450.0;
-        let c_to_w1 = ActionSpec::Move { partition: "c".parse().expect("id"), to_worker: "w1".parse().expect("id") };
+        let c_to_w1 = ActionSpec::Move {
+            partition: "c".parse().expect("id"),
+            to_worker: "w1".parse().expect("id"),
+            max_bytes_per_sec: None,
+        };
         OutsideCheck::new(&tight, &config, 0).admit(&c_to_w1).expect("alone, w1 takes c at 0.75");
         // The planner cut a in two and sent the right half (~150 ops/s) to w1 in the same pass.
         let (reason, why) = OutsideCheck::new(&tight, &config, 0)

@@ -875,7 +875,11 @@ fn isolate(
                 pass.zone_note(pass.model.owner[p] as usize, e.dest)
             );
             let proposal = Proposal {
-                spec: ActionSpec::Move { partition: id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
+                spec: ActionSpec::Move {
+                    partition: id.clone(),
+                    to_worker: pass.input.workers[e.dest].id.clone(),
+                    max_bytes_per_sec: None,
+                },
                 policy: Policy::PartitionOverload,
                 mode,
                 origin: lb_common::protocol::Origin::Online,
@@ -1076,7 +1080,11 @@ fn scatter_one(
         pass.zone_note(owner, e.dest)
     );
     let proposal = Proposal {
-        spec: ActionSpec::Move { partition: id, to_worker: pass.input.workers[e.dest].id.clone() },
+        spec: ActionSpec::Move {
+            partition: id,
+            to_worker: pass.input.workers[e.dest].id.clone(),
+            max_bytes_per_sec: None,
+        },
         policy: Policy::PartitionOverload,
         mode,
         origin: lb_common::protocol::Origin::Online,

@@ -589,6 +589,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     let spec = ActionSpec::Move {
                         partition: info.id.clone(),
                         to_worker: pass.input.workers[e.dest].id.clone(),
+                        max_bytes_per_sec: None,
                     };
                     let proposal = Proposal {
                         spec,
@@ -773,7 +774,11 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             e.cost
         );
         let proposal = Proposal {
-            spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[dest].id.clone() },
+            spec: ActionSpec::Move {
+                partition: info.id.clone(),
+                to_worker: pass.input.workers[dest].id.clone(),
+                max_bytes_per_sec: None,
+            },
             policy: Policy::Imbalance,
             mode,
             origin: lb_common::protocol::Origin::Online,
@@ -907,7 +912,11 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             pass.zone_note(src, e.dest)
         );
         let proposal = Proposal {
-            spec: ActionSpec::Move { partition: info.id.clone(), to_worker: pass.input.workers[e.dest].id.clone() },
+            spec: ActionSpec::Move {
+                partition: info.id.clone(),
+                to_worker: pass.input.workers[e.dest].id.clone(),
+                max_bytes_per_sec: None,
+            },
             policy: Policy::Imbalance,
             mode,
             origin: lb_common::protocol::Origin::Online,

@@ -299,7 +299,7 @@ fn converge(loads: &[f64], owners: &[usize], workers: usize) -> (usize, f64) {
         quiet = 0;
         rounds += 1;
         for p in &out.proposals {
-            if let ActionSpec::Move { partition, to_worker } = &p.spec {
+            if let ActionSpec::Move { partition, to_worker, .. } = &p.spec {
                 let part = input.partitions.iter_mut().find(|x| &x.id == partition).expect("exists");
                 part.owner = to_worker.clone();
             }
@@ -382,7 +382,7 @@ fn valkey_hot_slots_are_moved_off_their_node_never_split_or_merged() {
     assert!(!first.proposals.is_empty(), "the overloaded node is relieved: {:?}", first.rejected);
     let mut dests = Vec::new();
     for p in &first.proposals {
-        let ActionSpec::Move { partition, to_worker } = &p.spec else {
+        let ActionSpec::Move { partition, to_worker, .. } = &p.spec else {
             panic!("only moves for slots with no dedicated group: {:?}", p.spec)
         };
         assert!(["p1", "p4", "p7"].contains(&partition.as_str()), "a hot slot moves, not {partition}");
@@ -393,7 +393,7 @@ fn valkey_hot_slots_are_moved_off_their_node_never_split_or_merged() {
     assert_eq!(first.proposals.len(), 1, "{:?}", first.proposals);
     // Once it has landed, imbalance (0.72 against a mean of 0.43) moves a second hot slot to
     // the other cool node after its windows; worker overload does not act again.
-    let ActionSpec::Move { partition: moved, to_worker: dest } = &first.proposals[0].spec else { unreachable!() };
+    let ActionSpec::Move { partition: moved, to_worker: dest, .. } = &first.proposals[0].spec else { unreachable!() };
     let mut next = input.clone();
     let p = next.partitions.iter_mut().find(|p| &p.id == moved).expect("moved slot");
     p.owner = dest.clone();
@@ -405,7 +405,7 @@ fn valkey_hot_slots_are_moved_off_their_node_never_split_or_merged() {
     let second: Vec<_> = later.proposals.iter().collect();
     assert_eq!(second.len(), 1, "{:?} / {:?}", later.proposals, later.rejected);
     assert_eq!(second[0].policy, Policy::Imbalance);
-    let ActionSpec::Move { partition, to_worker } = &second[0].spec else { panic!("a move: {:?}", second[0].spec) };
+    let ActionSpec::Move { partition, to_worker, .. } = &second[0].spec else { panic!("a move: {:?}", second[0].spec) };
     assert!(["p1", "p4", "p7"].contains(&partition.as_str()) && !dests.contains(&partition.as_str().to_owned()));
     dests.push(to_worker.as_str().to_owned());
     dests.sort();
@@ -462,7 +462,7 @@ fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
     for second in 1..=60 {
         let out = plan(&input, &config, &mut state, second * 1_000);
         for p in &out.proposals {
-            let ActionSpec::Move { partition, to_worker } = &p.spec else { panic!("moves only: {:?}", p.spec) };
+            let ActionSpec::Move { partition, to_worker, .. } = &p.spec else { panic!("moves only: {:?}", p.spec) };
             moved.push(partition.as_str().to_owned());
             input.partitions.iter_mut().find(|x| &x.id == partition).expect("slot").owner = to_worker.clone();
         }

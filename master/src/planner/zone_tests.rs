@@ -26,7 +26,7 @@ fn moves(plan: &Plan) -> Vec<(String, String)> {
     plan.proposals
         .iter()
         .filter_map(|p| match &p.spec {
-            ActionSpec::Move { partition, to_worker } => Some((partition.to_string(), to_worker.to_string())),
+            ActionSpec::Move { partition, to_worker, .. } => Some((partition.to_string(), to_worker.to_string())),
             _ => None,
         })
         .collect()

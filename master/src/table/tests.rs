@@ -513,6 +513,7 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     };
     let input = crate::online::observe::planner_input(&t, &topology, Vec::new(), secs(5), now);
     let health: Vec<Health> = input.workers.iter().map(|w| w.health).collect();
@@ -556,6 +557,7 @@ fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
         datasets: Vec::new(),
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     };
     let with_sketch = |cursor: u64, at: i64, id: &str, r: KeyRange, ops: u64, buckets: Vec<u64>| {
         let mut stats = pstats(id, "t", r, ops);
@@ -684,6 +686,7 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
         datasets: vec![],
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     }
 }
 

@@ -104,6 +104,7 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
         }],
         new_group_dedicates_owner: false,
         multi_way_split: false,
+        move_rate_limit: false,
     })
 }
 
@@ -254,7 +255,11 @@ pub fn split(partition: &str) -> ActionSpec {
 }
 
 pub fn mv(partition: &str, to: &str) -> ActionSpec {
-    ActionSpec::Move { partition: partition.parse().expect("id"), to_worker: to.parse().expect("id") }
+    ActionSpec::Move {
+        partition: partition.parse().expect("id"),
+        to_worker: to.parse().expect("id"),
+        max_bytes_per_sec: None,
+    }
 }
 
 /// Polls the action until it reaches a terminal state (the bound only stops a broken build).

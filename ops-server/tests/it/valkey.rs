@@ -151,7 +151,8 @@ async fn topology_move_idempotency_and_refusals() {
 
     // Move the slot with its keys.
     let target = (source + 1) % 3;
-    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let spec =
+        ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target), max_bytes_per_sec: None };
     let started = Instant::now();
     let op = storage.submit(&request("move-1", spec.clone())).await.expect("submitted");
     assert_eq!(op.as_str(), "valkey-move-1");
@@ -170,7 +171,8 @@ async fn topology_move_idempotency_and_refusals() {
     assert_eq!(jobs_for(&cluster, source, hot).await, 1, "the retry started nothing");
 
     // Already there: succeeds without a migration.
-    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let spec =
+        ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target), max_bytes_per_sec: None };
     let op = storage.submit(&request("move-2", spec)).await.expect("submitted");
     assert_eq!(storage.operation(&op).await.expect("known").state, OperationState::Succeeded);
     assert_eq!(jobs_for(&cluster, target, hot).await, 1, "only the import of move-1");
@@ -183,10 +185,18 @@ async fn topology_move_idempotency_and_refusals() {
         "{err}"
     );
     assert_eq!(err.execution(), Execution::NotExecuted);
-    let unknown = ActionSpec::Move { partition: partition_id(hot), to_worker: "valkey-1".parse().expect("id") };
+    let unknown = ActionSpec::Move {
+        partition: partition_id(hot),
+        to_worker: "valkey-1".parse().expect("id"),
+        max_bytes_per_sec: None,
+    };
     let err = storage.submit(&request("move-3", unknown)).await.expect_err("unknown worker");
     assert!(matches!(&err, StorageError::Rejected { message, .. } if message.contains("unknown worker")), "{err}");
-    let bad = ActionSpec::Move { partition: "p1".parse().expect("id"), to_worker: worker(&cluster, 0) };
+    let bad = ActionSpec::Move {
+        partition: "p1".parse().expect("id"),
+        to_worker: worker(&cluster, 0),
+        max_bytes_per_sec: None,
+    };
     assert!(matches!(storage.submit(&request("move-4", bad)).await, Err(StorageError::Rejected { .. })));
     // A refused action left no operation behind: polling it is an error, not a result.
     assert!(storage.operation(&"valkey-move-3".parse().expect("id")).await.is_err());
@@ -226,7 +236,8 @@ async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
     assert_eq!(storage.topology().await.expect("topology").workers.len(), 3);
     let hot = slot(12_000);
     let target = (initial_owner(&cluster, hot) + 1) % 3;
-    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let spec =
+        ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target), max_bytes_per_sec: None };
     let op = storage.submit(&request("auth-move", spec)).await.expect("submitted");
     assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
     assert_eq!(owner_of(&storage.topology().await.expect("topology"), hot), &worker(&cluster, target));
@@ -260,7 +271,8 @@ async fn a_cluster_with_a_password_is_reached_with_it_and_never_echoes_it() {
     let mut client = cluster.connect(back).await.expect("connect");
     let set_zone = redis::cmd("CONFIG").arg("SET").arg("availability-zone").arg("eu-1a").to_owned();
     client.query("CONFIG SET", &set_zone).await.expect("zone set");
-    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, back) };
+    let spec =
+        ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, back), max_bytes_per_sec: None };
     let op = storage.submit(&request("acl-move", spec)).await.expect("submitted by the ACL user");
     assert_eq!(wait_operation(&storage, &op).await.state, OperationState::Succeeded);
     let topology = storage.topology().await.expect("topology by the ACL user");
@@ -401,7 +413,7 @@ async fn a_migration_without_a_reply_may_have_run_and_is_followed_to_its_end() {
     let topology = storage.topology().await.expect("topology of the fake");
     assert_eq!(topology.partitions.len(), usize::from(SLOT_COUNT));
     let target: WorkerId = "valkey-1".parse().expect("id");
-    let spec = ActionSpec::Move { partition: partition_id(slot(5)), to_worker: target };
+    let spec = ActionSpec::Move { partition: partition_id(slot(5)), to_worker: target, max_bytes_per_sec: None };
     let err = storage.submit(&request("lost-reply", spec.clone())).await.expect_err("no reply");
     assert!(matches!(err, StorageError::Uncertain(_)), "{err}");
     assert_eq!(err.execution(), Execution::MaybeExecuted);
@@ -424,7 +436,11 @@ async fn unreachable_seeds_are_not_executed() {
     let storage = ValkeyStorage::new(config).expect("adapter");
     let err = storage.topology().await.expect_err("nothing answers");
     assert!(matches!(err, StorageError::Unreachable(_)), "{err}");
-    let spec = ActionSpec::Move { partition: partition_id(slot(1)), to_worker: "valkey-1".parse().expect("id") };
+    let spec = ActionSpec::Move {
+        partition: partition_id(slot(1)),
+        to_worker: "valkey-1".parse().expect("id"),
+        max_bytes_per_sec: None,
+    };
     let err = storage.submit(&request("m", spec)).await.expect_err("nothing answers");
     assert_eq!(err.execution(), Execution::NotExecuted, "{err}");
 }
@@ -533,7 +549,8 @@ async fn killed_mid_migration(side: Side) {
     fill(&cluster.addr(source), &pairs).await;
     eprintln!("wrote {} keys in {:?}", pairs.len(), filling.elapsed());
 
-    let spec = ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target) };
+    let spec =
+        ActionSpec::Move { partition: partition_id(hot), to_worker: worker(&cluster, target), max_bytes_per_sec: None };
     let op = storage.submit(&request("move-killed", spec)).await.expect("submitted");
     let mut client = cluster.connect(source).await.expect("connect");
     let started = Instant::now();
@@ -861,7 +878,10 @@ async fn a_long_snapshot_shows_progress_while_its_target_acknowledges() {
     let storage = ValkeyStorage::new(adapter_config(&cluster)).expect("adapter");
     let target = worker(&cluster, 1 - owner);
     let op = storage
-        .submit(&request("big-move", ActionSpec::Move { partition: partition_id(big), to_worker: target }))
+        .submit(&request(
+            "big-move",
+            ActionSpec::Move { partition: partition_id(big), to_worker: target, max_bytes_per_sec: None },
+        ))
         .await
         .expect("submitted");
     let (snapshot_start, snapshot_end) = (7.0 / 12.0, 8.0 / 12.0);

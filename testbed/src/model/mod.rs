@@ -323,6 +323,7 @@ impl Cluster {
             datasets,
             new_group_dedicates_owner: false,
             multi_way_split: true,
+            move_rate_limit: true,
         }
     }
 }

@@ -83,9 +83,14 @@ async fn every_operation_runs_over_http_and_changes_the_topology() {
         submit(&client, "split", "a-split", ActionSpec::Split { partition: p(0), split_key: mid0 })
             .await
             .expect("split"),
-        submit(&client, "move", "a-move", ActionSpec::Move { partition: p(1), to_worker: to.clone() })
-            .await
-            .expect("move"),
+        submit(
+            &client,
+            "move",
+            "a-move",
+            ActionSpec::Move { partition: p(1), to_worker: to.clone(), max_bytes_per_sec: None },
+        )
+        .await
+        .expect("move"),
         submit(&client, "merge", "a-merge", ActionSpec::Merge { left: p(2), right: p(3) }).await.expect("merge"),
         submit(
             &client,
@@ -114,7 +119,13 @@ async fn every_operation_runs_over_http_and_changes_the_topology() {
         .expect("reshard"),
     ];
     // A retry of the same action returns the same operation.
-    let again = submit(&client, "move", "a-move", ActionSpec::Move { partition: p(1), to_worker: to.clone() }).await;
+    let again = submit(
+        &client,
+        "move",
+        "a-move",
+        ActionSpec::Move { partition: p(1), to_worker: to.clone(), max_bytes_per_sec: None },
+    )
+    .await;
     assert_eq!(again.expect("retry"), ops[1]);
     for op in &ops {
         let done = wait_done(&client, op).await;
@@ -151,7 +162,11 @@ async fn invalid_operations_get_4xx_and_change_nothing() {
         ),
         (
             "move",
-            ActionSpec::Move { partition: p0.clone(), to_worker: "w-9999".parse().expect("id") },
+            ActionSpec::Move {
+                partition: p0.clone(),
+                to_worker: "w-9999".parse().expect("id"),
+                max_bytes_per_sec: None,
+            },
             422,
             "invalid_action",
         ),
@@ -184,7 +199,8 @@ async fn invalid_operations_get_4xx_and_change_nothing() {
         assert_eq!((got.as_u16(), code.as_str()), (want_status, want_code), "case {i}");
     }
     // Busy partition and reused action id: 409.
-    let mv = ActionSpec::Move { partition: p0.clone(), to_worker: "w-0001".parse().expect("id") };
+    let mv =
+        ActionSpec::Move { partition: p0.clone(), to_worker: "w-0001".parse().expect("id"), max_bytes_per_sec: None };
     submit(&client, "move", "m-1", mv).await.expect("move accepted");
     let split = ActionSpec::Split { partition: p0.clone(), split_key: Key(before.partitions[0].range.start.0 + 99) };
     assert_eq!(

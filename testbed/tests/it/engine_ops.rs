@@ -61,7 +61,9 @@ fn split_move_merge_group_and_reshard_change_the_layout_when_they_finish() {
 
     let owner = e.topology().partitions[1].owner.clone();
     let to = if owner == w("w-0000") { w("w-0001") } else { w("w-0000") };
-    let mv = e.apply(ActionSpec::Move { partition: p1.clone(), to_worker: to.clone() }).expect("move");
+    let mv = e
+        .apply(ActionSpec::Move { partition: p1.clone(), to_worker: to.clone(), max_bytes_per_sec: None })
+        .expect("move");
     step_secs(&mut e, 1);
     // 10 MiB at 100 MiB/s plus a 1 s handover: still running after 1 s, and draining the source.
     assert_eq!(state(&e, &mv), OperationState::Running);
@@ -104,13 +106,35 @@ fn a_move_takes_time_proportional_to_stored_bytes() {
     let p = pid("acme.orders.p000002");
     let idx = e.cluster.partitions.find(&p).expect("p");
     e.cluster.partitions.stored_bytes[idx] = 20.0 * 100.0 * 1024.0 * 1024.0; // 20 s of streaming
-    let op = e.apply(ActionSpec::Move { partition: p, to_worker: w("w-0001") }).expect("move");
+    let op = e.apply(ActionSpec::Move { partition: p, to_worker: w("w-0001"), max_bytes_per_sec: None }).expect("move");
     step_secs(&mut e, 20);
     let running = e.operation(&op).expect("op").clone();
     assert_eq!(running.state, OperationState::Running);
     assert!(running.progress_ratio > 0.9 && running.progress_ratio < 1.0, "{}", running.progress_ratio);
     step_secs(&mut e, 2);
     assert_eq!(state(&e, &op), OperationState::Succeeded);
+}
+
+#[test]
+fn a_throttled_move_streams_at_its_rate_and_costs_its_source_in_proportion() {
+    let mut e = engine();
+    let p = pid("acme.orders.p000002");
+    let idx = e.cluster.partitions.find(&p).expect("p");
+    let src = e.cluster.partitions.owner[idx] as usize;
+    let mib = 1024.0 * 1024.0;
+    e.cluster.partitions.stored_bytes[idx] = 100.0 * mib; // 1 s at the full 100 MiB/s
+    assert!(e.topology().move_rate_limit, "the testbed says it honours a move's rate");
+    // A quarter of the full rate: 4 s of streaming plus the 1 s handover, at a quarter of the
+    // full-rate stream's 20 % cost.
+    let rate = Some((25.0 * mib) as u64);
+    let op = e.apply(ActionSpec::Move { partition: p, to_worker: w("w-0001"), max_bytes_per_sec: rate }).expect("move");
+    step_secs(&mut e, 4);
+    assert_eq!(state(&e, &op), OperationState::Running, "a full-rate stream would have ended after 2 s");
+    let factor = e.cluster.load.worker_capacity_factor[src];
+    assert!((factor - 0.95).abs() < 1e-9, "the source keeps 95 % of its capacity, not 80 %: {factor}");
+    step_secs(&mut e, 2);
+    assert_eq!(state(&e, &op), OperationState::Succeeded);
+    assert_eq!(e.cluster.load.worker_capacity_factor[src], 1.0);
 }
 
 /// Whether an error is the one a case expects.
@@ -139,10 +163,10 @@ fn invalid_operations_are_refused_and_change_nothing() {
         (ActionSpec::Merge { left: pid("acme.orders.p000001"), right: p0.clone() }, |e| {
             matches!(e, AdminError::Layout(LayoutError::NotAdjacent { .. }))
         }),
-        (ActionSpec::Move { partition: p0.clone(), to_worker: w("w-9999") }, |e| {
+        (ActionSpec::Move { partition: p0.clone(), to_worker: w("w-9999"), max_bytes_per_sec: None }, |e| {
             matches!(e, AdminError::Layout(LayoutError::UnknownWorker(_)))
         }),
-        (ActionSpec::Move { partition: p0.clone(), to_worker: w("w-0000") }, |e| {
+        (ActionSpec::Move { partition: p0.clone(), to_worker: w("w-0000"), max_bytes_per_sec: None }, |e| {
             matches!(e, AdminError::Layout(LayoutError::AlreadyThere(..)))
         }),
         (
@@ -193,7 +217,7 @@ fn invalid_operations_are_refused_and_change_nothing() {
 fn busy_partitions_conflict_and_action_ids_are_idempotent() {
     let mut e = engine();
     let p0 = pid("acme.orders.p000000");
-    let spec = ActionSpec::Move { partition: p0.clone(), to_worker: w("w-0001") };
+    let spec = ActionSpec::Move { partition: p0.clone(), to_worker: w("w-0001"), max_bytes_per_sec: None };
     let id: ActionId = "a-1".parse().expect("id");
     let op = e.submit(id.clone(), spec.clone()).expect("move");
     assert_eq!(e.submit(id.clone(), spec).expect("retry"), op, "a retry returns the same operation");
@@ -213,9 +237,20 @@ fn faults_fail_hang_or_time_out_operations() {
     e.add_fault(FaultRule { kind: None, fault: FaultKind::Timeout, count: 1 });
     let failed =
         e.apply(ActionSpec::Split { partition: pid("acme.orders.p000000"), split_key: Key(1 << 60) }).expect("a");
-    let hung = e.apply(ActionSpec::Move { partition: pid("acme.orders.p000001"), to_worker: w("w-0000") }).expect("b");
-    let timed_out =
-        e.apply(ActionSpec::Move { partition: pid("acme.orders.p000002"), to_worker: w("w-0000") }).expect("c");
+    let hung = e
+        .apply(ActionSpec::Move {
+            partition: pid("acme.orders.p000001"),
+            to_worker: w("w-0000"),
+            max_bytes_per_sec: None,
+        })
+        .expect("b");
+    let timed_out = e
+        .apply(ActionSpec::Move {
+            partition: pid("acme.orders.p000002"),
+            to_worker: w("w-0000"),
+            max_bytes_per_sec: None,
+        })
+        .expect("c");
     step_secs(&mut e, 600);
     let f = e.operation(&failed).expect("op");
     assert_eq!(f.state, OperationState::Failed);
@@ -258,11 +293,20 @@ fault = "fail"
     assert_eq!(lost.health, Health::Down);
     assert!(topo.partitions.iter().all(|p| p.owner != w("w-0001")), "partitions failed over");
     assert!(topo.datasets[0].shard_owners.iter().all(|o| *o != w("w-0001")), "shards left the lost worker");
-    assert!(e.apply(ActionSpec::Move { partition: pid("acme.orders.p000000"), to_worker: w("w-0001") }).is_err());
+    assert!(
+        e.apply(ActionSpec::Move {
+            partition: pid("acme.orders.p000000"),
+            to_worker: w("w-0001"),
+            max_bytes_per_sec: None
+        })
+        .is_err()
+    );
     step_secs(&mut e, 10);
     let new = w("w-new");
     assert!(e.topology().workers.iter().any(|x| x.id == new && x.health == Health::Healthy));
-    let op = e.apply(ActionSpec::Move { partition: pid("acme.orders.p000000"), to_worker: new }).expect("move");
+    let op = e
+        .apply(ActionSpec::Move { partition: pid("acme.orders.p000000"), to_worker: new, max_bytes_per_sec: None })
+        .expect("move");
     step_secs(&mut e, 3);
     assert_eq!(state(&e, &op), OperationState::Failed, "the timeline's fault hit it");
 }
@@ -289,9 +333,11 @@ fn random_splits_merges_and_moves_keep_every_table_tiling_the_key_space() {
             1 if i + 1 < topo.partitions.len() => {
                 ActionSpec::Merge { left: p.id.clone(), right: topo.partitions[i + 1].id.clone() }
             }
-            _ => {
-                ActionSpec::Move { partition: p.id.clone(), to_worker: topo.workers[rng.below(3) as usize].id.clone() }
-            }
+            _ => ActionSpec::Move {
+                partition: p.id.clone(),
+                to_worker: topo.workers[rng.below(3) as usize].id.clone(),
+                max_bytes_per_sec: None,
+            },
         };
         let _ = e.apply(spec);
         step_secs(&mut e, 1 + rng.below(3));

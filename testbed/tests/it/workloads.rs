@@ -230,7 +230,7 @@ fn a_sketch_kept_with_its_cache_is_the_fresh_one_every_second_through_ramps_spli
             let c = &engine.cluster;
             let owner = c.partitions.owner[c.partitions.find(&p).expect("p")] as usize;
             let to = c.workers.ids[(owner + 1) % c.workers.len()].clone();
-            engine.apply(ActionSpec::Move { partition: p, to_worker: to }).expect("move");
+            engine.apply(ActionSpec::Move { partition: p, to_worker: to, max_bytes_per_sec: None }).expect("move");
         }
         let c = &engine.cluster;
         let t_secs = engine.t_secs();

@@ -695,6 +695,7 @@ impl Inner {
             datasets: Vec::new(),
             new_group_dedicates_owner: true,
             multi_way_split: false,
+            move_rate_limit: false,
         })
     }
 
@@ -749,7 +750,7 @@ impl Inner {
             Ok(owner)
         };
         match spec {
-            ActionSpec::Move { partition, to_worker } => {
+            ActionSpec::Move { partition, to_worker, .. } => {
                 let slot = slot_of(partition)?;
                 let target =
                     view.by_worker(to_worker).ok_or_else(|| rejected(format!("unknown worker {to_worker}")))?;
