@@ -623,6 +623,7 @@ mod tests {
             new_group_dedicates_owner: false,
             multi_way_split: false,
             layout: None,
+            move_rate_limit: false,
         }
     }
 

@@ -69,6 +69,10 @@ pub const DEFAULT_MOVE_COST_RATIO_PER_GIB: f64 = 0.01;
 /// A streaming move costs its source 20 % of capacity until it finishes (reads, network,
 /// checksums; the testbed's `DEFAULT_MOVE_SOURCE_COST_RATIO`), so in-flight moves lower it.
 pub const DEFAULT_MOVE_SOURCE_DRAIN_RATIO: f64 = 0.2;
+/// 100 MiB/s: the storage's full stream rate, at which a move costs its source
+/// `move_source_drain_ratio` (the testbed's `DEFAULT_MOVE_BYTES_PER_SEC`); a move throttled to
+/// its source's spare capacity names that share of it.
+pub const DEFAULT_MOVE_STREAM_BYTES_PER_SEC: f64 = 100.0 * 1024.0 * 1024.0;
 /// 120 s: ten times a 1 GiB move at 100 MiB/s; an action running longer is presumed stuck and
 /// planned around as not done (its load stays on the source) until the executor times it out.
 pub const DEFAULT_STALLED_ACTION_SECS: u64 = 120;
@@ -217,6 +221,10 @@ pub struct CapsConfig {
     pub move_cost_ratio_per_gib: f64,
     /// Capacity share an in-flight move takes from its source worker (floored at half).
     pub move_source_drain_ratio: f64,
+    /// The storage's full stream rate, at which a move takes `move_source_drain_ratio`. Where
+    /// the storage throttles a move to the rate it names, the planner names the rate its
+    /// source's spare capacity pays for.
+    pub move_stream_bytes_per_sec: f64,
     /// In-flight actions older than this are presumed stuck: not counted as done.
     pub stalled_action_secs: u64,
 }
@@ -276,6 +284,7 @@ impl Default for CapsConfig {
             min_gain_ratio: DEFAULT_MIN_GAIN_RATIO,
             move_cost_ratio_per_gib: DEFAULT_MOVE_COST_RATIO_PER_GIB,
             move_source_drain_ratio: DEFAULT_MOVE_SOURCE_DRAIN_RATIO,
+            move_stream_bytes_per_sec: DEFAULT_MOVE_STREAM_BYTES_PER_SEC,
             stalled_action_secs: DEFAULT_STALLED_ACTION_SECS,
         }
     }
@@ -369,7 +378,8 @@ impl PlannerConfig {
                 "must be within 0..0.5",
             );
             s.non_negative("min_gain_ratio", c.min_gain_ratio)
-                .non_negative("move_cost_ratio_per_gib", c.move_cost_ratio_per_gib);
+                .non_negative("move_cost_ratio_per_gib", c.move_cost_ratio_per_gib)
+                .positive("move_stream_bytes_per_sec", c.move_stream_bytes_per_sec);
         }
         {
             let z = &self.zones;

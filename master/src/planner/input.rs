@@ -21,6 +21,11 @@ pub struct PlannerInput {
     /// a hot partition is cut into all the pieces it needs, spread over workers, in one action.
     #[serde(default)]
     pub multi_way_split: bool,
+    /// The storage system throttles a move to the rate it names
+    /// ([`lb_common::protocol::Topology::move_rate_limit`]): a move from a worker that still
+    /// serves all it is asked streams only as fast as its spare capacity pays for.
+    #[serde(default)]
+    pub move_rate_limit: bool,
     /// Which layout this is: inputs with the same `Some` id have the same partitions and workers
     /// in the same order, with the same owners and groups (only their load and the actions in
     /// flight differ). The planner then keeps what it derives per position (each partition's

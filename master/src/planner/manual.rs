@@ -11,7 +11,7 @@ use lb_common::protocol::{ActionSpec, DatasetInfo, GroupTarget, Origin, PolicyMo
 
 use super::config::PlannerConfig;
 use super::input::PlannerInput;
-use super::model::{Model, partitions_of, split_key_share, supports};
+use super::model::{Model, Streams, partitions_of, split_key_share, supports};
 use super::proposal::{Policy, Prediction, Proposal, Trigger};
 
 /// Why a manual action does not fit the current layout: the request field and what is wrong.
@@ -53,8 +53,7 @@ pub fn manual_proposal(
             .position(|p| &p.id == id)
             .ok_or_else(|| refuse(field, format!("no partition {id} in the current topology")))
     };
-    let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
-    let mut model = Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms);
+    let mut model = Model::build(input, Streams::new(&config.caps, input.move_rate_limit), now_ms);
     let groups: Vec<_> = input.workers.iter().map(|w| w.group.clone()).collect();
     let (max_before, mean, _) = model.pool_stats(&groups);
     let target_ratio = |p: usize| {

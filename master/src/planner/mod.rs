@@ -81,7 +81,7 @@ pub fn is_dedication(spec: &lb_common::protocol::ActionSpec, input: &PlannerInpu
     model::dedication_target(spec, input).is_some()
 }
 
-use model::Model;
+use model::{Model, Streams};
 
 /// Share of the cluster's in-flight slots deferrable work leaves free ([`Pass::caps_allow_deferrable`]).
 const RELIEF_RESERVE: f64 = 0.25;
@@ -99,10 +99,10 @@ pub const MAX_ALTERNATIVES: usize = 6;
 
 /// One pass of the analyzer and planner. See the module doc.
 pub fn plan(input: &PlannerInput, config: &PlannerConfig, state: &mut PlannerState, now_ms: i64) -> Plan {
-    let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
     // The model looks up the partitions of the actions in flight, when there are any.
     let (owners, ids) = state.layout.owners_and_ids(input, !input.in_flight.is_empty());
-    let model = Model::build_with_owners(input, owners, ids, config.caps.move_source_drain_ratio, stalled_before_ms);
+    let streams = Streams::new(&config.caps, input.move_rate_limit);
+    let model = Model::build_with_owners(input, owners, ids, streams, now_ms);
     state.partitions.bind(input);
     let mut groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
     // A worker being dedicated has left the shared pool already.

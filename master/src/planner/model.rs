@@ -9,6 +9,55 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch
 
 use super::input::PlannerInput;
 
+/// A throttled stream runs at no less than an eighth of the storage's full rate: a 1 GiB move
+/// then takes 80 s at 100 MiB/s, inside the 120 s an action may run before it is presumed
+/// stuck. A source with less to spare waits rather than stream for ever.
+pub const MIN_STREAM_RATE_RATIO: f64 = 0.125;
+
+/// What a move's stream costs its source: at the storage's full rate, `drain_ratio` of the
+/// source's capacity; where the storage throttles a move to the rate it names (`throttle`,
+/// [`PlannerInput::move_rate_limit`]), a throttled stream costs in proportion to its rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Streams {
+    pub drain_ratio: f64,
+    pub full_bytes_per_sec: f64,
+    pub throttle: bool,
+    /// How long an action at full rate may run before it is presumed stuck (busy, but its move
+    /// not counted as done); a throttled move gets as many times longer as it is slower.
+    pub stalled_ms: i64,
+}
+
+impl Streams {
+    pub fn new(caps: &super::config::CapsConfig, throttle: bool) -> Self {
+        Self {
+            drain_ratio: caps.move_source_drain_ratio.clamp(0.0, 0.5),
+            full_bytes_per_sec: caps.move_stream_bytes_per_sec,
+            throttle,
+            stalled_ms: (caps.stalled_action_secs * 1000) as i64,
+        }
+    }
+
+    /// A stream at the full rate costing `drain_ratio`, never presumed stuck: for tests and
+    /// benches that do not care.
+    #[cfg(test)]
+    pub fn unthrottled(drain_ratio: f64) -> Self {
+        Self { drain_ratio, full_bytes_per_sec: 100.0 * 1024.0 * 1024.0, throttle: false, stalled_ms: i64::MAX / 4 }
+    }
+
+    /// The rate over the full rate of a move that names `rate` (1 for none).
+    fn speed(&self, rate: Option<u64>) -> f64 {
+        rate.map_or(1.0, |r| (r as f64 / self.full_bytes_per_sec).clamp(f64::MIN_POSITIVE, 1.0))
+    }
+}
+
+/// A move's stream as the planner starts it: the capacity share it takes from its source, and
+/// the rate it names (`None`: the storage's full rate).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stream {
+    pub share: f64,
+    pub max_bytes_per_sec: Option<u64>,
+}
+
 /// A partition's own limit and the measurements its demand is judged by against it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OwnLimit {
@@ -92,7 +141,7 @@ pub struct Model {
     /// Per worker: `1 / cap` per dimension (0 where the capacity is 0), for
     /// [`Model::ratio_with_bounds`].
     inv_cap: Vec<Load>,
-    drain_ratio: f64,
+    streams: Streams,
     /// Per worker: capacity share left while its outgoing moves stream (transient only).
     drain: Vec<f64>,
     pub healthy: Vec<bool>,
@@ -116,10 +165,10 @@ pub struct Model {
 }
 
 impl Model {
-    /// `stalled_before_ms`: in-flight actions started before it are presumed stuck (busy, but
-    /// their move is not counted as done).
-    pub fn build(input: &PlannerInput, move_drain_ratio: f64, stalled_before_ms: i64) -> Self {
-        Self::build_with_owners(input, &owner_positions(input), None, move_drain_ratio, stalled_before_ms)
+    /// At `now_ms`: in-flight actions that started longer ago than `streams` allows are presumed
+    /// stuck (busy, but their move is not counted as done).
+    pub fn build(input: &PlannerInput, streams: Streams, now_ms: i64) -> Self {
+        Self::build_with_owners(input, &owner_positions(input), None, streams, now_ms)
     }
 
     /// [`Model::build`] with each partition's owner's position already known
@@ -129,8 +178,8 @@ impl Model {
         input: &PlannerInput,
         owners: &[u32],
         ids: Option<&super::IdIndex>,
-        move_drain_ratio: f64,
-        stalled_before_ms: i64,
+        streams: Streams,
+        now_ms: i64,
     ) -> Self {
         let nw = input.workers.len();
         let (mut worker_index, mut partition_index) = (HashMap::new(), HashMap::new());
@@ -214,10 +263,17 @@ impl Model {
                     if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
                         *c += 1;
                     }
-                    // The source streams until the move ends: it has less capacity meanwhile.
+                    // The source streams until the move ends: it has less capacity meanwhile, as
+                    // much less as the stream is fast; a throttled one runs longer.
+                    let rate = match &a.spec {
+                        ActionSpec::Move { max_bytes_per_sec, .. } => *max_bytes_per_sec,
+                        _ => None,
+                    };
+                    let speed = streams.speed(rate);
                     if let Some(d) = drain.get_mut(owner[i] as usize) {
-                        *d = (*d - move_drain_ratio).max(0.5);
+                        *d = (*d - streams.drain_ratio * speed).max(0.5);
                     }
+                    let stalled_before_ms = now_ms.saturating_sub((streams.stalled_ms as f64 / speed) as i64);
                     // Where it lands: a move's destination; an isolation into a group the
                     // topology shows, where the storage puts it (its fewest-partitions worker).
                     let to = match &a.spec {
@@ -295,7 +351,7 @@ impl Model {
             busy,
             worker_load,
             cap,
-            drain_ratio: move_drain_ratio.clamp(0.0, 0.5),
+            streams,
             drain,
             healthy,
             outgoing,
@@ -314,7 +370,7 @@ impl Model {
     }
 
     /// Worker `w`'s ratio while its outgoing moves still stream: their load is still there and
-    /// each stream takes `drain_ratio` of its capacity.
+    /// each stream takes its share of its capacity.
     pub fn transient_ratio(&self, w: usize) -> f64 {
         let mut l = self.worker_load[w];
         l.add(self.outgoing[w], 1.0);
@@ -327,9 +383,46 @@ impl Model {
     }
 
     /// `ratio`, a load ratio of worker `w` over what its streams leave it, once one more move
-    /// streams from it.
+    /// streams from it ([`Model::next_stream`]; at the full rate where none may start).
     pub fn with_one_more_move(&self, w: usize, ratio: f64) -> f64 {
-        ratio * self.drain[w] / (self.drain[w] - self.drain_ratio).max(0.5)
+        let share = self.next_stream(w).map_or(self.streams.drain_ratio, |s| s.share);
+        ratio * self.drain[w] / (self.drain[w] - share).max(0.5)
+    }
+
+    /// Worker `w`'s capacity share that its load and running streams leave (negative: it
+    /// rejects).
+    pub fn spare(&self, w: usize) -> f64 {
+        self.drain[w] * (1.0 - self.transient_ratio(w))
+    }
+
+    /// The least share a throttled stream takes ([`MIN_STREAM_RATE_RATIO`] of the full rate's).
+    pub fn min_stream_share(&self) -> f64 {
+        self.streams.drain_ratio * MIN_STREAM_RATE_RATIO
+    }
+
+    /// A stream at the storage's full rate.
+    pub fn full_stream(&self) -> Stream {
+        Stream { share: self.streams.drain_ratio, max_bytes_per_sec: None }
+    }
+
+    /// The stream a move from worker `w` would start, given what its running streams leave it.
+    /// At the full rate where the storage cannot throttle, or where `w` already rejects (the
+    /// sooner the stream ends, the sooner it stops); otherwise at the rate its spare capacity
+    /// pays for, so that a worker that serves all it is asked does not reject because it sheds.
+    /// `None` when that rate would be under [`MIN_STREAM_RATE_RATIO`] of the full one: the
+    /// worker is at its capacity, and streaming from it would make it reject where, left alone,
+    /// it rejects nothing.
+    pub fn next_stream(&self, w: usize) -> Option<Stream> {
+        let full = self.full_stream();
+        let spare = self.spare(w);
+        if !self.streams.throttle || spare < 0.0 || spare >= full.share {
+            return Some(full);
+        }
+        let speed = spare / full.share;
+        (speed >= MIN_STREAM_RATE_RATIO).then(|| Stream {
+            share: spare,
+            max_bytes_per_sec: Some((self.streams.full_bytes_per_sec * speed).max(1.0) as u64),
+        })
     }
 
     /// The largest `1 / capacity` in each dimension over all workers: a partition adds at most
@@ -493,7 +586,14 @@ impl Model {
         self.cluster_actions += 1;
     }
 
+    /// A move the storage streams at its full rate (an isolation, a manual move, one seen done
+    /// outside lb).
     pub fn apply_move(&mut self, p: usize, to: usize) {
+        self.apply_stream(p, to, self.full_stream());
+    }
+
+    /// A move that streams as `stream` says ([`Model::next_stream`]).
+    pub fn apply_stream(&mut self, p: usize, to: usize, stream: Stream) {
         self.workers_changed += 1;
         let from = self.owner[p] as usize;
         self.held[from] = self.held[from].saturating_sub(1);
@@ -502,7 +602,7 @@ impl Model {
         self.worker_load[from].add(l, -1.0);
         self.worker_load[to].add(l, 1.0);
         self.outgoing[from].add(l, 1.0);
-        self.drain[from] = (self.drain[from] - self.drain_ratio).max(0.5);
+        self.drain[from] = (self.drain[from] - stream.share).max(0.5);
         self.owner[p] = to as u32;
         self.busy[p] = true;
         self.worker_actions[from] += 1;
@@ -585,7 +685,7 @@ impl Model {
         for to in receivers {
             self.worker_actions[to] += 1;
         }
-        self.drain[from] = (self.drain[from] - self.drain_ratio).max(0.5);
+        self.drain[from] = (self.drain[from] - self.streams.drain_ratio).max(0.5);
         self.busy[p] = true;
         self.worker_actions[from] += 1;
         self.cluster_actions += 1;

@@ -26,7 +26,7 @@ use lb_common::ids::{GroupId, PartitionId, WorkerId};
 use lb_common::protocol::{ActionSpec, DatasetInfo, GroupTarget};
 
 use super::input::PlannerInput;
-use super::model::{Load, Model, dedication_target, group_placement, partitions_of, piece_load, piece_shares};
+use super::model::{Load, Model, Streams, dedication_target, group_placement, partitions_of, piece_load, piece_shares};
 use super::{DeclineReason, PlannerConfig};
 use crate::placement_manager::{DatasetShardUsage, reshard_shift};
 
@@ -76,10 +76,9 @@ pub struct OutsideCheck<'a> {
 
 impl<'a> OutsideCheck<'a> {
     pub fn new(input: &'a PlannerInput, config: &PlannerConfig, now_ms: i64) -> Self {
-        let stalled_before_ms = now_ms - (config.caps.stalled_action_secs * 1000) as i64;
         Self {
             input,
-            model: Model::build(input, config.caps.move_source_drain_ratio, stalled_before_ms),
+            model: Model::build(input, Streams::new(&config.caps, input.move_rate_limit), now_ms),
             high: config.worker_overload.high_watermark_ratio,
             max_inflight_cluster: config.caps.inflight_cluster(input.workers.len()),
             max_inflight_per_worker: config.caps.max_inflight_per_worker,
@@ -423,6 +422,7 @@ mod tests {
             new_group_dedicates_owner: false,
             multi_way_split: false,
             layout: None,
+            move_rate_limit: false,
         }
     }
 

@@ -826,7 +826,8 @@ fn isolate(
             }
             Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
         }
-        let placed = pass.group_isolation(p, &group);
+        let owner = pass.model.owner[p] as usize;
+        let placed = pass.group_isolation(p, &group).and_then(|e| pass.full_rate_affordable(owner).map(|()| e));
         if let Err(why) = &placed {
             destination_full = true;
             alts.push(alt(format!("group {id} into {group}"), why.clone()));
@@ -858,28 +859,36 @@ fn isolate(
             "the topology has no dedicated group with a healthy worker (or the partition cannot be grouped)".into(),
         ));
     }
-    if supports(&info.supported_actions, ActionKind::Move) {
-        let max_after = pass.model.worker_ratio(pass.model.owner[p] as usize).min(high);
+    let owner = pass.model.owner[p] as usize;
+    if supports(&info.supported_actions, ActionKind::Move) && pass.model.next_stream(owner).is_none() {
+        alts.push(alt(
+            format!("move {id}"),
+            format!(
+                "its worker {} serves all it is asked with {:.3} of its capacity spare, less than a move's stream takes: the move would make it reject",
+                pass.input.workers[owner].id,
+                pass.model.spare(owner)
+            ),
+        ));
+    } else if supports(&info.supported_actions, ActionKind::Move) {
+        let max_after = pass.model.worker_ratio(owner).min(high);
         let found = pass.best_destination(p, None, max_after, &mut alts);
         destination_full |= found == Err(DeclineReason::DestinationOverloaded);
         cross_zone |= found == Err(DeclineReason::CrossZone);
         if let Ok(e) = found {
             let predicted =
                 Prediction { target_before_ratio: ratio, target_after_ratio: ratio, ..pass.move_prediction(p, &e) };
-            let reason = format!(
+            let mut reason = format!(
                 "partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}: no dedicated group, so isolate it by moving it to the coolest worker {} ({:.2} -> {:.2}){}",
                 h.demand_ops,
                 pass.input.workers[e.dest].id,
                 e.dest_before,
                 e.dest_after,
-                pass.zone_note(pass.model.owner[p] as usize, e.dest)
+                pass.zone_note(owner, e.dest)
             );
+            let (spec, note) = pass.plan_move(p, e.dest);
+            reason.push_str(&note);
             let proposal = Proposal {
-                spec: ActionSpec::Move {
-                    partition: id.clone(),
-                    to_worker: pass.input.workers[e.dest].id.clone(),
-                    max_bytes_per_sec: None,
-                },
+                spec,
                 policy: Policy::PartitionOverload,
                 mode,
                 origin: lb_common::protocol::Origin::Online,
@@ -888,7 +897,6 @@ fn isolate(
                 predicted,
                 rejected_alternatives: alts,
             };
-            pass.model.apply_move(p, e.dest);
             pass.propose(state, p, mode, proposal);
             return;
         }
@@ -1067,8 +1075,7 @@ fn scatter_one(
         let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
         (reason, format!("scatter of split child not done: {why}"))
     })?;
-    let id = pass.input.partitions[p].id.clone();
-    let reason = format!(
+    let mut reason = format!(
         "scatter the new side of the split of {} to the coolest eligible worker {} ({:.2} -> {:.2}); its old worker {} goes {:.2} -> {:.2}{}",
         child.parent,
         pass.input.workers[e.dest].id,
@@ -1079,12 +1086,11 @@ fn scatter_one(
         e.src_after,
         pass.zone_note(owner, e.dest)
     );
+    let predicted = pass.move_prediction(p, &e);
+    let (spec, note) = pass.plan_move(p, e.dest);
+    reason.push_str(&note);
     let proposal = Proposal {
-        spec: ActionSpec::Move {
-            partition: id,
-            to_worker: pass.input.workers[e.dest].id.clone(),
-            max_bytes_per_sec: None,
-        },
+        spec,
         policy: Policy::PartitionOverload,
         mode,
         origin: lb_common::protocol::Origin::Online,
@@ -1094,10 +1100,9 @@ fn scatter_one(
             worker_load_ratio: Some(e.src_before),
             ..child.parent_hot.trigger()
         },
-        predicted: pass.move_prediction(p, &e),
+        predicted,
         rejected_alternatives: alts,
     };
-    pass.model.apply_move(p, e.dest);
     pass.propose(state, p, mode, proposal);
     Ok(mode)
 }

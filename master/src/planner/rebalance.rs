@@ -370,6 +370,46 @@ impl Pass<'_> {
         Ok(MoveEval { dest, src_before, src_after, dest_before, dest_after, gain, cost: self.move_cost(p) })
     }
 
+    /// The move of `p` to `dest`, streaming as fast as its source can afford
+    /// ([`super::model::Model::next_stream`]; at the full rate where no throttled stream may
+    /// start, which the caller has weighed), applied to the model. With a note for its reason
+    /// when the stream is throttled.
+    pub fn plan_move(&mut self, p: usize, dest: usize) -> (ActionSpec, String) {
+        let src = self.model.owner[p] as usize;
+        let stream = self.model.next_stream(src).unwrap_or_else(|| self.model.full_stream());
+        self.model.apply_stream(p, dest, stream);
+        let spec = ActionSpec::Move {
+            partition: self.input.partitions[p].id.clone(),
+            to_worker: self.input.workers[dest].id.clone(),
+            max_bytes_per_sec: stream.max_bytes_per_sec,
+        };
+        let note = match stream.max_bytes_per_sec {
+            Some(r) => format!(
+                "; streamed at {:.1} MiB/s, so it takes {:.2} of {}'s capacity, what it has spare",
+                r as f64 / (1024.0 * 1024.0),
+                stream.share,
+                self.input.workers[src].id
+            ),
+            None => String::new(),
+        };
+        (spec, note)
+    }
+
+    /// Whether worker `w` can stream at the storage's full rate (an isolation into a group,
+    /// which the storage moves at its own pace) without rejecting for it where it rejects
+    /// nothing now.
+    pub fn full_rate_affordable(&self, w: usize) -> Result<(), String> {
+        match self.model.next_stream(w) {
+            Some(s) if s.max_bytes_per_sec.is_none() => Ok(()),
+            _ => Err(format!(
+                "the storage streams it at its full rate, {:.2} of {}'s capacity, which has {:.3} spare: it would reject for the stream",
+                self.model.full_stream().share,
+                self.input.workers[w].id,
+                self.model.spare(w)
+            )),
+        }
+    }
+
     /// The prediction of a move already evaluated (before it is applied to the model).
     pub fn move_prediction(&self, p: usize, e: &MoveEval) -> Prediction {
         let (max, mean, _) = self.model.pool_stats(&self.groups);
@@ -448,6 +488,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
         let hot = state.workers.get(&wid).copied().unwrap_or_default();
         let hot_windows = hot.windows;
         let mut tried = vec![false; pass.model.partitions_on(w).len()];
+        let mut proposed = false;
         loop {
             let ratio = pass.model.worker_ratio(w);
             if ratio <= low {
@@ -460,6 +501,24 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                     DeclineReason::Cap,
                     format!("at {ratio:.2} of capacity: {why}"),
                 );
+                break;
+            }
+            // A worker that serves all it is asked sheds only as fast as its spare capacity
+            // pays for: a stream it cannot afford would make it reject where, left alone, it
+            // rejects nothing (once it rejects, it streams at the full rate).
+            if pass.model.next_stream(w).is_none() {
+                if !proposed {
+                    let spare = pass.model.spare(w);
+                    pass.decline(
+                        Policy::WorkerOverload,
+                        wid.as_str(),
+                        DeclineReason::SourceAtLimit,
+                        format!(
+                            "at {ratio:.2} of capacity and serving all it is asked, with {spare:.3} of its capacity spare: a move's stream (at least {:.3} of it) would make it reject; it sheds once it has room, or at the full rate once it rejects",
+                            pass.model.min_stream_share()
+                        ),
+                    );
+                }
                 break;
             }
             let excess = ratio - low;
@@ -529,7 +588,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         }
                         Err(why) => a2.push(alt(format!("cut the hot key out of {}", info.id), why)),
                     }
-                    let placed = pass.group_isolation(p, &group);
+                    let placed = pass.group_isolation(p, &group).and_then(|e| pass.full_rate_affordable(w).map(|()| e));
                     if let Err(why) = &placed {
                         destination_full = true;
                         a2.push(alt(format!("isolate {} on group {group}", info.id), why.clone()));
@@ -577,7 +636,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 cross_zone |= found == Err(DeclineReason::CrossZone);
                 if let Ok(e) = found {
                     let prediction = pass.move_prediction(p, &e);
-                    let reason = format!(
+                    let mut reason = format!(
                         "worker {wid} at {ratio:.2} of capacity (high watermark {high:.2}) for {hot_windows} windows: move {} ({:.2} of it) to the coolest worker with headroom {} ({:.2} -> {:.2}){}",
                         info.id,
                         share,
@@ -586,11 +645,8 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         e.dest_after,
                         pass.zone_note(w, e.dest)
                     );
-                    let spec = ActionSpec::Move {
-                        partition: info.id.clone(),
-                        to_worker: pass.input.workers[e.dest].id.clone(),
-                        max_bytes_per_sec: None,
-                    };
+                    let (spec, note) = pass.plan_move(p, e.dest);
+                    reason.push_str(&note);
                     let proposal = Proposal {
                         spec,
                         policy: Policy::WorkerOverload,
@@ -601,8 +657,8 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         predicted: prediction,
                         rejected_alternatives: std::mem::take(&mut alts),
                     };
-                    pass.model.apply_move(p, e.dest);
                     pass.propose(state, p, mode, proposal);
+                    proposed = true;
                     done = true;
                     break;
                 }
@@ -762,7 +818,7 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             return;
         };
         let info = &pass.input.partitions[p];
-        let reason = format!(
+        let mut reason = format!(
             "zone imbalance: zone {hot_name} at {hot_ratio:.2} of its capacity, {spread:.2} times the zones' mean, zone {cool_name} at {cool_ratio:.2}; move {} from {} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2}), crossing zones (zones.cross = balance, cost {:.3} at {cost_factor} times a move in a zone)",
             info.id,
             pass.input.workers[src].id,
@@ -773,12 +829,11 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             e.dest_after,
             e.cost
         );
+        let predicted = pass.move_prediction(p, &e);
+        let (spec, note) = pass.plan_move(p, e.dest);
+        reason.push_str(&note);
         let proposal = Proposal {
-            spec: ActionSpec::Move {
-                partition: info.id.clone(),
-                to_worker: pass.input.workers[dest].id.clone(),
-                max_bytes_per_sec: None,
-            },
+            spec,
             policy: Policy::Imbalance,
             mode,
             origin: lb_common::protocol::Origin::Online,
@@ -788,10 +843,9 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
                 max_over_mean: Some(spread),
                 ..state.zone_imbalance.trigger()
             },
-            predicted: pass.move_prediction(p, &e),
+            predicted,
             rejected_alternatives: Vec::new(),
         };
-        pass.model.apply_move(p, e.dest);
         pass.propose(state, p, mode, proposal);
     }
 }
@@ -900,7 +954,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
         };
         let info = &pass.input.partitions[p];
         let prediction = pass.move_prediction(p, &e);
-        let reason = format!(
+        let mut reason = format!(
             "imbalance: max/mean {max_over_mean:.2}, cv {cv:.2} for {hot_windows} windows{}; move {} from the hottest worker {sid} ({:.2} -> {:.2}) to {} ({:.2} -> {:.2}){}",
             if pass.zones.names.is_empty() { String::new() } else { format!(" in zone {}", pass.zones.name(src)) },
             info.id,
@@ -911,12 +965,10 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             e.dest_after,
             pass.zone_note(src, e.dest)
         );
+        let (spec, note) = pass.plan_move(p, e.dest);
+        reason.push_str(&note);
         let proposal = Proposal {
-            spec: ActionSpec::Move {
-                partition: info.id.clone(),
-                to_worker: pass.input.workers[e.dest].id.clone(),
-                max_bytes_per_sec: None,
-            },
+            spec,
             policy: Policy::Imbalance,
             mode,
             origin: lb_common::protocol::Origin::Online,
@@ -930,7 +982,6 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
             predicted: prediction,
             rejected_alternatives: alts,
         };
-        pass.model.apply_move(p, e.dest);
         pass.propose(state, p, mode, proposal);
     }
 }

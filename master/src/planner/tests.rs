@@ -241,6 +241,87 @@ fn an_overloaded_worker_sheds_to_the_coolest_worker_and_in_flight_counts_as_done
     assert!(again.proposals.is_empty(), "{:?}", again.proposals);
 }
 
+/// A worker at `ratio` of its capacity in partitions of 0.05, beside a cool one and a cold one,
+/// on a storage that throttles a move to the rate it names.
+fn shedding_worker(partitions_of_5k: usize) -> PlannerInput {
+    let mut loads = vec![5_000.0; partitions_of_5k];
+    let mut owners = vec![0; partitions_of_5k];
+    loads.extend([8_000.0; 5]);
+    owners.extend([1; 5]);
+    loads.push(8_000.0);
+    owners.push(2);
+    PlannerInput { move_rate_limit: true, ..cluster(&loads, &owners, 3, &[]) }
+}
+
+#[test]
+fn a_worker_that_serves_all_it_is_asked_sheds_only_as_fast_as_its_spare_capacity_pays_for() {
+    let mut config = PlannerConfig::default();
+    config.imbalance.mode = PolicyMode::Off;
+    let full = config.caps.move_stream_bytes_per_sec;
+    // At 0.95 with a 20 % full-rate stream cost: one move at a quarter of the full rate (0.05
+    // spare), where an unthrottled storage gets two at the full rate and the worker would
+    // serve 0.95 / 0.6 of its capacity while they stream.
+    let input = shedding_worker(19);
+    let first = run(&input, &config, &mut PlannerState::default(), 1_000, 2);
+    let moves: Vec<_> = first.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
+    assert_eq!(moves.len(), 1, "{:?}", first.rejected);
+    let ActionSpec::Move { max_bytes_per_sec: Some(rate), .. } = &moves[0].spec else { panic!("{:?}", moves[0].spec) };
+    assert!((*rate as f64 - full / 4.0).abs() < 2.0, "{rate}");
+    assert!(
+        moves[0].reason.contains("streamed at 25.0 MiB/s, so it takes 0.05 of w-0's capacity"),
+        "{}",
+        moves[0].reason
+    );
+    let unthrottled = PlannerInput { move_rate_limit: false, ..input.clone() };
+    let old = run(&unthrottled, &config, &mut PlannerState::default(), 1_000, 2);
+    assert_eq!(old.proposals.len(), 2);
+    assert!(old.proposals.iter().all(|p| matches!(p.spec, ActionSpec::Move { max_bytes_per_sec: None, .. })));
+
+    // With it streaming, w-0 has nothing spare: no second stream, and the pass says why.
+    let mut next = input.clone();
+    next.in_flight = vec![InFlightAction { spec: moves[0].spec.clone(), started_at_ms: 2_000 }];
+    let again = run(&next, &config, &mut PlannerState::default(), 3_000, 2);
+    assert!(again.proposals.is_empty(), "{:?}", again.proposals);
+    let why = again.rejected.iter().find(|d| d.subject == "w-0").expect("declined");
+    assert_eq!(why.reason, DeclineReason::SourceAtLimit);
+    assert!(why.why.contains("serving all it is asked, with 0.000 of its capacity spare"), "{}", why.why);
+
+    // At exactly its capacity, nothing can stream without a rejection: it waits.
+    let at_capacity = run(&shedding_worker(20), &config, &mut PlannerState::default(), 1_000, 2);
+    assert!(at_capacity.proposals.is_empty(), "{:?}", at_capacity.proposals);
+    assert!(at_capacity.rejected.iter().any(|d| d.subject == "w-0" && d.reason == DeclineReason::SourceAtLimit));
+
+    // Once it rejects, it sheds at the full rate: the sooner the stream ends, the fewer it rejects.
+    let rejecting = run(&shedding_worker(22), &config, &mut PlannerState::default(), 1_000, 2);
+    let shed: Vec<_> = rejecting.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
+    assert!(!shed.is_empty(), "{:?}", rejecting.rejected);
+    assert!(shed.iter().all(|p| matches!(p.spec, ActionSpec::Move { max_bytes_per_sec: None, .. })), "{shed:?}");
+}
+
+#[test]
+fn a_throttled_move_in_flight_drains_its_source_in_proportion_and_is_not_presumed_stuck_early() {
+    let input = shedding_worker(19);
+    let caps = PlannerConfig::default().caps;
+    let streams = model::Streams::new(&caps, true);
+    let quarter = (caps.move_stream_bytes_per_sec / 4.0) as u64;
+    let mv = |p: &str, rate| ActionSpec::Move {
+        partition: p.parse().expect("id"),
+        to_worker: wid(2),
+        max_bytes_per_sec: rate,
+    };
+    // 200 s after they started: the full-rate move is past the 120 s it may take, the quarter-rate
+    // one has 480 s.
+    let mut with = input.clone();
+    with.in_flight = vec![
+        InFlightAction { spec: mv("p0", Some(quarter)), started_at_ms: 0 },
+        InFlightAction { spec: mv("p1", None), started_at_ms: 0 },
+    ];
+    let m = model::Model::build(&with, streams, 200_000);
+    assert!((m.drain_factor(0) - (1.0 - 0.05 - 0.2)).abs() < 1e-9, "{}", m.drain_factor(0));
+    assert_eq!(m.owner[0], 2, "the throttled move still counts as landing");
+    assert_eq!(m.owner[1], 0, "the full-rate one is presumed stuck");
+}
+
 #[test]
 fn halt_dry_run_and_caps() {
     let input = cluster(&[12_000.0, 12_000.0, 12_000.0, 1_000.0], &[0, 0, 1, 1], 2, &[]);
@@ -312,7 +393,8 @@ fn converge(loads: &[f64], owners: &[usize], workers: usize) -> (usize, f64) {
             w.load.ops_per_sec = s;
         }
     }
-    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; workers]);
+    let (max, mean, _) =
+        model::Model::build(&input, model::Streams::unthrottled(0.2), 0).pool_stats(&vec![None; workers]);
     (rounds, max / mean)
 }
 
@@ -456,7 +538,7 @@ fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
     let mut input = valkey_cpu_cluster(&[1, 3, 5, 7]);
     let config = PlannerConfig::default();
     let mut state = PlannerState::default();
-    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; 4]);
+    let (max, mean, _) = model::Model::build(&input, model::Streams::unthrottled(0.2), 0).pool_stats(&vec![None; 4]);
     assert!((max - 0.498).abs() < 1e-9 && max / mean > 3.0, "CPU is the dimension: {max} / {mean}");
     let mut moved = Vec::new();
     for second in 1..=60 {
@@ -468,7 +550,7 @@ fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
         }
         settle_cpu(&mut input);
     }
-    let (max, mean, _) = model::Model::build(&input, 0.2, 0).pool_stats(&vec![None; 4]);
+    let (max, mean, _) = model::Model::build(&input, model::Streams::unthrottled(0.2), 0).pool_stats(&vec![None; 4]);
     assert!(max / mean <= 1.15, "max/mean {:.2} after moving {moved:?}", max / mean);
     assert_eq!(moved.len(), 3, "one hot slot to each other node, nothing else: {moved:?}");
     assert!(moved.iter().all(|m| ["p1", "p3", "p5", "p7"].contains(&m.as_str())), "{moved:?}");
@@ -479,7 +561,7 @@ fn valkey_without_a_capacity_figure_balances_main_thread_cpu() {
     for w in &mut capped.workers {
         w.capacity.ops_per_sec = 60_000.0;
     }
-    let (max, _, _) = model::Model::build(&capped, 0.2, 0).pool_stats(&vec![None; 4]);
+    let (max, _, _) = model::Model::build(&capped, model::Streams::unthrottled(0.2), 0).pool_stats(&vec![None; 4]);
     assert!((max - 0.498).abs() < 1e-9, "{max}");
 }
 
@@ -493,11 +575,11 @@ fn a_moved_slots_load_in_its_old_nodes_window_is_not_background() {
         input.partitions[p].owner = wid(to);
     }
     input.workers[0].load.attributed_cpu_cores = Some(0.498);
-    let model = model::Model::build(&input, 0.2, 0);
+    let model = model::Model::build(&input, model::Streams::unthrottled(0.2), 0);
     assert!((model.worker_ratio(0) - 0.138).abs() < 1e-9, "no phantom background: {}", model.worker_ratio(0));
     // Without what the reports attributed, the moved slots read as immovable background.
     input.workers[0].load.attributed_cpu_cores = None;
-    assert!(model::Model::build(&input, 0.2, 0).worker_ratio(0) > 0.49);
+    assert!(model::Model::build(&input, model::Streams::unthrottled(0.2), 0).worker_ratio(0) > 0.49);
 }
 
 #[test]
@@ -782,7 +864,7 @@ proptest! {
         input.partitions[0].stats.rejected_per_sec = 0.0;
         input.workers[1].capacity = Capacity { ops_per_sec: cap_ops, bytes_per_sec: cap_bytes };
         input.workers[1].load = WorkerWindow { ops_per_sec: worker_ops, bytes_per_sec: worker_bytes, ..WorkerWindow::default() };
-        let m = model::Model::build(&input, 0.2, 0);
+        let m = model::Model::build(&input, model::Streams::unthrottled(0.2), 0);
         let exact = m.ratio_with(1, 0, 1.0);
         let (lo, hi) = m.ratio_with_bounds(1, 0);
         prop_assert!(lo <= exact && exact <= hi, "{lo} <= {exact} <= {hi}");
@@ -846,7 +928,7 @@ proptest! {
         }
         let mut config = PlannerConfig::default();
         config.caps.max_inflight_per_worker = cap;
-        let model = Model::build(&input, config.caps.move_source_drain_ratio, 0);
+        let model = Model::build(&input, model::Streams::unthrottled(config.caps.move_source_drain_ratio), 0);
         let groups: Vec<Option<GroupId>> = input.workers.iter().map(|w| w.group.clone()).collect();
         let mut pass = Pass {
             input: &input,
