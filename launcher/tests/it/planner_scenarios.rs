@@ -693,6 +693,17 @@ fn zones_relieve_a_lost_worker_and_a_hot_range_in_their_own_zone_and_cross_only_
         assert!(!moved.is_empty(), "{cross:?}: relief took actions that moved data");
         assert_eq!(crossings(&sim), Vec::new(), "{cross:?}: nothing crosses zones while each zone has room");
         assert_invariants(&sim);
+        // No balancer leaves the lost worker's heir at exactly its capacity and rejects nothing
+        // there: lb's worst worker, its streams' cost counted, never goes above that (issue 25;
+        // before moves were throttled to their source's spare capacity, two full-rate streams
+        // from the heir at 1.00 took it to 1.67).
+        let mut none = Sim::new(&shipped, Box::new(lb_launcher::sim::NoBalancer));
+        none.run_until(1500);
+        let worst = |sim: &Sim| sim.ticks.iter().map(|t| t.max_demand_ratio).fold(0.0, f64::max);
+        let (ours, theirs) = (worst(&sim), worst(&none));
+        eprintln!("zones ({cross:?}): worst worker {ours:.3} of its capacity, {theirs:.3} with no balancer");
+        assert!(theirs <= 1.0 + 1e-9, "no balancer's worst is within capacity: {theirs}");
+        assert!(ours <= theirs + 1e-9, "{cross:?}: lb's worst worker {ours:.3} is over no balancer's {theirs:.3}");
     }
     // The hot range twice as strong: zone eu-1b cannot carry it (its workers would pass the high
     // watermark). Allowed to cross, lb sends what does not fit to another zone, and only that;

@@ -14,6 +14,11 @@ use super::input::PlannerInput;
 /// stuck. A source with less to spare waits rather than stream for ever.
 pub const MIN_STREAM_RATE_RATIO: f64 = 0.125;
 
+/// A stream leaves 1 % of its source's capacity unused: the last window's load is a
+/// measurement, and a source planned to exactly its capacity reads a little over it (the
+/// zipf-skew scenario's balancing moves left one at 1.002 for 11 s).
+pub const STREAM_SPARE_MARGIN: f64 = 0.01;
+
 /// What a move's stream costs its source: at the storage's full rate, `drain_ratio` of the
 /// source's capacity; where the storage throttles a move to the rate it names (`throttle`,
 /// [`PlannerInput::move_rate_limit`]), a throttled stream costs in proportion to its rate.
@@ -395,9 +400,10 @@ impl Model {
         self.drain[w] * (1.0 - self.transient_ratio(w))
     }
 
-    /// The least share a throttled stream takes ([`MIN_STREAM_RATE_RATIO`] of the full rate's).
-    pub fn min_stream_share(&self) -> f64 {
-        self.streams.drain_ratio * MIN_STREAM_RATE_RATIO
+    /// The least spare capacity a source needs to start a stream: the slowest stream's share
+    /// ([`MIN_STREAM_RATE_RATIO`] of the full rate's) and the margin it leaves.
+    pub fn min_stream_spare(&self) -> f64 {
+        self.streams.drain_ratio * MIN_STREAM_RATE_RATIO + STREAM_SPARE_MARGIN
     }
 
     /// A stream at the storage's full rate.
@@ -408,19 +414,20 @@ impl Model {
     /// The stream a move from worker `w` would start, given what its running streams leave it.
     /// At the full rate where the storage cannot throttle, or where `w` already rejects (the
     /// sooner the stream ends, the sooner it stops); otherwise at the rate its spare capacity
-    /// pays for, so that a worker that serves all it is asked does not reject because it sheds.
+    /// pays for, less [`STREAM_SPARE_MARGIN`], so that a worker that serves all it is asked does not reject because it sheds.
     /// `None` when that rate would be under [`MIN_STREAM_RATE_RATIO`] of the full one: the
     /// worker is at its capacity, and streaming from it would make it reject where, left alone,
     /// it rejects nothing.
     pub fn next_stream(&self, w: usize) -> Option<Stream> {
         let full = self.full_stream();
         let spare = self.spare(w);
-        if !self.streams.throttle || spare < 0.0 || spare >= full.share {
+        let budget = spare - STREAM_SPARE_MARGIN;
+        if !self.streams.throttle || spare < 0.0 || budget >= full.share {
             return Some(full);
         }
-        let speed = spare / full.share;
+        let speed = budget / full.share;
         (speed >= MIN_STREAM_RATE_RATIO).then(|| Stream {
-            share: spare,
+            share: budget,
             max_bytes_per_sec: Some((self.streams.full_bytes_per_sec * speed).max(1.0) as u64),
         })
     }

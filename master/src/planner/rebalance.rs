@@ -514,8 +514,8 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         wid.as_str(),
                         DeclineReason::SourceAtLimit,
                         format!(
-                            "at {ratio:.2} of capacity and serving all it is asked, with {spare:.3} of its capacity spare: a move's stream (at least {:.3} of it) would make it reject; it sheds once it has room, or at the full rate once it rejects",
-                            pass.model.min_stream_share()
+                            "at {ratio:.2} of capacity and serving all it is asked, with {spare:.3} of its capacity spare: a move's stream needs {:.3} spare or it would make it reject; it sheds once it has room, or at the full rate once it rejects",
+                            pass.model.min_stream_spare()
                         ),
                     );
                 }
