@@ -157,7 +157,7 @@ pub fn describe(spec: &ActionSpec) -> String {
     match spec {
         ActionSpec::Split { partition, split_key } => format!("split {partition} at {split_key}"),
         ActionSpec::SplitInto { .. } => spec.to_string(),
-        ActionSpec::Move { partition, to_worker, .. } => format!("move {partition} to {to_worker}"),
+        ActionSpec::Move { .. } => spec.to_string(),
         ActionSpec::Merge { left, right } => format!("merge {left} with {right}"),
         ActionSpec::Group { target, group } => {
             let target = match target {

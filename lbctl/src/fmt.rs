@@ -117,7 +117,10 @@ pub fn detail(spec: &ActionSpec) -> String {
     match spec {
         ActionSpec::Split { split_key, .. } => format!("at {split_key}"),
         ActionSpec::SplitInto { split_keys, .. } => format!("into {} pieces", split_keys.len() + 1),
-        ActionSpec::Move { to_worker, .. } => format!("to {to_worker}"),
+        ActionSpec::Move { to_worker, max_bytes_per_sec: None, .. } => format!("to {to_worker}"),
+        ActionSpec::Move { to_worker, max_bytes_per_sec: Some(r), .. } => {
+            format!("to {to_worker} at {:.1} MiB/s", *r as f64 / (1024.0 * 1024.0))
+        }
         ActionSpec::Merge { .. } => String::new(),
         ActionSpec::Group { group, .. } => format!("into {group}"),
         ActionSpec::Reshard { tenant_shards, dataset_shards, .. } => {

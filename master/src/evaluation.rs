@@ -625,7 +625,9 @@ pub fn charge_placement(
     }
 }
 
-/// The undo of a harmful move: back to where it came from, if that worker is still healthy.
+/// The undo of a harmful move: back to where it came from, if that worker is still healthy. At
+/// the storage's full rate: the move put load where it hurts, and the sooner it is undone the
+/// sooner that stops.
 pub fn revert(spec: &ActionSpec, subject: &Subject, input: &PlannerInput) -> Option<ActionSpec> {
     let (ActionSpec::Move { partition, .. }, Some(source)) = (spec, &subject.source) else { return None };
     let healthy = input.workers.iter().any(|w| &w.id == source && w.health != Health::Down);

@@ -134,6 +134,7 @@ pub enum ActionSpec {
         partition: PartitionId,
         to_worker: WorkerId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "openapi", schema(minimum = 1))]
         max_bytes_per_sec: Option<u64>,
     },
     /// Merge two adjacent partitions of one table; `left` ends right before `right` starts.
@@ -518,7 +519,12 @@ impl ActionRequest {
                     "must be >= spec.dataset_shards",
                 );
             }
-            ActionSpec::Move { .. } | ActionSpec::Group { .. } => {}
+            ActionSpec::Move { max_bytes_per_sec, .. } => {
+                if let Some(r) = max_bytes_per_sec {
+                    root.check(*r > 0, "spec.max_bytes_per_sec", r, "must be > 0");
+                }
+            }
+            ActionSpec::Group { .. } => {}
         }
         drop(root);
         v.finish()
@@ -590,6 +596,33 @@ mod tests {
         let err = req.validate().unwrap_err();
         let fields: Vec<_> = err.errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["reason", "actor_path[1]", "policy", "spec.tenant_shards"]);
+    }
+
+    #[test]
+    fn a_move_at_no_rate_is_refused_and_a_rate_round_trips() {
+        let json = r#"{"kind":"move","partition":"p1","to_worker":"w2","max_bytes_per_sec":0}"#;
+        let spec: ActionSpec = serde_json::from_str(json).expect("parses");
+        let req = ActionRequest {
+            id: ActionId::new("a-1").expect("id"),
+            spec,
+            origin: Origin::Online,
+            policy: Some("worker_overload".into()),
+            reason: "why".into(),
+            actor_path: vec!["t".into()],
+            leader_epoch: None,
+        };
+        let err = req.validate().expect_err("no rate").to_string();
+        assert!(err.contains("spec.max_bytes_per_sec") && err.contains("must be > 0"), "{err}");
+        let throttled = r#"{"kind":"move","partition":"p1","to_worker":"w2","max_bytes_per_sec":20971520}"#;
+        let spec: ActionSpec = serde_json::from_str(throttled).expect("parses");
+        assert_eq!(spec.to_string(), "move p1 to w2 at 20.0 MiB/s");
+        assert_eq!(serde_json::to_string(&spec).expect("json"), throttled);
+        let plain: ActionSpec =
+            serde_json::from_str(r#"{"kind":"move","partition":"p1","to_worker":"w2"}"#).expect("parses");
+        assert!(
+            !serde_json::to_string(&plain).expect("json").contains("max_bytes_per_sec"),
+            "an older reader sees no new field"
+        );
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //!   subring it owns a shard of. The worker must be
 //!   over the bound by the load it carries (demand over its nominal capacity): the capacity a
 //!   source lends to a stream while it runs (make-before-break keeps its load there) is not
-//!   where an action puts load; the planner bounds it (`max_source_transient_ratio`, 1.05, for
-//!   balancing and scatter moves) and the rejections it costs are in the figures;
+//!   where an action puts load; the planner bounds it (a move from a source not over its
+//!   capacity streams only as fast as its spare capacity pays for, `Model::next_stream`, where
+//!   the storage honours a move's rate; `max_source_transient_ratio`, 1.05, for balancing and
+//!   scatter moves elsewhere) and the rejections it costs are in the figures;
 //! - **group**: a dedicated group's demand over its capacity (all its up workers) is over 1 and
 //!   over the same group's value under no balancer, and an action of the strategy put load into it
 //!   within the [`ATTRIBUTION_SECS`] before.

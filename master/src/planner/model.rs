@@ -9,9 +9,10 @@ use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, KeySketch
 
 use super::input::PlannerInput;
 
-/// A throttled stream runs at no less than an eighth of the storage's full rate: a 1 GiB move
-/// then takes 80 s at 100 MiB/s, inside the 120 s an action may run before it is presumed
-/// stuck. A source with less to spare waits rather than stream for ever.
+/// A throttled stream runs at no less than an eighth of the storage's full rate (a 1 GiB move
+/// then takes 80 s, at 12.5 MiB/s where the full rate is 100 MiB/s; it is presumed stuck only
+/// after 8 times `stalled_action_secs`). A source with less to spare waits rather than stream
+/// for ever.
 pub const MIN_STREAM_RATE_RATIO: f64 = 0.125;
 
 /// A stream leaves 1 % of its source's capacity unused: the last window's load is a
@@ -394,6 +395,14 @@ impl Model {
         ratio * self.drain[w] / (self.drain[w] - share).max(0.5)
     }
 
+    /// Worker `w`'s load over its capacity with the partitions streaming away still on it (what
+    /// it serves until they land), streams' cost aside.
+    pub fn load_with_outgoing(&self, w: usize) -> f64 {
+        let mut l = self.worker_load[w];
+        l.add(self.outgoing[w], 1.0);
+        self.ratio_of(w, l)
+    }
+
     /// Worker `w`'s capacity share that its load and running streams leave (negative: it
     /// rejects).
     pub fn spare(&self, w: usize) -> f64 {
@@ -412,16 +421,19 @@ impl Model {
     }
 
     /// The stream a move from worker `w` would start, given what its running streams leave it.
-    /// At the full rate where the storage cannot throttle, or where `w` already rejects (the
-    /// sooner the stream ends, the sooner it stops); otherwise at the rate its spare capacity
-    /// pays for, less [`STREAM_SPARE_MARGIN`], so that a worker that serves all it is asked does not reject because it sheds.
-    /// `None` when that rate would be under [`MIN_STREAM_RATE_RATIO`] of the full one: the
-    /// worker is at its capacity, and streaming from it would make it reject where, left alone,
-    /// it rejects nothing.
+    /// At the full rate where the storage cannot throttle, or where `w` already rejects, its
+    /// streams counted: the sooner a stream ends, the sooner that stops, and waiting for room
+    /// would leave it rejecting as long as its running streams last (a hung one for good; the
+    /// worker-loss scenario's rejections grew tenfold when it waited). Otherwise at the rate
+    /// its spare capacity pays for, less [`STREAM_SPARE_MARGIN`], so that a worker that serves
+    /// all it is asked does not reject because it sheds. `None` when that rate would be under
+    /// [`MIN_STREAM_RATE_RATIO`] of the full one: the worker is at its capacity, and streaming
+    /// from it would make it reject where, left alone, it rejects nothing.
     pub fn next_stream(&self, w: usize) -> Option<Stream> {
         let full = self.full_stream();
         let spare = self.spare(w);
-        let budget = spare - STREAM_SPARE_MARGIN;
+        // Never below the half of its capacity a source keeps however many streams drain it.
+        let budget = (spare - STREAM_SPARE_MARGIN).min(self.drain[w] - 0.5);
         if !self.streams.throttle || spare < 0.0 || budget >= full.share {
             return Some(full);
         }

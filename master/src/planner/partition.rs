@@ -812,7 +812,7 @@ fn isolate(
         );
         return;
     }
-    let (mut destination_full, mut cross_zone) = (false, false);
+    let (mut destination_full, mut cross_zone, mut source_full) = (false, false, false);
     if supports(&info.supported_actions, ActionKind::Group)
         && let Some((group, dest)) = pass.isolation_group(p)
     {
@@ -827,9 +827,11 @@ fn isolate(
             Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
         }
         let owner = pass.model.owner[p] as usize;
-        let placed = pass.group_isolation(p, &group).and_then(|e| pass.full_rate_affordable(owner).map(|()| e));
+        let placed = pass.group_isolation(p, &group);
+        destination_full |= placed.is_err();
+        let placed = placed.and_then(|e| pass.full_rate_affordable(owner).map(|()| e));
+        source_full |= placed.is_err() && !destination_full;
         if let Err(why) = &placed {
-            destination_full = true;
             alts.push(alt(format!("group {id} into {group}"), why.clone()));
         }
         if let Ok(e) = placed {
@@ -861,12 +863,14 @@ fn isolate(
     }
     let owner = pass.model.owner[p] as usize;
     if supports(&info.supported_actions, ActionKind::Move) && pass.model.next_stream(owner).is_none() {
+        source_full = true;
         alts.push(alt(
             format!("move {id}"),
             format!(
-                "its worker {} serves all it is asked with {:.3} of its capacity spare, less than a move's stream takes: the move would make it reject",
+                "its worker {} is not over its capacity and has {:.3} of it spare, where a move's stream needs {:.3}: the move would make it reject",
                 pass.input.workers[owner].id,
-                pass.model.spare(owner)
+                pass.model.spare(owner),
+                pass.model.min_stream_spare()
             ),
         ));
     } else if supports(&info.supported_actions, ActionKind::Move) {
@@ -901,7 +905,8 @@ fn isolate(
             return;
         }
     }
-    match pass.dedication(state, p) {
+    // A dedication streams the worker's other partitions away at the storage's own pace.
+    match pass.full_rate_affordable(owner).and_then(|()| pass.dedication(state, p)) {
         Ok(d) => {
             let why_hot =
                 format!("partition {id} demands {:.0} ops/s, {ratio:.2} of its limit, and {what}", h.demand_ops);
@@ -910,10 +915,15 @@ fn isolate(
         }
         Err(why) => alts.push(alt(format!("dedicate its worker to {id}"), why)),
     }
-    pass.decline_with(Policy::PartitionOverload, id.as_str(), nothing_helps(cross_zone, destination_full), || {
-        let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
-        format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}")
-    });
+    pass.decline_with(
+        Policy::PartitionOverload,
+        id.as_str(),
+        nothing_helps(cross_zone, destination_full, source_full),
+        || {
+            let why = alts.iter().map(|a| format!("{}: {}", a.candidate, a.why)).collect::<Vec<_>>().join("; ");
+            format!("hot at {ratio:.2} of its limit and {what}; nothing helps: {why}")
+        },
+    );
 }
 
 /// Expects the new piece of a split proposed this pass. A dry-run proposal is repeated every
@@ -1062,7 +1072,7 @@ fn scatter_one(
     // into rejecting while it streams, as for a balancing move.
     let transient_max = pass.config.imbalance.max_source_transient_ratio;
     let transient = pass.model.transient_ratio_with_one_more_move(owner);
-    if transient > transient_max {
+    if transient > transient_max || pass.model.next_stream(owner).is_none() {
         let why = format!(
             "scatter of split child waits: its worker {} would be at {transient:.2} of capacity while one more move streams from it (max {transient_max:.2})",
             pass.input.workers[owner].id

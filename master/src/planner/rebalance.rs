@@ -5,7 +5,7 @@ use lb_common::ids::GroupId;
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget};
 
 use super::config::CrossZone;
-use super::model::{sketch_shape, supports};
+use super::model::{STREAM_SPARE_MARGIN, sketch_shape, supports};
 use super::proposal::{Alternative, DeclineReason, Policy, Prediction, Proposal, Trigger};
 use super::state::PlannerState;
 use super::{HEATING_RISE_RATIO, MAX_ALTERNATIVES, Pass, Zones};
@@ -385,7 +385,7 @@ impl Pass<'_> {
         };
         let note = match stream.max_bytes_per_sec {
             Some(r) => format!(
-                "; streamed at {:.1} MiB/s, so it takes {:.2} of {}'s capacity, what it has spare",
+                "; streamed at {:.1} MiB/s, so it takes {:.2} of {}'s capacity, what it has spare less a {STREAM_SPARE_MARGIN} margin",
                 r as f64 / (1024.0 * 1024.0),
                 stream.share,
                 self.input.workers[src].id
@@ -462,11 +462,13 @@ impl Pass<'_> {
 
 /// Why nothing relieved a subject: only other zones had room, every place was full, or no
 /// remedy applied.
-pub fn nothing_helps(cross_zone: bool, destination_full: bool) -> DeclineReason {
+pub fn nothing_helps(cross_zone: bool, destination_full: bool, source_full: bool) -> DeclineReason {
     if cross_zone {
         DeclineReason::CrossZone
     } else if destination_full {
         DeclineReason::DestinationOverloaded
+    } else if source_full {
+        DeclineReason::SourceAtLimit
     } else {
         DeclineReason::NoRemedy
     }
@@ -514,7 +516,8 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         wid.as_str(),
                         DeclineReason::SourceAtLimit,
                         format!(
-                            "at {ratio:.2} of capacity and serving all it is asked, with {spare:.3} of its capacity spare: a move's stream needs {:.3} spare or it would make it reject; it sheds once it has room, or at the full rate once it rejects",
+                            "at {ratio:.2} of capacity ({:.2} with what streams away still on it), {spare:.3} of it spare with its running streams: one more stream needs {:.3} spare or it would make it reject; it sheds once it has room, or at the full rate once it rejects",
+                            pass.model.load_with_outgoing(w),
                             pass.model.min_stream_spare()
                         ),
                     );
@@ -558,7 +561,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 let (fa, fb) = (a.2 >= excess, b.2 >= excess);
                 fb.cmp(&fa).then(if fa { a.2.total_cmp(&b.2) } else { b.2.total_cmp(&a.2) })
             });
-            let (mut done, mut destination_full, mut cross_zone) = (false, false, false);
+            let (mut done, mut destination_full, mut cross_zone, mut source_full) = (false, false, false, false);
             for &(k, p, share) in cands.iter().take(MAX_CANDIDATES_PER_WORKER) {
                 tried[k] = true;
                 let info = &pass.input.partitions[p];
@@ -588,9 +591,11 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                         }
                         Err(why) => a2.push(alt(format!("cut the hot key out of {}", info.id), why)),
                     }
-                    let placed = pass.group_isolation(p, &group).and_then(|e| pass.full_rate_affordable(w).map(|()| e));
+                    let placed = pass.group_isolation(p, &group);
+                    destination_full |= placed.is_err();
+                    let placed = placed.and_then(|e| pass.full_rate_affordable(w).map(|()| e));
+                    source_full |= placed.is_err() && !destination_full;
                     if let Err(why) = &placed {
-                        destination_full = true;
                         a2.push(alt(format!("isolate {} on group {group}", info.id), why.clone()));
                     }
                     if let Ok(e) = placed {
@@ -697,7 +702,7 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 pass.decline(
                     Policy::WorkerOverload,
                     wid.as_str(),
-                    nothing_helps(cross_zone, destination_full),
+                    nothing_helps(cross_zone, destination_full, source_full),
                     format!(
                         "at {ratio:.2} of capacity, no move passes: {}",
                         if why.is_empty() { "no movable partition".into() } else { why }
@@ -765,6 +770,7 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
         let src = (0..pass.input.workers.len())
             .filter(|&w| pool(w, hot) && healthy(&w))
             .filter(|&w| pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker)
+            .filter(|&w| pass.model.next_stream(w).is_some())
             .filter(|&w| pass.model.transient_ratio_with_one_more_move(w) <= transient_max)
             .max_by(|&a, &b| pass.model.worker_ratio(a).total_cmp(&pass.model.worker_ratio(b)));
         let subject = format!("zone {hot_name}");
@@ -879,6 +885,7 @@ pub fn imbalance(pass: &mut Pass<'_>, state: &mut PlannerState, max_over_mean: f
         let transient_max = pass.config.imbalance.max_source_transient_ratio;
         let Some(&src) = order.iter().find(|&&w| {
             pass.model.worker_ratio(w) > mean
+                && pass.model.next_stream(w).is_some()
                 && pass.model.transient_ratio_with_one_more_move(w) <= transient_max
                 && pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker
                 && !pass.heating(w)

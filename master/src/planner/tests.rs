@@ -127,6 +127,37 @@ fn a_single_hot_key_is_grouped_never_split() {
     assert!(!plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Split));
 }
 
+/// An isolation into a group streams at the storage's own pace: on a storage that throttles
+/// moves, it is taken only from a worker that affords a full-rate stream, and the alternative
+/// says why where it is not.
+#[test]
+fn an_isolation_is_not_taken_from_a_worker_that_cannot_afford_a_full_rate_stream() {
+    // w-0 at 0.90 (a hot key's partition capped at 10,000 plus ten of 8,000): 0.10 spare.
+    let mut loads = vec![12_000.0];
+    loads.extend([8_000.0; 10]);
+    loads.push(1_000.0);
+    let mut owners = vec![0; 11];
+    owners.push(1);
+    let mut input = cluster(&loads, &owners, 3, &[(2, "iso")]);
+    let sketch = input.partitions[0].stats.sketch.as_mut().expect("sketch");
+    sketch.top_keys = vec![TopKey { key: Key(42), share_ratio: 0.8 }];
+    let grouped = |plan: &Plan| plan.proposals.iter().any(|p| p.spec.kind() == ActionKind::Group);
+    let full_rate = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+    assert!(grouped(&full_rate), "an unthrottled storage isolates it: {:?}", full_rate.proposals);
+    input.move_rate_limit = true;
+    let throttled = run(&input, &PlannerConfig::default(), &mut PlannerState::default(), 1_000, 2);
+    assert!(!grouped(&throttled), "{:?}", throttled.proposals);
+    let why = |a: &Alternative| {
+        a.why.contains("the storage streams it at its full rate, 0.20 of w-0's capacity, which has 0.100 spare")
+    };
+    let said = throttled.proposals.iter().flat_map(|p| &p.rejected_alternatives).any(why)
+        || throttled.rejected.iter().any(|d| d.why.contains("the storage streams it at its full rate"));
+    assert!(said, "{:?} / {:?}", throttled.proposals, throttled.rejected);
+    for p in throttled.proposals.iter().filter(|p| p.spec.kind() == ActionKind::Move) {
+        assert!(matches!(p.spec, ActionSpec::Move { max_bytes_per_sec: Some(_), .. }), "{:?}", p.spec);
+    }
+}
+
 /// On a storage that splits into placed pieces, the hot key is cut out instead: one
 /// `split_into` whose one-key piece is created on the group's worker as a member; the first
 /// piece (the id) goes there when the key is the range's first; a partition too small to be
@@ -286,7 +317,7 @@ fn a_worker_that_serves_all_it_is_asked_sheds_only_as_fast_as_its_spare_capacity
     assert_eq!(why.reason, DeclineReason::SourceAtLimit);
     assert!(
         why.why
-            .contains("serving all it is asked, with 0.010 of its capacity spare: a move's stream needs 0.035 spare"),
+            .contains("(0.95 with what streams away still on it), 0.010 of it spare with its running streams: one more stream needs 0.035 spare"),
         "{}",
         why.why
     );
@@ -296,7 +327,20 @@ fn a_worker_that_serves_all_it_is_asked_sheds_only_as_fast_as_its_spare_capacity
     assert!(at_capacity.proposals.is_empty(), "{:?}", at_capacity.proposals);
     assert!(at_capacity.rejected.iter().any(|d| d.subject == "w-0" && d.reason == DeclineReason::SourceAtLimit));
 
-    // Once it rejects, it sheds at the full rate: the sooner the stream ends, the fewer it rejects.
+    // Rejecting because its own stream takes more than it has spare (its load rose to 0.98
+    // while a 0.04 stream runs): the next stream goes at the full rate, since waiting would
+    // leave it rejecting as long as the first one streams.
+    let mut rising = shedding_worker(19);
+    rising.partitions[1].stats.ops_per_sec = 8_000.0;
+    rising.workers[0].load.ops_per_sec = 98_000.0;
+    rising.in_flight = vec![InFlightAction { spec: moves[0].spec.clone(), started_at_ms: 2_000 }];
+    let rising = run(&rising, &config, &mut PlannerState::default(), 3_000, 2);
+    let shed: Vec<_> = rising.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
+    assert_eq!(shed.len(), 1, "{:?}", rising.rejected);
+    assert!(matches!(shed[0].spec, ActionSpec::Move { max_bytes_per_sec: None, .. }), "{:?}", shed[0].spec);
+
+    // Once it rejects, it sheds at the full rate: the sooner the stream ends, the fewer it
+    // rejects.
     let rejecting = run(&shedding_worker(22), &config, &mut PlannerState::default(), 1_000, 2);
     let shed: Vec<_> = rejecting.proposals.iter().filter(|p| p.policy == Policy::WorkerOverload).collect();
     assert!(!shed.is_empty(), "{:?}", rejecting.rejected);

@@ -750,7 +750,10 @@ impl Inner {
             Ok(owner)
         };
         match spec {
-            ActionSpec::Move { partition, to_worker, .. } => {
+            ActionSpec::Move { max_bytes_per_sec: Some(_), .. } => {
+                Err(rejected("a move's max_bytes_per_sec: Valkey's atomic slot migration has no rate".to_owned()))
+            }
+            ActionSpec::Move { partition, to_worker, max_bytes_per_sec: None } => {
                 let slot = slot_of(partition)?;
                 let target =
                     view.by_worker(to_worker).ok_or_else(|| rejected(format!("unknown worker {to_worker}")))?;
