@@ -378,9 +378,7 @@ impl Model {
     /// Worker `w`'s ratio while its outgoing moves still stream: their load is still there and
     /// each stream takes its share of its capacity.
     pub fn transient_ratio(&self, w: usize) -> f64 {
-        let mut l = self.worker_load[w];
-        l.add(self.outgoing[w], 1.0);
-        self.ratio_of(w, l) / self.drain[w]
+        self.load_with_outgoing(w) / self.drain[w]
     }
 
     /// [`Model::transient_ratio`] if one more move started streaming from `w`.
@@ -406,7 +404,7 @@ impl Model {
     /// Worker `w`'s capacity share that its load and running streams leave (negative: it
     /// rejects).
     pub fn spare(&self, w: usize) -> f64 {
-        self.drain[w] * (1.0 - self.transient_ratio(w))
+        self.drain[w] - self.load_with_outgoing(w)
     }
 
     /// The least spare capacity a source needs to start a stream: the slowest stream's share

@@ -803,7 +803,8 @@ fn isolate(
         "it cannot be split".to_owned()
     };
     let high = cfg.worker_overload.high_watermark_ratio;
-    if let Err(why) = pass.caps_allow(&[pass.model.owner[p] as usize]) {
+    let owner = pass.model.owner[p] as usize;
+    if let Err(why) = pass.caps_allow(&[owner]) {
         pass.decline(
             Policy::PartitionOverload,
             id.as_str(),
@@ -826,7 +827,6 @@ fn isolate(
             }
             Err(why) => alts.push(alt(format!("cut the hot key out of {id}"), why)),
         }
-        let owner = pass.model.owner[p] as usize;
         let placed = pass.group_isolation(p, &group);
         destination_full |= placed.is_err();
         let placed = placed.and_then(|e| pass.full_rate_affordable(owner).map(|()| e));
@@ -861,7 +861,6 @@ fn isolate(
             "the topology has no dedicated group with a healthy worker (or the partition cannot be grouped)".into(),
         ));
     }
-    let owner = pass.model.owner[p] as usize;
     if supports(&info.supported_actions, ActionKind::Move) && pass.model.next_stream(owner).is_none() {
         source_full = true;
         alts.push(alt(
