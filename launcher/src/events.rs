@@ -158,7 +158,8 @@ pub fn describe(spec: &ActionSpec) -> String {
         ActionSpec::Split { partition, split_key } => format!("split {partition} at {split_key}"),
         ActionSpec::SplitInto { .. } => spec.to_string(),
         ActionSpec::Move { .. } => spec.to_string(),
-        ActionSpec::Merge { left, right } => format!("merge {left} with {right}"),
+        ActionSpec::Merge { left, right, to_worker: None } => format!("merge {left} with {right}"),
+        ActionSpec::Merge { left, right, to_worker: Some(w) } => format!("merge {left} with {right} on {w}"),
         ActionSpec::Group { target, group } => {
             let target = match target {
                 GroupTarget::Partition { partition } => partition.to_string(),

@@ -110,7 +110,7 @@ pub enum Command {
     #[command(name = "move", after_help = "Example:\n  lbctl move acme.orders.p000034 --to w-0003 --dry-run")]
     Move(MoveArgs),
     /// Merge two adjacent partitions of one table, through the master
-    #[command(after_help = "Example:\n  lbctl merge acme.orders.p000033 acme.orders.p000034")]
+    #[command(after_help = "Example:\n  lbctl merge acme.orders.p000033 acme.orders.p000034 --to w-0007")]
     Merge(MergeArgs),
     /// Pin a partition to a group of dedicated workers, through the master
     #[command(after_help = "Example:\n  lbctl group acme.users.p000002 --group isolated")]
@@ -273,6 +273,10 @@ pub struct MergeArgs {
     pub left: PartitionId,
     /// The partition that starts right after LEFT ends
     pub right: PartitionId,
+    /// The owner of LEFT or RIGHT the merged partition lands on (the other side streams
+    /// there); LEFT's owner when not given
+    #[arg(long, value_name = "WORKER")]
+    pub to: Option<WorkerId>,
     #[command(flatten)]
     pub manual: ManualArgs,
 }

@@ -106,7 +106,7 @@ pub fn target(spec: &ActionSpec) -> String {
         ActionSpec::Split { partition, .. }
         | ActionSpec::SplitInto { partition, .. }
         | ActionSpec::Move { partition, .. } => partition.to_string(),
-        ActionSpec::Merge { left, right } => format!("{left} + {right}"),
+        ActionSpec::Merge { left, right, .. } => format!("{left} + {right}"),
         ActionSpec::Group { target, .. } => target.to_string(),
         ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
     }
@@ -121,7 +121,8 @@ pub fn detail(spec: &ActionSpec) -> String {
         ActionSpec::Move { to_worker, max_bytes_per_sec: Some(r), .. } => {
             format!("to {to_worker} at {:.1} MiB/s", *r as f64 / (1024.0 * 1024.0))
         }
-        ActionSpec::Merge { .. } => String::new(),
+        ActionSpec::Merge { to_worker: Some(w), .. } => format!("on {w}"),
+        ActionSpec::Merge { to_worker: None, .. } => String::new(),
         ActionSpec::Group { group, .. } => format!("into {group}"),
         ActionSpec::Reshard { tenant_shards, dataset_shards, .. } => {
             format!("{tenant_shards}/{dataset_shards} shards")

@@ -474,7 +474,7 @@ pub(crate) fn target_key(policy: Policy, spec: &ActionSpec) -> String {
         ActionSpec::Split { partition, .. }
         | ActionSpec::SplitInto { partition, .. }
         | ActionSpec::Move { partition, .. } => partition.to_string(),
-        ActionSpec::Merge { left, right } => format!("{left}+{right}"),
+        ActionSpec::Merge { left, right, .. } => format!("{left}+{right}"),
         ActionSpec::Group { target, .. } => format!("{target:?}"),
         ActionSpec::Reshard { tenant, dataset, .. } => format!("{tenant}/{dataset}"),
     };
@@ -561,7 +561,9 @@ pub fn shows_near<P: Placed>(spec: &ActionSpec, partitions: &[P], start: Option<
                         partitions.iter().any(|q| q.range().start == *k && q.owner() == w && q.table() == p.table())
                     })
             }),
-        ActionSpec::Merge { left: _, right } => find(right).is_none(),
+        ActionSpec::Merge { left, right, to_worker } => {
+            find(right).is_none() && to_worker.as_ref().is_none_or(|w| find(left).is_some_and(|p| p.owner() == w))
+        }
         ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
             find(partition).is_some_and(|p| p.group() == Some(group))
         }

@@ -371,17 +371,14 @@ pub fn layout(
     }
 }
 
-/// The analysis's reason for `m`, and where the merged partition goes: a merge keeps the left
-/// partition's place, so when the cooler worker the analysis named is the right's, the reason
-/// says the merge lands on the left's worker instead (the check found room there).
-fn merge_reason(m: &lb_common::protocol::OfflineMerge, left_owner: &lb_common::ids::WorkerId) -> String {
-    if &m.to_worker == left_owner {
+/// The analysis's reason for `m`, and where the merged partition lands: on the cooler worker
+/// the analysis named, or, when that one has no room for the other side (or no longer owns
+/// either), on the other owner, which the check found room on.
+fn merge_reason(m: &lb_common::protocol::OfflineMerge, lands_on: &lb_common::ids::WorkerId) -> String {
+    if &m.to_worker == lands_on {
         m.reason.clone()
     } else {
-        format!(
-            "{}; a merge keeps the left partition's place: the merged partition stays on {left_owner}, which has room for it",
-            m.reason
-        )
+        format!("{}; the merged partition lands on {lands_on} instead, which has room for it", m.reason)
     }
 }
 
@@ -431,8 +428,8 @@ impl Analyzer for OfflineAnalyzer {
                 .get(id)
                 .copied()
         };
-        // The planner's in-flight caps and its destination rule, on its model: the merged
-        // partition stays on the left's owner, so the right's load lands there.
+        // The planner's in-flight caps and its destination rule, on its model: the other side's
+        // load lands on the owner the merged partition lands on.
         let mut check = None;
         let mut admit = |spec: &ActionSpec, policy: Policy| {
             let check = check.get_or_insert_with(|| {
@@ -468,8 +465,22 @@ impl Analyzer for OfflineAnalyzer {
                 {
                     continue;
                 }
-                let spec = ActionSpec::Merge { left: m.left.clone(), right: m.right.clone() };
-                match admit(&spec, Policy::Merge) {
+                // On the cooler owner the analysis named; on the other one if that has no room.
+                let on = |w: &lb_common::ids::WorkerId| ActionSpec::Merge {
+                    left: m.left.clone(),
+                    right: m.right.clone(),
+                    to_worker: (lp.owner != rp.owner).then(|| w.clone()),
+                };
+                let (first, other) =
+                    if m.to_worker == rp.owner { (&rp.owner, &lp.owner) } else { (&lp.owner, &rp.owner) };
+                let mut lands_on = first;
+                let mut spec = on(first);
+                let mut admitted = admit(&spec, Policy::Merge);
+                if admitted == Err(DeclineReason::DestinationOverloaded) && first != other {
+                    (lands_on, spec) = (other, on(other));
+                    admitted = admit(&spec, Policy::Merge);
+                }
+                match admitted {
                     Ok(()) => {}
                     Err(DeclineReason::Cap) => {
                         self.merges_capped.push((m.left.clone(), m.right.clone()));
@@ -484,7 +495,7 @@ impl Analyzer for OfflineAnalyzer {
                     policy: Policy::Merge,
                     mode: section.merge_mode,
                     origin: Origin::Offline,
-                    reason: merge_reason(m, &lp.owner),
+                    reason: merge_reason(m, lands_on),
                     trigger: Trigger {
                         partition_demand_ops_per_sec: Some(m.combined_peak_ops_per_sec),
                         partition_limit_ops_per_sec: Some(m.limit_ops_per_sec),
@@ -661,18 +672,61 @@ mod tests {
         (input, Findings { at_ms: 1, merges, ..Default::default() })
     }
 
-    /// The analysis names the cooler of the two workers; a merge keeps the left's place, and
-    /// the proposal says so when that is not the one named.
+    /// The analysis names the cooler of the two workers; the proposal says so when the merged
+    /// partition lands on the other.
     #[test]
     fn a_merge_says_where_the_merged_partition_lands() {
         let (_, found) = cold_table();
-        let mut m = found.merges[0].clone();
-        let left_owner = m.to_worker.clone();
-        assert_eq!(merge_reason(&m, &left_owner), "cold");
-        m.to_worker = "w-right".parse().expect("id");
-        let why = merge_reason(&m, &left_owner);
-        assert!(why.starts_with("cold; a merge keeps the left partition's place"), "{why}");
-        assert!(why.ends_with(&format!("stays on {left_owner}, which has room for it")), "{why}");
+        let m = found.merges[0].clone();
+        assert_eq!(merge_reason(&m, &m.to_worker), "cold");
+        let other: lb_common::ids::WorkerId = "w-right".parse().expect("id");
+        let why = merge_reason(&m, &other);
+        assert_eq!(why, "cold; the merged partition lands on w-right instead, which has room for it");
+    }
+
+    /// A pair across two workers merges onto the cooler one the analysis named, carrying the
+    /// other side there; onto the other owner when the named one has no room left.
+    #[test]
+    fn a_merge_lands_on_the_cooler_worker_or_the_other_one_with_room() {
+        let (mut input, mut found) = cold_table();
+        let w1: lb_common::ids::WorkerId = "w1".parse().expect("id");
+        let mut cool = input.workers[0].clone();
+        cool.id = w1.clone();
+        cool.load.ops_per_sec = 50.0;
+        input.workers.push(cool);
+        input.partitions[1].owner = w1.clone();
+        found.merges.truncate(1);
+        found.merges[0].to_worker = w1.clone();
+        let propose = |input: &PlannerInput| {
+            let slot = FindingsSlot::fed();
+            slot.publish(found.clone());
+            let mut analyzer = OfflineAnalyzer::new(slot);
+            let mut config = OnlineConfig::default();
+            config.offline.merge_mode = PolicyMode::Auto;
+            let mut state = PlannerState::default();
+            let mut ctx = AnalysisContext {
+                input,
+                datasets: &[],
+                dataset_usage: &[],
+                window_end_ms: 1_000,
+                planner_state: &mut state,
+                now_ms: 1_000,
+                earlier: Vec::new(),
+            };
+            let mut proposals = analyzer.analyze(&mut ctx, &config).proposals;
+            assert_eq!(proposals.len(), 1, "{proposals:?}");
+            proposals.remove(0)
+        };
+        let p = propose(&input);
+        let ActionSpec::Merge { to_worker, .. } = &p.spec else { panic!("a merge: {:?}", p.spec) };
+        assert_eq!(to_worker.as_ref(), Some(&w1), "p0 goes to the cooler w1");
+        assert_eq!(p.reason, "cold");
+        // w1 at 0.8495: p0's 10 ops/s would put it over the 0.85 watermark; w0 takes p1.
+        input.workers[1].load.ops_per_sec = 8_495.0;
+        let p = propose(&input);
+        let ActionSpec::Merge { to_worker, .. } = &p.spec else { panic!("a merge: {:?}", p.spec) };
+        assert_eq!(to_worker.as_ref().map(|w| w.as_str()), Some("w0"));
+        assert_eq!(p.reason, "cold; the merged partition lands on w0 instead, which has room for it");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!   takes `stored_bytes / move rate` (and costs its source worker capacity while it runs; a
 //!   move that names `max_bytes_per_sec` below the rate streams at it, longer, and costs its
 //!   source in proportion to it), a
-//!   split or reshard a few seconds, a merge a few seconds on one worker or the right side's
-//!   move time across two (the merged partition stays on the left's owner), a group the moves
+//!   split or reshard a few seconds, a merge a few seconds on one worker or, across two, the
+//!   move time of the side not on its `to_worker` (the left's owner when it names none), a group the moves
 //!   its plan needs. The change is applied when the operation succeeds
 //!   (make-before-break), never before.
 //! - A partition in a running operation is busy: a second action on it gets 409.
@@ -168,14 +168,15 @@ impl OpBook {
                 let cost = DEFAULT_MOVE_SOURCE_COST_RATIO * rate / DEFAULT_MOVE_BYTES_PER_SEC;
                 (vec![partition.clone()], secs, None, vec![(p.owner[i] as usize, cost)])
             }
-            ActionSpec::Merge { left, right } => {
-                let (l, r) = cluster.check_merge(left, right)?;
-                let (secs, sources) = if p.owner[l] == p.owner[r] {
+            ActionSpec::Merge { left, right, to_worker } => {
+                let (l, r, w) = cluster.check_merge(left, right, to_worker.as_ref())?;
+                // The side not on the destination streams there like a move.
+                let streamed = if p.owner[l] as usize == w { r } else { l };
+                let (secs, sources) = if p.owner[streamed] as usize == w {
                     (DEFAULT_METADATA_OP_SECS, vec![])
                 } else {
-                    // The right side streams to the left's owner like a move.
-                    let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[r] / DEFAULT_MOVE_BYTES_PER_SEC;
-                    (secs, vec![(p.owner[r] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)])
+                    let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[streamed] / DEFAULT_MOVE_BYTES_PER_SEC;
+                    (secs, vec![(p.owner[streamed] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)])
                 };
                 (vec![left.clone(), right.clone()], secs, None, sources)
             }
@@ -303,7 +304,7 @@ fn apply(cluster: &mut Cluster, spec: &ActionSpec, plan: Option<&GroupPlan>, t_s
             Ok(())
         }
         ActionSpec::Move { partition, to_worker, .. } => cluster.apply_move(partition, to_worker),
-        ActionSpec::Merge { left, right } => cluster.apply_merge(left, right),
+        ActionSpec::Merge { left, right, to_worker } => cluster.apply_merge(left, right, to_worker.as_ref()),
         ActionSpec::Group { group, .. } => match plan {
             Some(plan) => cluster.apply_group(plan, group),
             None => Ok(()),

@@ -138,7 +138,14 @@ pub enum ActionSpec {
         max_bytes_per_sec: Option<u64>,
     },
     /// Merge two adjacent partitions of one table; `left` ends right before `right` starts.
-    Merge { left: PartitionId, right: PartitionId },
+    /// The merged partition keeps `left`'s id and lands on `to_worker`, which must own one of
+    /// the two (the other side streams there like a move); without it, on `left`'s owner.
+    Merge {
+        left: PartitionId,
+        right: PartitionId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_worker: Option<WorkerId>,
+    },
     /// Pin a partition, a table or a tenant to a group of dedicated workers, evacuating the rest.
     Group { target: GroupTarget, group: GroupId },
     /// Change how many shards a hash-sharded dataset spreads over.
@@ -158,7 +165,7 @@ impl ActionSpec {
             ActionSpec::Split { partition, .. }
             | ActionSpec::SplitInto { partition, .. }
             | ActionSpec::Move { partition, .. } => vec![partition],
-            ActionSpec::Merge { left, right } => vec![left, right],
+            ActionSpec::Merge { left, right, .. } => vec![left, right],
             ActionSpec::Group { target: GroupTarget::Partition { partition }, .. } => vec![partition],
             _ => vec![],
         }
@@ -200,7 +207,13 @@ impl std::fmt::Display for ActionSpec {
                     None => Ok(()),
                 }
             }
-            ActionSpec::Merge { left, right } => write!(f, "merge {left} + {right}"),
+            ActionSpec::Merge { left, right, to_worker } => {
+                write!(f, "merge {left} + {right}")?;
+                match to_worker {
+                    Some(w) => write!(f, " on {w}"),
+                    None => Ok(()),
+                }
+            }
             ActionSpec::Group { target, group } => write!(f, "group {target} into {group}"),
             ActionSpec::Reshard { tenant, dataset, tenant_shards, dataset_shards, load_balancing } => {
                 let lb = match load_balancing {
@@ -507,7 +520,7 @@ impl ActionRequest {
                     &format!("must name one worker per new piece ({})", split_keys.len()),
                 );
             }
-            ActionSpec::Merge { left, right } => {
+            ActionSpec::Merge { left, right, .. } => {
                 root.check(left != right, "spec.right", right, "must differ from spec.left");
             }
             ActionSpec::Reshard { tenant_shards, dataset_shards, .. } => {

@@ -127,8 +127,18 @@ impl Topology {
                 s.check(w.is_none_or(|w| w.health != Health::Down), "to_worker", to_worker, "is down");
                 s.check(p.is_none_or(|p| &p.owner != to_worker), "to_worker", to_worker, "already owns the partition");
             }
-            ActionSpec::Merge { left, right } => {
+            ActionSpec::Merge { left, right, to_worker } => {
                 let (l, r) = (known(&mut s, "left", left), known(&mut s, "right", right));
+                if let (Some(to), Some(l), Some(r)) = (to_worker, l, r) {
+                    s.check(
+                        &l.owner == to || &r.owner == to,
+                        "to_worker",
+                        to,
+                        &format!("must own left or right (they are on {} and {})", l.owner, r.owner),
+                    );
+                    let w = self.workers.iter().find(|w| &w.id == to);
+                    s.check(w.is_none_or(|w| w.health != Health::Down), "to_worker", to, "is down");
+                }
                 if let (Some(l), Some(r)) = (l, r) {
                     s.check(
                         (&l.tenant, &l.table) == (&r.tenant, &r.table),
@@ -339,7 +349,7 @@ mod tests {
             ActionSpec::Split { partition: id("a"), split_key: Key(50) },
             ActionSpec::Split { partition: id("a"), split_key: Key(99) },
             ActionSpec::Move { partition: id("a"), to_worker: id("w-2"), max_bytes_per_sec: None },
-            ActionSpec::Merge { left: id("a"), right: id("b") },
+            ActionSpec::Merge { left: id("a"), right: id("b"), to_worker: None },
             ActionSpec::Group { target: GroupTarget::Partition { partition: id("a") }, group: id("g") },
         ];
         for spec in ok {
@@ -353,8 +363,8 @@ mod tests {
             (ActionSpec::Move { partition: id("a"), to_worker: id("w-1"), max_bytes_per_sec: None }, "already owns"),
             (ActionSpec::Move { partition: id("a"), to_worker: id("w-3"), max_bytes_per_sec: None }, "is down"),
             (ActionSpec::Move { partition: id("a"), to_worker: id("w-9"), max_bytes_per_sec: None }, "spec.to_worker"),
-            (ActionSpec::Merge { left: id("a"), right: id("c") }, "spec.right"),
-            (ActionSpec::Merge { left: id("b"), right: id("a") }, "right after left"),
+            (ActionSpec::Merge { left: id("a"), right: id("c"), to_worker: None }, "spec.right"),
+            (ActionSpec::Merge { left: id("b"), right: id("a"), to_worker: None }, "right after left"),
             (
                 ActionSpec::Group { target: GroupTarget::Partition { partition: id("q") }, group: id("g") },
                 "spec.target.partition",
@@ -383,6 +393,27 @@ mod tests {
             err.contains("spec.group") && err.contains("must be the group of a worker a new piece goes to"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_merge_lands_only_on_a_live_owner_of_one_of_its_sides() {
+        let mut t = topology();
+        t.partitions[1].owner = "w-2".parse().expect("id");
+        let merge = |to: &str| ActionSpec::Merge {
+            left: "a".parse().expect("id"),
+            right: "b".parse().expect("id"),
+            to_worker: Some(to.parse().expect("id")),
+        };
+        assert!(t.check_action(&merge("w-1")).is_ok());
+        assert!(t.check_action(&merge("w-2")).is_ok());
+        let err = t.check_action(&merge("w-3")).expect_err("owns neither").to_string();
+        assert!(
+            err.contains("spec.to_worker") && err.contains("must own left or right (they are on w-1 and w-2)"),
+            "{err}"
+        );
+        t.partitions[1].owner = "w-3".parse().expect("id");
+        let err = t.check_action(&merge("w-3")).expect_err("down").to_string();
+        assert!(err.contains("spec.to_worker") && err.contains("is down"), "{err}");
     }
 
     #[test]

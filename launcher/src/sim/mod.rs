@@ -38,7 +38,7 @@ pub mod svg;
 
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{ActionId, Key, OperationId, PartitionId};
+use lb_common::ids::{ActionId, Key, OperationId, PartitionId, WorkerId};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, OperationState};
 use lb_master::planner::{InFlightAction, Proposal};
 
@@ -324,11 +324,12 @@ impl Sim {
         };
         let source = {
             let p = &self.engine.cluster.partitions;
-            let streamed = match &action.spec {
-                ActionSpec::Merge { right, .. } => Some(right),
-                other => partitions_of(other).into_iter().next(),
-            };
-            streamed.and_then(|id| p.find(id)).map(|i| p.owner[i])
+            match &action.spec {
+                ActionSpec::Merge { left, right, to_worker } => {
+                    merge_streamed(&self.engine, left, right, to_worker).map(|i| p.owner[i])
+                }
+                other => partitions_of(other).into_iter().next().and_then(|id| p.find(id)).map(|i| p.owner[i]),
+            }
         };
         match self.engine.submit(action_id.clone(), action.spec.clone()) {
             Ok(operation) => {
@@ -373,10 +374,12 @@ impl Sim {
                 .cluster
                 .check_split_into(partition, split_keys, to_workers, first_to_worker.as_ref())
                 .map_or(0, |(_, b)| b as u64),
-            ActionSpec::Merge { left, right } => match (p.find(left), p.find(right)) {
-                (Some(l), Some(r)) if p.owner[l] != p.owner[r] => p.stored_bytes[r] as u64,
-                _ => 0,
-            },
+            ActionSpec::Merge { left, right, to_worker } => {
+                match merge_streamed(&self.engine, left, right, to_worker) {
+                    Some(i) => p.stored_bytes[i] as u64,
+                    None => 0,
+                }
+            }
             ActionSpec::Group { target: GroupTarget::Partition { partition }, group } => {
                 let w = &self.engine.cluster.workers;
                 let on_group = p.find(partition).is_some_and(|i| w.group[p.owner[i] as usize].as_ref() == Some(group));
@@ -460,6 +463,21 @@ fn worst_worker(engine: &Engine) -> Option<u32> {
         .filter(|&w| c.workers.is_up(w))
         .max_by(|&a, &b| c.load.worker_demand_ratio[a].total_cmp(&c.load.worker_demand_ratio[b]))
         .map(|w| w as u32)
+}
+
+/// The side of a merge across two workers that streams to the other's (the one not on its
+/// destination); `None` when both are on one worker.
+fn merge_streamed(engine: &Engine, left: &PartitionId, right: &PartitionId, to: &Option<WorkerId>) -> Option<usize> {
+    let c = &engine.cluster;
+    let (l, r, w) = c.check_merge(left, right, to.as_ref()).ok()?;
+    let p = &c.partitions;
+    if p.owner[l] == p.owner[r] {
+        None
+    } else if p.owner[l] as usize == w {
+        Some(r)
+    } else {
+        Some(l)
+    }
 }
 
 /// Where an action that just succeeded put load: the workers it landed on, and the dedicated

@@ -681,8 +681,11 @@ impl Pd {
                 );
                 let action = next_action_id(&mut self.next_id, PD);
                 self.own.insert(action.clone(), Own::Merge);
-                let spec =
-                    ActionSpec::Merge { left: c.partitions.ids[left].clone(), right: c.partitions.ids[right].clone() };
+                let spec = ActionSpec::Merge {
+                    left: c.partitions.ids[left].clone(),
+                    right: c.partitions.ids[right].clone(),
+                    to_worker: None,
+                };
                 out.push(action, spec, reason);
             }
         }
@@ -977,7 +980,7 @@ impl Crdb {
                 self.own.insert(action.clone(), Own::Merge);
                 self.merging.insert(action.clone(), store);
                 stores_merging.insert(store);
-                out.push(action, ActionSpec::Merge { left: lid.clone(), right: rid.clone() }, reason);
+                out.push(action, ActionSpec::Merge { left: lid.clone(), right: rid.clone(), to_worker: None }, reason);
             }
         }
     }

@@ -642,7 +642,7 @@ mod tests {
     fn thrash_counts_moves_back_and_merges_of_fresh_cuts_within_ten_minutes() {
         let p = |s: &str| PartitionId::new(s).expect("valid");
         let split = ActionSpec::Split { partition: p("a"), split_key: Key(100) };
-        let merge = ActionSpec::Merge { left: p("a"), right: p("b") };
+        let merge = ActionSpec::Merge { left: p("a"), right: p("b"), to_worker: None };
         let actions = vec![
             // a: 0 -> 1 at 10 s, back 1 -> 0 at 300 s (thrash), to 2 at 2000 s (not back).
             record(0, 10, mv("a", 1), 0, 1, vec![]),

@@ -67,7 +67,7 @@ pub fn touches(spec: &ActionSpec, partitions: &[PartitionId], row: Option<&Parti
         ActionSpec::Split { partition, .. }
         | ActionSpec::SplitInto { partition, .. }
         | ActionSpec::Move { partition, .. } => named(partition),
-        ActionSpec::Merge { left, right } => named(left) || named(right),
+        ActionSpec::Merge { left, right, .. } => named(left) || named(right),
         ActionSpec::Group { target, .. } => match target {
             GroupTarget::Partition { partition } => named(partition),
             GroupTarget::Table { tenant, table } => row.is_some_and(|r| &r.tenant == tenant && &r.table == table),

@@ -24,7 +24,7 @@ pub fn request(command: &Command) -> Result<Option<ManualActionRequest>, CtlErro
             if a.left == a.right {
                 return Err(CtlError::Usage(format!("merge needs two different partitions, got {} twice", a.left)));
             }
-            (ActionSpec::Merge { left: a.left.clone(), right: a.right.clone() }, &a.manual)
+            (ActionSpec::Merge { left: a.left.clone(), right: a.right.clone(), to_worker: a.to.clone() }, &a.manual)
         }
         Command::Group(a) => (
             ActionSpec::Group {

@@ -115,7 +115,7 @@ pub fn manual_proposal(
             model.apply_move(p, to);
             predicted.cluster_max_after_ratio = model.pool_stats(&groups).0;
         }
-        ActionSpec::Merge { left, right } => {
+        ActionSpec::Merge { left, right, to_worker } => {
             let (l, r) = (index("spec.left", left)?, index("spec.right", right)?);
             let (lv, rv) = (&input.partitions[l], &input.partitions[r]);
             if (&lv.tenant, &lv.table) != (&rv.tenant, &rv.table) {
@@ -134,9 +134,33 @@ pub fn manual_proposal(
             let demand = |v: &super::input::PartitionView| v.stats.ops_per_sec + v.stats.rejected_per_sec;
             predicted.target_before_ratio = target_ratio(l).max(target_ratio(r));
             predicted.target_after_ratio = if limit > 0.0 { (demand(lv) + demand(rv)) / limit } else { 0.0 };
-            predicted.source_before_ratio = model.worker_ratio(model.owner[l] as usize);
-            predicted.source_after_ratio = predicted.source_before_ratio;
-            predicted.cluster_max_after_ratio = max_before;
+            // The side not on the destination streams there: a move's prediction.
+            let (lw, rw) = (model.owner[l] as usize, model.owner[r] as usize);
+            let dest = match to_worker {
+                None => lw,
+                Some(to) => match input.workers.iter().position(|w| &w.id == to) {
+                    Some(w) if w == lw || w == rw => w,
+                    _ => {
+                        return Err(refuse(
+                            "spec.to_worker",
+                            format!("{to} owns neither {left} nor {right} (a merge lands on one of their owners)"),
+                        ));
+                    }
+                },
+            };
+            let streamed = if dest == lw { r } else { l };
+            let from = model.owner[streamed] as usize;
+            predicted.source_before_ratio = model.worker_ratio(from);
+            if from == dest {
+                predicted.source_after_ratio = predicted.source_before_ratio;
+                predicted.cluster_max_after_ratio = max_before;
+            } else {
+                predicted.source_after_ratio = model.ratio_with(from, streamed, -1.0);
+                predicted.dest_before_ratio = Some(model.worker_ratio(dest));
+                predicted.dest_after_ratio = Some(model.ratio_with(dest, streamed, 1.0));
+                model.apply_move(streamed, dest);
+                predicted.cluster_max_after_ratio = model.pool_stats(&groups).0;
+            }
         }
         ActionSpec::Group { target, .. } => {
             if let GroupTarget::Partition { partition } = target {

@@ -4,8 +4,9 @@
 //! - **the caps**: one more action on the cluster (`max_inflight_cluster`) and on each worker it
 //!   touches (`max_inflight_per_worker`) must fit, and one more in the pass
 //!   (`max_actions_per_pass`, shared with what the planner proposed in the same pass);
-//! - **where it puts load**: an offline merge keeps the merged partition on the left's owner,
-//!   so the right's load lands there; a move back lands on the source; a reshard spreads its
+//! - **where it puts load**: an offline merge lands the merged partition on the worker it
+//!   names (one of the two owners; the left's without one), so the other side's load lands
+//!   there; a move back lands on the source; a reshard spreads its
 //!   dataset's demand over the new subring's owners
 //!   ([`crate::placement_manager::reshard_shift`], read with [`OutsideCheck::with_datasets`]). A
 //!   place may take load
@@ -127,12 +128,24 @@ impl<'a> OutsideCheck<'a> {
     /// Where `spec` puts load, on this view.
     fn effect(&self, spec: &ActionSpec) -> Effect {
         match spec {
-            ActionSpec::Merge { left, right } => match (self.partitions.get(left), self.partitions.get(right)) {
-                (Some(&l), Some(&r)) => {
-                    Effect::Lands { moved: r, to: self.model.owner[l] as usize, what: "the merged partition stays on" }
+            ActionSpec::Merge { left, right, to_worker } => {
+                match (self.partitions.get(left), self.partitions.get(right)) {
+                    // The side not on the destination streams there.
+                    (Some(&l), Some(&r)) => match to_worker.as_ref().map(|w| self.workers.get(w)) {
+                        None => Effect::Lands {
+                            moved: r,
+                            to: self.model.owner[l] as usize,
+                            what: "the merged partition stays on",
+                        },
+                        Some(Some(&w)) if w == self.model.owner[r] as usize => {
+                            Effect::Lands { moved: l, to: w, what: "the merged partition lands on" }
+                        }
+                        Some(Some(&w)) => Effect::Lands { moved: r, to: w, what: "the merged partition lands on" },
+                        Some(None) => Effect::Unknown,
+                    },
+                    _ => Effect::Unknown,
                 }
-                _ => Effect::Unknown,
-            },
+            }
             ActionSpec::Move { partition, to_worker, .. } => {
                 match (self.partitions.get(partition), self.workers.get(to_worker)) {
                     (Some(&p), Some(&w)) => Effect::Lands { moved: p, to: w, what: "the move lands on" },
@@ -451,7 +464,31 @@ mod tests {
     }
 
     fn merge() -> ActionSpec {
-        ActionSpec::Merge { left: "a".parse().expect("id"), right: "b".parse().expect("id") }
+        ActionSpec::Merge { left: "a".parse().expect("id"), right: "b".parse().expect("id"), to_worker: None }
+    }
+
+    fn merge_on(w: &str) -> ActionSpec {
+        ActionSpec::Merge {
+            left: "a".parse().expect("id"),
+            right: "b".parse().expect("id"),
+            to_worker: Some(w.parse().expect("id")),
+        }
+    }
+
+    #[test]
+    fn a_merge_named_onto_the_rights_owner_carries_the_left_there() {
+        let mut config = PlannerConfig::default();
+        config.caps.max_inflight_per_worker = 10;
+        // w0 at 0.70 cannot take b (0.90), but w1 at 0.20 takes a's 300 (0.50).
+        let full = input(400.0);
+        let why = OutsideCheck::new(&full, &config, 0).admit(&merge_on("w0")).expect_err("declined").1;
+        assert!(why.starts_with("destination overloaded: the merged partition lands on w0"), "{why}");
+        let mut check = OutsideCheck::new(&full, &config, 0);
+        check.admit(&merge_on("w1")).expect("w1 has room");
+        // a counts on w1 now, for whatever the pass checks next.
+        assert_eq!(check.model.owner[0], 1);
+        assert!((check.model.worker_ratio(1) - 0.50).abs() < 1e-9, "{}", check.model.worker_ratio(1));
+        assert!((check.model.worker_ratio(0) - 0.40).abs() < 1e-9, "{}", check.model.worker_ratio(0));
     }
 
     #[test]

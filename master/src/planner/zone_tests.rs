@@ -192,6 +192,7 @@ fn an_offline_merge_across_zones_is_declined_unless_crossing_is_allowed() {
     let merge = |l: usize, r: usize| ActionSpec::Merge {
         left: input.partitions[l].id.clone(),
         right: input.partitions[r].id.clone(),
+        to_worker: None,
     };
     let never = config(CrossZone::Never);
     let mut check = OutsideCheck::new(&input, &never, 1_000);

@@ -523,7 +523,7 @@ pub fn involved_workers(topology: &Topology, spec: &ActionSpec) -> Vec<WorkerId>
         ActionSpec::Move { partition, to_worker, .. } => {
             owner(partition).into_iter().chain([to_worker.clone()]).collect()
         }
-        ActionSpec::Merge { left, right } => owner(left).into_iter().chain(owner(right)).collect(),
+        ActionSpec::Merge { left, right, .. } => owner(left).into_iter().chain(owner(right)).collect(),
         ActionSpec::Group { target, group } => {
             let in_group = topology.workers.iter().filter(|w| w.group.as_ref() == Some(group)).map(|w| w.id.clone());
             let targets = topology.partitions.iter().filter(|p| match target {

@@ -19,7 +19,10 @@ async fn every_kind_succeeds_end_to_end_and_is_audited() {
     let specs = vec![
         ("a-split", split("p1")),
         ("a-move", mv("p3", "w-1")),
-        ("a-merge", ActionSpec::Merge { left: "p1".parse().expect("id"), right: "p2".parse().expect("id") }),
+        (
+            "a-merge",
+            ActionSpec::Merge { left: "p1".parse().expect("id"), right: "p2".parse().expect("id"), to_worker: None },
+        ),
         (
             "a-group",
             ActionSpec::Group {
@@ -347,7 +350,18 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
         (mv("p1", "w-9"), "spec.to_worker"),
         (mv("p1", "w-1"), "already owns"),
         (ActionSpec::Split { partition: "p2".parse().expect("id"), split_key: Key(50) }, "strictly inside"),
-        (ActionSpec::Merge { left: "p1".parse().expect("id"), right: "p3".parse().expect("id") }, "right after left"),
+        (
+            ActionSpec::Merge { left: "p1".parse().expect("id"), right: "p3".parse().expect("id"), to_worker: None },
+            "right after left",
+        ),
+        (
+            ActionSpec::Merge {
+                left: "p1".parse().expect("id"),
+                right: "p2".parse().expect("id"),
+                to_worker: Some("w-9".parse().expect("id")),
+            },
+            "spec.to_worker = w-9: must own left or right (they are on w-1 and w-1)",
+        ),
     ];
     for (i, (spec, why)) in refused.into_iter().enumerate() {
         let request = action(&format!("b-topo-{i}"), spec, "acme");

@@ -80,7 +80,7 @@ async fn every_kind_runs_against_the_testbed_and_changes_the_layout() {
     let specs = vec![
         ("tb-split", ActionSpec::Split { partition: p0.id.clone(), split_key: mid }),
         ("tb-move", ActionSpec::Move { partition: p1.id.clone(), to_worker: to.clone(), max_bytes_per_sec: None }),
-        ("tb-merge", ActionSpec::Merge { left: p2.id.clone(), right: p3.id.clone() }),
+        ("tb-merge", ActionSpec::Merge { left: p2.id.clone(), right: p3.id.clone(), to_worker: None }),
         (
             "tb-group",
             ActionSpec::Group {

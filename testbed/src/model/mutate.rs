@@ -42,6 +42,8 @@ pub enum LayoutError {
     BadSplitPieces { partition: PartitionId },
     #[error("no new piece of {partition} goes to a worker of group {group}")]
     NoPieceInGroup { partition: PartitionId, group: GroupId },
+    #[error("worker {worker} owns neither {left} nor {right}: a merge lands on the owner of one of its sides")]
+    MergeElsewhere { worker: WorkerId, left: PartitionId, right: PartitionId },
 }
 
 /// What a group action does: the partitions it pins and the moves it needs.
@@ -217,7 +219,14 @@ impl Cluster {
         Ok(())
     }
 
-    pub fn check_merge(&self, left: &PartitionId, right: &PartitionId) -> Result<(usize, usize), LayoutError> {
+    /// Checks a merge: `(left, right, w)`, with `w` the worker the merged partition lands on
+    /// (`to`, which must be up and own one of the two; the left's owner without it).
+    pub fn check_merge(
+        &self,
+        left: &PartitionId,
+        right: &PartitionId,
+        to: Option<&WorkerId>,
+    ) -> Result<(usize, usize, usize), LayoutError> {
         let l = self.partition(left)?;
         let r = self.partition(right)?;
         let adjacent = self.partitions.table[l] == self.partitions.table[r]
@@ -225,12 +234,34 @@ impl Cluster {
         if !adjacent {
             return Err(LayoutError::NotAdjacent { left: left.clone(), right: right.clone() });
         }
-        Ok((l, r))
+        let (lw, rw) = (self.partitions.owner[l] as usize, self.partitions.owner[r] as usize);
+        let w = match to {
+            None => lw,
+            Some(to) => {
+                let w = self.healthy_worker(to)?;
+                if w != lw && w != rw {
+                    return Err(LayoutError::MergeElsewhere {
+                        worker: to.clone(),
+                        left: left.clone(),
+                        right: right.clone(),
+                    });
+                }
+                w
+            }
+        };
+        Ok((l, r, w))
     }
 
-    /// Merges `right` into `left` (which keeps its id and owner).
-    pub fn apply_merge(&mut self, left: &PartitionId, right: &PartitionId) -> Result<(), LayoutError> {
-        let (l, r) = self.check_merge(left, right)?;
+    /// Merges `right` into `left`, which keeps its id and lands on `to` (see
+    /// [`Cluster::check_merge`]).
+    pub fn apply_merge(
+        &mut self,
+        left: &PartitionId,
+        right: &PartitionId,
+        to: Option<&WorkerId>,
+    ) -> Result<(), LayoutError> {
+        let (l, r, w) = self.check_merge(left, right, to)?;
+        self.partitions.owner[l] = w as u32;
         self.partitions.end[l] = self.partitions.end[r];
         self.partitions.stored_bytes[l] += self.partitions.stored_bytes[r];
         self.load.transfer_acc(r, l, 1.0);

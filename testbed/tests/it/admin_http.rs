@@ -91,7 +91,9 @@ async fn every_operation_runs_over_http_and_changes_the_topology() {
         )
         .await
         .expect("move"),
-        submit(&client, "merge", "a-merge", ActionSpec::Merge { left: p(2), right: p(3) }).await.expect("merge"),
+        submit(&client, "merge", "a-merge", ActionSpec::Merge { left: p(2), right: p(3), to_worker: None })
+            .await
+            .expect("merge"),
         submit(
             &client,
             "group",
@@ -156,7 +158,7 @@ async fn invalid_operations_get_4xx_and_change_nothing() {
         ("split", ActionSpec::Split { partition: pid("nope"), split_key: Key(9) }, 404, "unknown_partition"),
         (
             "merge",
-            ActionSpec::Merge { left: p0.clone(), right: before.partitions[2].id.clone() },
+            ActionSpec::Merge { left: p0.clone(), right: before.partitions[2].id.clone(), to_worker: None },
             422,
             "invalid_action",
         ),
@@ -240,7 +242,11 @@ async fn injected_faults_fail_and_hang_operations() {
     let p0 = &topo.partitions[0];
     let split = ActionSpec::Split { partition: p0.id.clone(), split_key: Key(p0.range.start.0 + 1000) };
     let failed = submit(&client, "split", "f-1", split).await.expect("accepted");
-    let merge = ActionSpec::Merge { left: topo.partitions[2].id.clone(), right: topo.partitions[3].id.clone() };
+    let merge = ActionSpec::Merge {
+        left: topo.partitions[2].id.clone(),
+        right: topo.partitions[3].id.clone(),
+        to_worker: None,
+    };
     let hung = submit(&client, "merge", "f-2", merge).await.expect("accepted");
     let done = wait_done(&client, &failed).await;
     assert_eq!(done.state, OperationState::Failed);

@@ -34,6 +34,40 @@ fn state(engine: &Engine, op: &lb_common::ids::OperationId) -> OperationState {
     engine.operation(op).expect("operation exists").state
 }
 
+/// A merge across two workers lands where it names: the other side streams there, costing
+/// its own worker, and a worker owning neither side is refused.
+#[test]
+fn a_merge_lands_on_the_owner_it_names_and_streams_the_other_side() {
+    let mut e = engine();
+    let (p0, p1) = (pid("acme.orders.p000000"), pid("acme.orders.p000001"));
+    let owner = |e: &Engine, id| e.topology().partitions.iter().find(|p| &p.id == id).map(|p| p.owner.clone());
+    let lo = owner(&e, &p0).expect("p0");
+    if owner(&e, &p1) == Some(lo.clone()) {
+        let away = if lo == w("w-0000") { w("w-0001") } else { w("w-0000") };
+        e.apply(ActionSpec::Move { partition: p1.clone(), to_worker: away, max_bytes_per_sec: None }).expect("move");
+        step_secs(&mut e, 2);
+    }
+    let ro = owner(&e, &p1).expect("p1");
+    assert_ne!(lo, ro);
+    let third = ["w-0000", "w-0001", "w-0002"].into_iter().map(w).find(|x| x != &lo && x != &ro).expect("a third");
+    let elsewhere = ActionSpec::Merge { left: p0.clone(), right: p1.clone(), to_worker: Some(third) };
+    let err = e.apply(elsewhere).expect_err("owns neither side");
+    assert!(matches!(err, AdminError::Layout(LayoutError::MergeElsewhere { .. })), "{err:?}");
+
+    let merge =
+        e.apply(ActionSpec::Merge { left: p0.clone(), right: p1.clone(), to_worker: Some(ro.clone()) }).expect("merge");
+    step_secs(&mut e, 1);
+    // The left side (10 MiB) streams from its owner to the right's: a move's time and cost.
+    assert_eq!(state(&e, &merge), OperationState::Running);
+    let (l, r) = (e.cluster.worker_index(&lo).expect("lo"), e.cluster.worker_index(&ro).expect("ro"));
+    assert!(e.cluster.load.worker_capacity_factor[l] < 1.0, "the streaming side's worker pays");
+    assert_eq!(e.cluster.load.worker_capacity_factor[r], 1.0, "the destination does not");
+    step_secs(&mut e, 1);
+    assert_eq!(state(&e, &merge), OperationState::Succeeded);
+    assert_eq!(owner(&e, &p0), Some(ro), "the merged partition keeps the left's id, on the worker named");
+    assert_eq!(owner(&e, &p1), None);
+}
+
 #[test]
 fn split_move_merge_group_and_reshard_change_the_layout_when_they_finish() {
     let mut e = engine();
@@ -53,7 +87,7 @@ fn split_move_merge_group_and_reshard_change_the_layout_when_they_finish() {
     assert_eq!(topo.partitions[1].range.start, Key(1 << 60));
     let new = topo.partitions[1].id.clone();
 
-    let merge = e.apply(ActionSpec::Merge { left: p0.clone(), right: new.clone() }).expect("merge");
+    let merge = e.apply(ActionSpec::Merge { left: p0.clone(), right: new.clone(), to_worker: None }).expect("merge");
     step_secs(&mut e, 2);
     assert_eq!(state(&e, &merge), OperationState::Succeeded);
     assert_eq!(e.topology().partitions.len(), 4);
@@ -157,10 +191,10 @@ fn invalid_operations_are_refused_and_change_nothing() {
         (ActionSpec::Split { partition: pid("nope"), split_key: Key(5) }, |e| {
             matches!(e, AdminError::Layout(LayoutError::UnknownPartition(_)))
         }),
-        (ActionSpec::Merge { left: p0.clone(), right: p2.clone() }, |e| {
+        (ActionSpec::Merge { left: p0.clone(), right: p2.clone(), to_worker: None }, |e| {
             matches!(e, AdminError::Layout(LayoutError::NotAdjacent { .. }))
         }),
-        (ActionSpec::Merge { left: pid("acme.orders.p000001"), right: p0.clone() }, |e| {
+        (ActionSpec::Merge { left: pid("acme.orders.p000001"), right: p0.clone(), to_worker: None }, |e| {
             matches!(e, AdminError::Layout(LayoutError::NotAdjacent { .. }))
         }),
         (ActionSpec::Move { partition: p0.clone(), to_worker: w("w-9999"), max_bytes_per_sec: None }, |e| {
@@ -331,7 +365,7 @@ fn random_splits_merges_and_moves_keep_every_table_tiling_the_key_space() {
                 }
             }
             1 if i + 1 < topo.partitions.len() => {
-                ActionSpec::Merge { left: p.id.clone(), right: topo.partitions[i + 1].id.clone() }
+                ActionSpec::Merge { left: p.id.clone(), right: topo.partitions[i + 1].id.clone(), to_worker: None }
             }
             _ => ActionSpec::Move {
                 partition: p.id.clone(),
