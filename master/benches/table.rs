@@ -163,6 +163,7 @@ fn topology(cluster: &Cluster) -> Topology {
         new_group_dedicates_owner: false,
         multi_way_split: false,
         move_rate_limit: false,
+        merge_to_worker: false,
     }
 }
 

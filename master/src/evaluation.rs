@@ -148,12 +148,22 @@ pub fn subject_in(spec: &ActionSpec, input: &PlannerInput, index: Option<&Layout
         let end = views.iter().map(|p| p.range.end).max().unwrap_or(first.range.end);
         (first.tenant.clone(), first.table.clone(), KeyRange { start, end })
     });
+    let mut source = views.first().map(|p| p.owner.clone());
     let dest = match spec {
         ActionSpec::Move { to_worker, .. } => Some(to_worker.clone()),
+        // A merge across two workers: the side not on where it lands streams there, like a move.
+        ActionSpec::Merge { left, to_worker, .. } => {
+            let landing = to_worker.clone().or_else(|| views.iter().find(|p| &p.id == left).map(|p| p.owner.clone()));
+            let streamed = views.iter().find(|p| Some(&p.owner) != landing.as_ref());
+            streamed.and_then(|p| {
+                source = Some(p.owner.clone());
+                landing
+            })
+        }
         _ => None,
     };
     let dedication = crate::planner::is_dedication(spec, input);
-    Subject { partitions: ids, range, source: views.first().map(|p| p.owner.clone()), dest, dedication }
+    Subject { partitions: ids, range, source, dest, dedication }
 }
 
 /// Where one layout's partitions sit ([`PlannerInput::layout`]), for the evaluation's lookups:
@@ -524,15 +534,18 @@ pub fn judge(
     }
     // The hotspot moved instead of going away: the destination ends hotter than the source was.
     let moved_hotspot = match (kind, before.source_ratio, after.dest_ratio) {
-        (ActionKind::Move | ActionKind::Group, Some(src), Some(dst)) => dst > src + margin && dst > 1.0 - margin,
+        (ActionKind::Move | ActionKind::Group | ActionKind::Merge, Some(src), Some(dst)) => {
+            dst > src + margin && dst > 1.0 - margin
+        }
         _ => false,
     };
     let max_rose = after.cluster_max_ratio > before.cluster_max_ratio + margin;
-    // Harm is only charged where the action put load: a move's or group's destination that is
-    // now the hottest worker. The cluster's max also rises when demand surges, whatever any
-    // action did; a split keeps both halves on their worker until a move scatters one, and a
-    // merge adds no load, so neither is charged with the cluster's max.
-    let dest_is_hottest = matches!(kind, ActionKind::Move | ActionKind::Group)
+    // Harm is only charged where the action put load: a move's, group's or cross-worker merge's
+    // destination that is now the hottest worker. The cluster's max also rises when demand
+    // surges, whatever any action did; a split keeps both halves on their worker until a move
+    // scatters one, and a merge on one worker adds no load, so neither is charged with the
+    // cluster's max.
+    let dest_is_hottest = matches!(kind, ActionKind::Move | ActionKind::Group | ActionKind::Merge)
         && after.dest_ratio.is_some_and(|d| d >= after.cluster_max_ratio - 1e-9);
     // A merged partition that now rejects (over its limit) was a bad merge.
     let merged_over_limit = kind == ActionKind::Merge && after.target_ratio > 1.0 && before.target_ratio <= 1.0;
@@ -772,6 +785,43 @@ mod tests {
         let j = judge(Some(Policy::PartitionOverload), ActionKind::Split, false, &b, &a, &EvaluationConfig::default());
         assert_eq!(j.verdict, Verdict::Effective, "{j:?}");
         assert!((j.score - 0.5).abs() < 1e-9);
+    }
+
+    /// A merge across two workers is judged where it lands, like a move: its streamed side's
+    /// owner is the source, the owner it lands on the destination.
+    #[test]
+    fn a_merge_that_lands_on_a_worker_it_overloads_is_harmful() {
+        let before = input(
+            vec![worker("a", 400.0), worker("b", 890.0)],
+            vec![partition("p1", "a", (0, 99), 100.0, 0.0), partition("p2", "b", (100, 199), 50.0, 0.0)],
+        );
+        let merge = |to: Option<&str>| ActionSpec::Merge {
+            left: "p1".parse().unwrap(),
+            right: "p2".parse().unwrap(),
+            to_worker: to.map(|w| w.parse().unwrap()),
+        };
+        let onto_b = subject_of(&merge(Some("b")), &before);
+        assert_eq!(
+            (onto_b.source.as_ref().map(|w| w.as_str()), onto_b.dest.as_ref().map(|w| w.as_str())),
+            (Some("a"), Some("b"))
+        );
+        let onto_a = subject_of(&merge(None), &before);
+        assert_eq!(
+            (onto_a.source.as_ref().map(|w| w.as_str()), onto_a.dest.as_ref().map(|w| w.as_str())),
+            (Some("b"), Some("a"))
+        );
+        let same = input(
+            vec![worker("a", 400.0), worker("b", 890.0)],
+            vec![partition("p1", "a", (0, 99), 100.0, 0.0), partition("p2", "a", (100, 199), 50.0, 0.0)],
+        );
+        assert_eq!(subject_of(&merge(None), &same).dest, None, "a merge on one worker puts load nowhere new");
+        // p1 landed on b: b at 0.99, hotter than a was, and the hottest worker.
+        let after =
+            input(vec![worker("a", 300.0), worker("b", 990.0)], vec![partition("p1", "b", (0, 199), 150.0, 0.0)]);
+        let config = EvaluationConfig::default();
+        let (b, a) = (snapshot(&onto_b, &before), snapshot(&onto_b, &after));
+        let j = judge(Some(Policy::Merge), ActionKind::Merge, false, &b, &a, &config);
+        assert_eq!(j.verdict, Verdict::Harmful, "{j:?}");
     }
 
     #[test]

@@ -626,6 +626,7 @@ mod tests {
             multi_way_split: false,
             layout: None,
             move_rate_limit: false,
+            merge_to_worker: false,
         }
     }
 
@@ -693,6 +694,7 @@ mod tests {
             new_group_dedicates_owner: false,
             multi_way_split: false,
             move_rate_limit: false,
+            merge_to_worker: false,
         }
     }
 

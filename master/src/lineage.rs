@@ -89,6 +89,7 @@ mod tests {
             new_group_dedicates_owner: false,
             multi_way_split: false,
             move_rate_limit: false,
+            merge_to_worker: false,
         }
     }
 

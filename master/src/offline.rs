@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use lb_common::ids::{Key, KeyRange, PartitionId};
+use lb_common::ids::{Key, KeyRange, PartitionId, WorkerId};
 use lb_common::protocol::{ActionKind, ActionSpec, KeySketch, Origin};
 use lb_common::validate::Scope;
 pub use lb_offline::{Findings, HOUR_MS, Layout, LayoutPartition, LayoutWorker, OfflineConfig};
@@ -35,7 +35,8 @@ pub use lb_offline::{Archive, ArchiveError, Coverage, MergeCandidate, PeakForeca
 use crate::online::OnlineConfig;
 use crate::online::analyzer::{AnalysisContext, Analyzer, Findings as AnalyzerFindings};
 use crate::planner::{
-    DeclineReason, OutsideCheck, PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal, Trigger,
+    DeclineReason, MergeLanding, OutsideCheck, PlannerInput, PlannerState, Policy, PolicyMode, Prediction, Proposal,
+    Trigger,
 };
 
 /// `[offline]`: the offline analyzer's cadence, archive and policies. `configs/master.toml`
@@ -371,15 +372,40 @@ pub fn layout(
     }
 }
 
-/// The analysis's reason for `m`, and where the merged partition lands: on the cooler worker
-/// the analysis named, or, when that one has no room for the other side (or no longer owns
-/// either), on the other owner, which the check found room on.
-fn merge_reason(m: &lb_common::protocol::OfflineMerge, lands_on: &lb_common::ids::WorkerId) -> String {
-    if &m.to_worker == lands_on {
-        m.reason.clone()
-    } else {
-        format!("{}; the merged partition lands on {lands_on} instead, which has room for it", m.reason)
+/// Where a merge puts the merged partition: its `to_worker`, else the left's owner.
+fn merge_destination<'s>(spec: &'s ActionSpec, left_owner: &'s WorkerId) -> &'s WorkerId {
+    match spec {
+        ActionSpec::Merge { to_worker: Some(w), .. } => w,
+        _ => left_owner,
     }
+}
+
+/// How a merge's destination was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Landing {
+    /// By [`OutsideCheck::merge_landing`].
+    Chosen(MergeLanding),
+    /// The other owner: the one chosen has no room for the other side.
+    OtherFull,
+    /// The left side's owner: the storage does not place merges.
+    LeftOnly,
+}
+
+/// The analysis's reason for `m` (which names the cooler owner when it ran), and where the
+/// merged partition lands and why.
+fn merge_reason(m: &lb_common::protocol::OfflineMerge, lands_on: &WorkerId, landing: Landing) -> String {
+    let why = match landing {
+        Landing::Chosen(MergeLanding::Cooler) if lands_on == &m.to_worker => return m.reason.clone(),
+        Landing::Chosen(MergeLanding::Cooler) => "the pair ends cooler there now".to_owned(),
+        Landing::Chosen(MergeLanding::FewerBytes) => {
+            "the pair ends about as balanced either way, and the smaller side streams".to_owned()
+        }
+        Landing::Chosen(MergeLanding::Healthy) => "the other owner is not healthy".to_owned(),
+        Landing::OtherFull => "the other owner has no room for it".to_owned(),
+        Landing::LeftOnly if lands_on == &m.to_worker => return m.reason.clone(),
+        Landing::LeftOnly => "the left side's owner (the storage system does not place merges)".to_owned(),
+    };
+    format!("{}; the merged partition lands on {lands_on}: {why}", m.reason)
 }
 
 /// How a forecast peak was seen: "a daily peak, seen on 3 days", "a weekly peak, seen on 2
@@ -430,20 +456,28 @@ impl Analyzer for OfflineAnalyzer {
         };
         // The planner's in-flight caps and its destination rule, on its model: the other side's
         // load lands on the owner the merged partition lands on.
+        // `pick` builds the action on the check's view (a merge's destination is the owner
+        // that is cooler with this pass's earlier actions counted).
         let mut check = None;
-        let mut admit = |spec: &ActionSpec, policy: Policy| {
+        let mut admit = |pick: &dyn Fn(&OutsideCheck<'_>) -> ActionSpec| {
             let check = check.get_or_insert_with(|| {
                 OutsideCheck::new(ctx.input, &config.planner, now)
                     .with_datasets(ctx.datasets, ctx.dataset_usage)
                     .after(&ctx.earlier)
             });
-            let admitted = check.admit(spec);
-            if let Err((reason, why)) = &admitted {
+            let spec = pick(check);
+            let admitted = check.admit(&spec);
+            (spec, admitted)
+        };
+        // Only what is finally declined is logged and counted (not a first destination a
+        // merge then lands beside).
+        let declined = |policy: Policy, spec: &ActionSpec, admitted: Result<(), (DeclineReason, String)>| {
+            admitted.map_err(|(reason, why)| {
                 tracing::info!(spec = ?spec, policy = policy.as_str(), %why, "offline proposal declined");
                 metrics::counter!("lb_master_declines_total", "policy" => policy.as_str(), "reason" => reason.as_str())
                     .increment(1);
-            }
-            admitted.map_err(|(reason, _)| reason)
+                reason
+            })
         };
         let fresh = self.merges_from_ms != Some(found.at_ms);
         if section.merge_mode != PolicyMode::Off && (fresh || !self.merges_capped.is_empty()) {
@@ -465,21 +499,34 @@ impl Analyzer for OfflineAnalyzer {
                 {
                     continue;
                 }
-                // On the cooler owner the analysis named; on the other one if that has no room.
-                let on = |w: &lb_common::ids::WorkerId| ActionSpec::Merge {
+                // Where the pair ends cooler, or streams fewer bytes when that is a wash (this
+                // pass's earlier actions counted); on the other owner if that one has no room
+                // for the other side. Where the storage does not place merges, on the left's.
+                let on = |w: &WorkerId| ActionSpec::Merge {
                     left: m.left.clone(),
                     right: m.right.clone(),
-                    to_worker: (lp.owner != rp.owner).then(|| w.clone()),
+                    to_worker: (w != &lp.owner).then(|| w.clone()),
                 };
-                let (first, other) =
-                    if m.to_worker == rp.owner { (&rp.owner, &lp.owner) } else { (&lp.owner, &rp.owner) };
-                let mut lands_on = first;
-                let mut spec = on(first);
-                let mut admitted = admit(&spec, Policy::Merge);
-                if admitted == Err(DeclineReason::DestinationOverloaded) && first != other {
-                    (lands_on, spec) = (other, on(other));
-                    admitted = admit(&spec, Policy::Merge);
+                let placed = ctx.input.merge_to_worker && lp.owner != rp.owner;
+                let min_gain = config.planner.caps.min_gain_ratio;
+                let chosen = std::cell::Cell::new(Landing::LeftOnly);
+                let (mut spec, mut admitted) =
+                    admit(&|c| match c.merge_landing(&lp.id, &rp.id, min_gain).filter(|_| placed) {
+                        Some((w, why)) => {
+                            chosen.set(Landing::Chosen(why));
+                            on(w)
+                        }
+                        None => on(&lp.owner),
+                    });
+                let mut landing = chosen.get();
+                if placed && matches!(admitted, Err((DeclineReason::DestinationOverloaded, _))) {
+                    let first = merge_destination(&spec, &lp.owner).clone();
+                    let other = if first == lp.owner { &rp.owner } else { &lp.owner };
+                    (spec, admitted) = admit(&|_| on(other));
+                    landing = Landing::OtherFull;
                 }
+                let admitted = declined(Policy::Merge, &spec, admitted);
+                let lands_on = merge_destination(&spec, &lp.owner).clone();
                 match admitted {
                     Ok(()) => {}
                     Err(DeclineReason::Cap) => {
@@ -495,7 +542,7 @@ impl Analyzer for OfflineAnalyzer {
                     policy: Policy::Merge,
                     mode: section.merge_mode,
                     origin: Origin::Offline,
-                    reason: merge_reason(m, lands_on),
+                    reason: merge_reason(m, &lands_on, landing),
                     trigger: Trigger {
                         partition_demand_ops_per_sec: Some(m.combined_peak_ops_per_sec),
                         partition_limit_ops_per_sec: Some(m.limit_ops_per_sec),
@@ -545,8 +592,8 @@ impl Analyzer for OfflineAnalyzer {
                     let Some(key) = median_key(p.range, p.stats.sketch.as_ref()) else {
                         continue;
                     };
-                    let spec = ActionSpec::Split { partition: p.id.clone(), split_key: key };
-                    if admit(&spec, Policy::PeakAhead).is_err() {
+                    let (spec, admitted) = admit(&|_| ActionSpec::Split { partition: p.id.clone(), split_key: key });
+                    if declined(Policy::PeakAhead, &spec, admitted).is_err() {
                         continue;
                     }
                     busy.insert(p.id.clone());
@@ -654,6 +701,7 @@ mod tests {
             multi_way_split: false,
             layout: None,
             move_rate_limit: false,
+            merge_to_worker: false,
         };
         let merges = (0..5)
             .map(|k| OfflineMerge {
@@ -678,25 +726,40 @@ mod tests {
     fn a_merge_says_where_the_merged_partition_lands() {
         let (_, found) = cold_table();
         let m = found.merges[0].clone();
-        assert_eq!(merge_reason(&m, &m.to_worker), "cold");
-        let other: lb_common::ids::WorkerId = "w-right".parse().expect("id");
-        let why = merge_reason(&m, &other);
-        assert_eq!(why, "cold; the merged partition lands on w-right instead, which has room for it");
+        let other: WorkerId = "w-right".parse().expect("id");
+        let cooler = Landing::Chosen(MergeLanding::Cooler);
+        assert_eq!(merge_reason(&m, &m.to_worker, cooler), "cold");
+        assert_eq!(
+            merge_reason(&m, &other, cooler),
+            "cold; the merged partition lands on w-right: the pair ends cooler there now"
+        );
+        assert_eq!(
+            merge_reason(&m, &other, Landing::Chosen(MergeLanding::FewerBytes)),
+            "cold; the merged partition lands on w-right: the pair ends about as balanced either way, and the smaller side streams"
+        );
+        assert_eq!(
+            merge_reason(&m, &other, Landing::OtherFull),
+            "cold; the merged partition lands on w-right: the other owner has no room for it"
+        );
+        assert_eq!(
+            merge_reason(&m, &other, Landing::LeftOnly),
+            "cold; the merged partition lands on w-right: the left side's owner (the storage system does not place merges)"
+        );
     }
 
-    /// A pair across two workers merges onto the cooler one the analysis named, carrying the
-    /// other side there; onto the other owner when the named one has no room left.
+    /// A pair across two workers merges where the pair ends cooler, carrying the other side
+    /// there; where that is a wash, streaming the smaller side; onto the other owner when the
+    /// first has no room; and on the left's owner where the storage does not place merges.
     #[test]
-    fn a_merge_lands_on_the_cooler_worker_or_the_other_one_with_room() {
+    fn a_merge_lands_where_the_pair_ends_cooler_or_the_smaller_side_streams() {
         let (mut input, mut found) = cold_table();
-        let w1: lb_common::ids::WorkerId = "w1".parse().expect("id");
-        let mut cool = input.workers[0].clone();
-        cool.id = w1.clone();
-        cool.load.ops_per_sec = 50.0;
-        input.workers.push(cool);
+        let w1: WorkerId = "w1".parse().expect("id");
+        let mut second = input.workers[0].clone();
+        second.id = w1.clone();
+        input.workers.push(second);
         input.partitions[1].owner = w1.clone();
+        input.merge_to_worker = true;
         found.merges.truncate(1);
-        found.merges[0].to_worker = w1.clone();
         let propose = |input: &PlannerInput| {
             let slot = FindingsSlot::fed();
             slot.publish(found.clone());
@@ -715,18 +778,47 @@ mod tests {
             };
             let mut proposals = analyzer.analyze(&mut ctx, &config).proposals;
             assert_eq!(proposals.len(), 1, "{proposals:?}");
-            proposals.remove(0)
+            let p = proposals.remove(0);
+            let ActionSpec::Merge { to_worker, .. } = &p.spec else { panic!("a merge: {:?}", p.spec) };
+            (to_worker.as_ref().map(|w| w.to_string()), p.reason)
         };
-        let p = propose(&input);
-        let ActionSpec::Merge { to_worker, .. } = &p.spec else { panic!("a merge: {:?}", p.spec) };
-        assert_eq!(to_worker.as_ref(), Some(&w1), "p0 goes to the cooler w1");
-        assert_eq!(p.reason, "cold");
-        // w1 at 0.8495: p0's 10 ops/s would put it over the 0.85 watermark; w0 takes p1.
-        input.workers[1].load.ops_per_sec = 8_495.0;
-        let p = propose(&input);
-        let ActionSpec::Merge { to_worker, .. } = &p.spec else { panic!("a merge: {:?}", p.spec) };
-        assert_eq!(to_worker.as_ref().map(|w| w.as_str()), Some("w0"));
-        assert_eq!(p.reason, "cold; the merged partition lands on w0 instead, which has room for it");
+        let set = |input: &mut PlannerInput, w: [f64; 2], p: [f64; 2], gib: [u64; 2]| {
+            for i in 0..2 {
+                input.workers[i].load.ops_per_sec = w[i];
+                input.partitions[i].stats.ops_per_sec = p[i];
+                input.partitions[i].stored_bytes = gib[i] << 30;
+            }
+        };
+        // w0 at 0.30 carrying p0 (250 ops/s), w1 at 0.05 with p1 (20): on w1 the busier of the
+        // two ends at 0.275, on w0 at 0.302. p0 streams to w1.
+        set(&mut input, [3_000.0, 500.0], [250.0, 20.0], [1, 1]);
+        assert_eq!(
+            propose(&input),
+            (
+                Some("w1".to_owned()),
+                "cold; the merged partition lands on w1: the pair ends cooler there now".to_owned()
+            )
+        );
+        // Both at 0.30, p0 10 ops/s of 2 GiB, p1 20 of 1 GiB: a wash; the smaller p1 streams.
+        set(&mut input, [3_000.0, 3_000.0], [10.0, 20.0], [2, 1]);
+        let (to, why) = propose(&input);
+        assert_eq!(to, None, "onto w0, the left's owner: {why}");
+        assert!(why.ends_with("the smaller side streams"), "{why}");
+        // Both at 0.845: p1 (60 ops/s, 1 GiB) onto w0 would pass the 0.85 watermark; p0 (40, 2
+        // GiB) onto w1 does not.
+        set(&mut input, [8_450.0, 8_450.0], [40.0, 60.0], [2, 1]);
+        assert_eq!(
+            propose(&input),
+            (
+                Some("w1".to_owned()),
+                "cold; the merged partition lands on w1: the other owner has no room for it".to_owned()
+            )
+        );
+        // A storage system that does not place merges keeps the merged partition on the left's.
+        input.merge_to_worker = false;
+        set(&mut input, [3_000.0, 500.0], [250.0, 20.0], [1, 1]);
+        // (The analysis named w0 as the cooler, so the reason is the analysis's own.)
+        assert_eq!(propose(&input), (None, "cold".to_owned()));
     }
 
     #[test]

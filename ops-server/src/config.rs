@@ -166,7 +166,7 @@ pub struct KindTimeouts {
     pub split_ms: u64,
     /// 30 min: a move copies the partition's bytes.
     pub move_ms: u64,
-    /// 5 min: a merge may rewrite the smaller side.
+    /// 30 min, as a move: a merge across two workers streams the side not on where it lands.
     pub merge_ms: u64,
     /// 1 h: a group evacuates every other partition from the group's workers.
     pub group_ms: u64,
@@ -177,7 +177,7 @@ pub struct KindTimeouts {
 impl Default for KindTimeouts {
     fn default() -> Self {
         // Each value's reason is on its field.
-        Self { split_ms: 60_000, move_ms: 1_800_000, merge_ms: 300_000, group_ms: 3_600_000, reshard_ms: 600_000 }
+        Self { split_ms: 60_000, move_ms: 1_800_000, merge_ms: 1_800_000, group_ms: 3_600_000, reshard_ms: 600_000 }
     }
 }
 

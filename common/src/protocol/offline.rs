@@ -67,8 +67,10 @@ pub struct OfflineMerge {
     pub limit_ops_per_sec: f64,
     pub hours_judged: u32,
     pub periodic: bool,
-    /// The cooler of the two owners, where the merged partition should live. A merge action has
-    /// no destination yet: the storage keeps the merged partition on the left's owner.
+    /// The cooler of the two owners when the analysis ran. The merge proposed lands where the
+    /// pair ends cooler at its pass, or where the smaller side streams when that is a wash (its
+    /// `to_worker`), where the storage system places merges (topology `merge_to_worker`); else
+    /// on the left's owner.
     pub to_worker: WorkerId,
     pub reason: String,
 }

@@ -40,6 +40,11 @@ pub struct Topology {
     /// (the testbed does; Valkey's atomic slot migration has no rate).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub move_rate_limit: bool,
+    /// The storage system lands a merge on the `to_worker` it names, an owner of one of the two
+    /// sides (the testbed does); `false` (the default), a merge stays on its left side's owner
+    /// and a `to_worker` is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge_to_worker: bool,
 }
 
 impl Topology {
@@ -129,6 +134,14 @@ impl Topology {
             }
             ActionSpec::Merge { left, right, to_worker } => {
                 let (l, r) = (known(&mut s, "left", left), known(&mut s, "right", right));
+                if let Some(to) = to_worker {
+                    s.check(
+                        self.merge_to_worker,
+                        "to_worker",
+                        to,
+                        "is not supported by this storage system (its topology does not say merge_to_worker)",
+                    );
+                }
                 if let (Some(to), Some(l), Some(r)) = (to_worker, l, r) {
                     s.check(
                         &l.owner == to || &r.owner == to,
@@ -333,6 +346,7 @@ mod tests {
             new_group_dedicates_owner: false,
             multi_way_split: false,
             move_rate_limit: false,
+            merge_to_worker: false,
         }
     }
 
@@ -397,7 +411,7 @@ mod tests {
 
     #[test]
     fn a_merge_lands_only_on_a_live_owner_of_one_of_its_sides() {
-        let mut t = topology();
+        let mut t = Topology { merge_to_worker: true, ..topology() };
         t.partitions[1].owner = "w-2".parse().expect("id");
         let merge = |to: &str| ActionSpec::Merge {
             left: "a".parse().expect("id"),
@@ -414,6 +428,9 @@ mod tests {
         t.partitions[1].owner = "w-3".parse().expect("id");
         let err = t.check_action(&merge("w-3")).expect_err("down").to_string();
         assert!(err.contains("spec.to_worker") && err.contains("is down"), "{err}");
+        t.merge_to_worker = false;
+        let err = t.check_action(&merge("w-1")).expect_err("not supported").to_string();
+        assert!(err.contains("spec.to_worker") && err.contains("merge_to_worker"), "{err}");
     }
 
     #[test]

@@ -84,7 +84,7 @@ export function describe(spec) {
     case "move":
       return `move ${spec.partition} → ${spec.to_worker}`;
     case "merge":
-      return `merge ${spec.left} + ${spec.right}`;
+      return `merge ${spec.left} + ${spec.right}${spec.to_worker ? ` on ${spec.to_worker}` : ""}`;
     case "group": {
       const t = spec.target || {};
       return `group ${t.partition || t.dataset || t.tenant || JSON.stringify(t)} → ${spec.group || ""}`;

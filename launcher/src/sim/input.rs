@@ -52,7 +52,12 @@ impl InputBuilder {
     pub fn new(threads: usize) -> Self {
         Self {
             // The testbed cuts a partition into many pieces in one action (its topology says so).
-            input: PlannerInput { multi_way_split: true, move_rate_limit: true, ..PlannerInput::default() },
+            input: PlannerInput {
+                multi_way_split: true,
+                move_rate_limit: true,
+                merge_to_worker: true,
+                ..PlannerInput::default()
+            },
             order: Vec::new(),
             caches: Vec::new(),
             spare_views: Vec::new(),

@@ -115,7 +115,7 @@ pub struct ActionRecord {
     /// The dedicated group it put load into, if any.
     pub into_group: Option<String>,
     /// The worker its streamed data left (engine index) when submitted: the partition's owner,
-    /// a merge's right side's.
+    /// a cross-worker merge's side not on where it lands.
     pub source: Option<u32>,
     /// Of `bytes_to_move`, what crossed from one zone into another, known once it succeeded.
     pub cross_zone_bytes: u64,
@@ -363,7 +363,7 @@ impl Sim {
     }
 
     /// Bytes `spec` would stream: a move's or a grouped partition's stored bytes when it
-    /// changes worker, a cross-worker merge's right side; splits move nothing.
+    /// changes worker, a cross-worker merge's side not on where it lands; splits move nothing.
     fn bytes_to_move(&self, spec: &ActionSpec) -> u64 {
         let p = &self.engine.cluster.partitions;
         let stored = |id: &PartitionId| p.find(id).map_or(0, |i| p.stored_bytes[i] as u64);

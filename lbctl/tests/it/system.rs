@@ -17,7 +17,7 @@ use lb_common::clients::{MasterClient, OpsClient};
 use lb_common::config::shared::HttpClientConfig;
 use lb_common::ids::Key;
 use lb_common::protocol::{
-    ActionRecord, ActionState, ActionsResponse, Evaluation, Heatmap, ManualActionReply, Origin, Pending,
+    ActionRecord, ActionSpec, ActionState, ActionsResponse, Evaluation, Heatmap, ManualActionReply, Origin, Pending,
     PendingResponse, PolicyMode, PolicyStatus, RecordsQuery, TopN, Verdict,
 };
 use lb_launcher::tokens::{DemoToken, DemoTokens};
@@ -194,6 +194,51 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     let line = out.fails(1);
     assert!(line.contains("refused: 422") && line.contains("split_key"), "a key outside the range: {line}");
 
+    // A manual merge lands on the owner `--to` names (the testbed places merges), one of its
+    // two sides'; a worker owning neither is refused naming the field. Dry runs: nothing runs.
+    let mut sorted = topology.partitions.clone();
+    sorted.sort_by(|a, b| (&a.tenant, &a.table, a.range.start).cmp(&(&b.tenant, &b.table, b.range.start)));
+    let pairs: Vec<_> = sorted
+        .windows(2)
+        .filter(|w| {
+            (&w[0].tenant, &w[0].table) == (&w[1].tenant, &w[1].table)
+                && w[0].range.end.0.checked_add(1) == Some(w[1].range.start.0)
+                && w[0].owner != w[1].owner
+        })
+        .map(|w| (w[0].clone(), w[1].clone()))
+        .collect();
+    // lb's planner could act on a partition between any two commands: then the next one.
+    let busy = |run: &crate::support::Run| run.code != 0 && run.stderr.contains("has an action in flight");
+    let mut merged = false;
+    for (l, r) in pairs.iter().take(6) {
+        let out = sys
+            .sre(&["merge", l.id.as_str(), r.id.as_str(), "--to", r.owner.as_str(), "--dry-run", "-o", "json"])
+            .await;
+        if busy(&out) {
+            continue;
+        }
+        let reply: ManualActionReply = out.json();
+        assert!(reply.action.is_none(), "{reply:?}");
+        assert_eq!(
+            reply.proposal.spec,
+            ActionSpec::Merge { left: l.id.clone(), right: r.id.clone(), to_worker: Some(r.owner.clone()) }
+        );
+        assert!(reply.proposal.predicted.dest_before_ratio.is_some(), "{:?}", reply.proposal.predicted);
+        let third = topology.workers.iter().find(|w| w.id != l.owner && w.id != r.owner).expect("a third worker");
+        let out = sys.sre(&["merge", l.id.as_str(), r.id.as_str(), "--to", third.id.as_str(), "--dry-run"]).await;
+        if busy(&out) {
+            continue;
+        }
+        let line = out.fails(1);
+        assert!(
+            line.contains("refused: 422") && line.contains("spec.to_worker") && line.contains("owns neither"),
+            "{line}"
+        );
+        merged = true;
+        break;
+    }
+    assert!(merged, "one of {} cross-worker neighbour pairs had no action in flight", pairs.len());
+
     let before = sys.actions().await.len();
 
     // `actions --follow` tails a real manual split from queued to succeeded; Ctrl-C ends it.
@@ -219,8 +264,6 @@ async fn a_hot_range_run_seen_and_steered_through_lbctl() {
     let mut by_start = topology.partitions.clone();
     by_start.sort_by_key(|p| p.range.start);
     let mut submitted = None;
-    // lb's planner could act on it between any two of these: then the next partition.
-    let busy = |run: &crate::support::Run| run.code != 0 && run.stderr.contains("has an action in flight");
     for p in by_start.iter().take(6) {
         let at = Key(p.range.start.0 + (p.range.end.0 - p.range.start.0) / 2).to_string();
         // A manual split in dry run predicts and submits nothing.

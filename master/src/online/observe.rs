@@ -192,4 +192,5 @@ pub fn refresh_planner_input(
     input.new_group_dedicates_owner = topology.new_group_dedicates_owner;
     input.multi_way_split = topology.multi_way_split;
     input.move_rate_limit = topology.move_rate_limit;
+    input.merge_to_worker = topology.merge_to_worker;
 }

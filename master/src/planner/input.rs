@@ -26,6 +26,11 @@ pub struct PlannerInput {
     /// serves all it is asked streams only as fast as its spare capacity pays for.
     #[serde(default)]
     pub move_rate_limit: bool,
+    /// The storage system lands a merge on the owner it names
+    /// ([`lb_common::protocol::Topology::merge_to_worker`]): an offline merge goes to the
+    /// cooler of the two owners, else it stays on the left side's.
+    #[serde(default)]
+    pub merge_to_worker: bool,
     /// Which layout this is: inputs with the same `Some` id have the same partitions and workers
     /// in the same order, with the same owners and groups (only their load and the actions in
     /// flight differ). The planner then keeps what it derives per position (each partition's

@@ -5,7 +5,8 @@
 //! The checks are the ones the storage system would otherwise fail on later, answered now with
 //! the field that is wrong: the partition exists, a split key lies strictly inside its range
 //! (a split makes `[start, key - 1]` and `[key, end]`), a move goes to another healthy worker,
-//! a merge joins two adjacent partitions of one table, a reshard names a known dataset.
+//! a merge joins two adjacent partitions of one table (and lands on a healthy owner of one of
+//! them, its `to_worker`), a reshard names a known dataset.
 
 use lb_common::protocol::{ActionSpec, DatasetInfo, GroupTarget, Origin, PolicyMode};
 
@@ -136,16 +137,30 @@ pub fn manual_proposal(
             predicted.target_after_ratio = if limit > 0.0 { (demand(lv) + demand(rv)) / limit } else { 0.0 };
             // The side not on the destination streams there: a move's prediction.
             let (lw, rw) = (model.owner[l] as usize, model.owner[r] as usize);
+            if let Some(to) = to_worker
+                && !input.merge_to_worker
+            {
+                return Err(refuse(
+                    "spec.to_worker",
+                    format!(
+                        "{to}: the storage system does not place merges (its topology does not say merge_to_worker)"
+                    ),
+                ));
+            }
             let dest = match to_worker {
                 None => lw,
                 Some(to) => match input.workers.iter().position(|w| &w.id == to) {
-                    Some(w) if w == lw || w == rw => w,
-                    _ => {
+                    None => return Err(refuse("spec.to_worker", format!("no worker {to} in the current topology"))),
+                    Some(w) if w != lw && w != rw => {
                         return Err(refuse(
                             "spec.to_worker",
                             format!("{to} owns neither {left} nor {right} (a merge lands on one of their owners)"),
                         ));
                     }
+                    Some(w) if !model.healthy[w] => {
+                        return Err(refuse("spec.to_worker", format!("{to} is not healthy")));
+                    }
+                    Some(w) => w,
                 },
             };
             let streamed = if dest == lw { r } else { l };
@@ -158,6 +173,8 @@ pub fn manual_proposal(
                 predicted.source_after_ratio = model.ratio_with(from, streamed, -1.0);
                 predicted.dest_before_ratio = Some(model.worker_ratio(dest));
                 predicted.dest_after_ratio = Some(model.ratio_with(dest, streamed, 1.0));
+                let gib = input.partitions[streamed].stored_bytes as f64 / (1u64 << 30) as f64;
+                predicted.cost_ratio = gib * config.caps.move_cost_ratio_per_gib;
                 model.apply_move(streamed, dest);
                 predicted.cluster_max_after_ratio = model.pool_stats(&groups).0;
             }
@@ -207,4 +224,46 @@ pub fn manual_proposal(
         predicted,
         rejected_alternatives: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use lb_common::protocol::Health;
+
+    use super::*;
+    use crate::planner::tests::{cluster, wid};
+
+    /// A manual merge lands on a healthy owner of one of its sides, and is predicted where it
+    /// lands: its streamed side leaves its worker for the destination.
+    #[test]
+    fn a_manual_merge_is_refused_off_its_owners_and_predicted_where_it_lands() {
+        let mut input = cluster(&[1_000.0, 3_000.0, 500.0], &[0, 1, 2], 3, &[]);
+        input.merge_to_worker = true;
+        let config = PlannerConfig::default();
+        let merge = |to: Option<usize>| ActionSpec::Merge {
+            left: "p0".parse().expect("id"),
+            right: "p1".parse().expect("id"),
+            to_worker: to.map(wid),
+        };
+        let propose = |input: &PlannerInput, to| manual_proposal(&merge(to), "cold", input, &[], &config, 1_000);
+        let refusal = propose(&input, Some(2)).expect_err("w-2 owns neither");
+        assert_eq!(refusal.field, "spec.to_worker");
+        assert!(refusal.message.contains("owns neither p0 nor p1"), "{refusal}");
+        let refusal = propose(&input, Some(7)).expect_err("no such worker");
+        assert_eq!(refusal.message, "no worker w-7 in the current topology");
+        // Onto w-0: p1 (0.03 of a worker) streams from w-1.
+        let p = propose(&input, Some(0)).expect("fits");
+        assert!((p.predicted.source_before_ratio - 0.03).abs() < 1e-9, "{:?}", p.predicted);
+        assert!(p.predicted.source_after_ratio.abs() < 1e-9, "{:?}", p.predicted);
+        assert_eq!(p.predicted.dest_before_ratio, Some(0.01));
+        assert!(p.predicted.dest_after_ratio.is_some_and(|r| (r - 0.04).abs() < 1e-9), "{:?}", p.predicted);
+        assert!(p.predicted.cost_ratio > 0.0, "1 GiB streams");
+        input.workers[0].health = Health::Down;
+        let refusal = propose(&input, Some(0)).expect_err("down");
+        assert_eq!(refusal.message, "w-0 is not healthy");
+        input.merge_to_worker = false;
+        let refusal = propose(&input, Some(1)).expect_err("not placed by this storage");
+        assert!(refusal.message.contains("does not say merge_to_worker"), "{refusal}");
+        assert!(propose(&input, None).is_ok(), "without a destination it stays on the left's owner");
+    }
 }

@@ -73,7 +73,7 @@ pub use state::{ExpectedDemand, Hysteresis, PendingChild, PlannerState, Scatter,
 pub use dedicate::{DEDICATED_GROUP_PREFIX, dedicated_group};
 pub use manual::{ManualRefusal, manual_proposal};
 pub use model::{partitions_of, split_key};
-pub use outside::OutsideCheck;
+pub use outside::{MergeLanding, OutsideCheck};
 
 /// Whether `spec` dedicates its partition's own worker to it in the layout of `input` (a group
 /// naming a group no worker is in, where the storage forms such groups).

@@ -54,6 +54,17 @@ enum Spread {
     Dedication { moves: Vec<(usize, usize)>, group: GroupId },
 }
 
+/// Why a merge lands where [`OutsideCheck::merge_landing`] puts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeLanding {
+    /// The other owner is not healthy.
+    Healthy,
+    /// The busier of the two owners ends cooler by `min_gain` or more there.
+    Cooler,
+    /// Either way the pair ends within `min_gain`: the side with fewer bytes streams.
+    FewerBytes,
+}
+
 /// Checks actions one after another against the pass's view; each admitted one counts (in the
 /// caps, and where it lands) for the next.
 #[derive(Debug)]
@@ -91,6 +102,37 @@ impl<'a> OutsideCheck<'a> {
             datasets: &[],
             dataset_usage: &[],
         }
+    }
+
+    /// Where a merge of `left` and `right`, on two different workers, should land on this view
+    /// (this pass's earlier actions counted): on the owner after which the busier of the two
+    /// is cooler, when that is by `min_gain` or more; else on the owner that streams fewer bytes
+    /// (the other side's), since either leaves the pair as balanced. A healthy owner before one
+    /// that is not. `None` when either is unknown to this view or both are on one worker.
+    pub fn merge_landing(
+        &self,
+        left: &PartitionId,
+        right: &PartitionId,
+        min_gain: f64,
+    ) -> Option<(&'a WorkerId, MergeLanding)> {
+        let (&l, &r) = (self.partitions.get(left)?, self.partitions.get(right)?);
+        let m = &self.model;
+        let (lw, rw) = (m.owner[l] as usize, m.owner[r] as usize);
+        if lw == rw {
+            return None;
+        }
+        let on_left = m.ratio_with(lw, r, 1.0).max(m.ratio_with(rw, r, -1.0));
+        let on_right = m.ratio_with(rw, l, 1.0).max(m.ratio_with(lw, l, -1.0));
+        let bytes = |p: usize| self.input.partitions[p].stored_bytes;
+        let (w, why) = match (m.healthy[lw], m.healthy[rw]) {
+            (true, false) => (lw, MergeLanding::Healthy),
+            (false, true) => (rw, MergeLanding::Healthy),
+            _ if on_right <= on_left - min_gain => (rw, MergeLanding::Cooler),
+            _ if on_left <= on_right - min_gain => (lw, MergeLanding::Cooler),
+            _ if bytes(l) < bytes(r) => (rw, MergeLanding::FewerBytes),
+            _ => (lw, MergeLanding::FewerBytes),
+        };
+        Some((&self.input.workers[w].id, why))
     }
 
     /// Reads reshards against `datasets` (the topology's) and `usage` (their shards' measured
@@ -140,8 +182,11 @@ impl<'a> OutsideCheck<'a> {
                         Some(Some(&w)) if w == self.model.owner[r] as usize => {
                             Effect::Lands { moved: l, to: w, what: "the merged partition lands on" }
                         }
-                        Some(Some(&w)) => Effect::Lands { moved: r, to: w, what: "the merged partition lands on" },
-                        Some(None) => Effect::Unknown,
+                        Some(Some(&w)) if w == self.model.owner[l] as usize => {
+                            Effect::Lands { moved: r, to: w, what: "the merged partition lands on" }
+                        }
+                        // Owning neither side, it is refused by the storage: no load goes anywhere.
+                        Some(_) => Effect::Unknown,
                     },
                     _ => Effect::Unknown,
                 }
@@ -436,6 +481,7 @@ mod tests {
             multi_way_split: false,
             layout: None,
             move_rate_limit: false,
+            merge_to_worker: false,
         }
     }
 

@@ -514,6 +514,7 @@ fn the_planner_input_marks_a_worker_whose_data_stopped_degraded_not_idle() {
         new_group_dedicates_owner: false,
         multi_way_split: false,
         move_rate_limit: false,
+        merge_to_worker: false,
     };
     let input = crate::online::observe::planner_input(&t, &topology, Vec::new(), secs(5), now);
     let health: Vec<Health> = input.workers.iter().map(|w| w.health).collect();
@@ -558,6 +559,7 @@ fn a_kept_planner_input_refreshed_in_place_reads_what_a_fresh_one_does() {
         new_group_dedicates_owner: false,
         multi_way_split: false,
         move_rate_limit: false,
+        merge_to_worker: false,
     };
     let with_sketch = |cursor: u64, at: i64, id: &str, r: KeyRange, ops: u64, buckets: Vec<u64>| {
         let mut stats = pstats(id, "t", r, ops);
@@ -687,6 +689,7 @@ fn topo(parts: &[(&str, KeyRange, &str)]) -> Topology {
         new_group_dedicates_owner: false,
         multi_way_split: false,
         move_rate_limit: false,
+        merge_to_worker: false,
     }
 }
 

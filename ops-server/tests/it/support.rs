@@ -105,6 +105,7 @@ async fn topology(State(_s): State<Arc<FakeStorage>>) -> ApiJson<Topology> {
         new_group_dedicates_owner: false,
         multi_way_split: false,
         move_rate_limit: false,
+        merge_to_worker: false,
     })
 }
 

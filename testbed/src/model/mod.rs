@@ -324,6 +324,7 @@ impl Cluster {
             new_group_dedicates_owner: false,
             multi_way_split: true,
             move_rate_limit: true,
+            merge_to_worker: true,
         }
     }
 }

@@ -7,7 +7,7 @@ import { describe, h, kv, notice, readySignal, throttle } from "../ui.js";
 const KIND_FIELDS = {
   split: [["partition", "partition"], ["split_key", "split key (16 hex digits)"]],
   move: [["partition", "partition"], ["to_worker", "to worker"]],
-  merge: [["left", "left partition"], ["right", "right partition (starts right after left)"]],
+  merge: [["left", "left partition"], ["right", "right partition (starts right after left)"], ["to_worker", "lands on (an owner of either; empty: the left's)"]],
   group: [["target_partition", "partition"], ["group", "group"]],
   reshard: [["tenant", "tenant"], ["dataset", "dataset"], ["tenant_shards", "tenant shards"], ["dataset_shards", "dataset shards"], ["load_balancing", "load balancing (fingerprint | round_robin)"]],
 };
@@ -172,8 +172,10 @@ function manualForm() {
         return { kind: "split", partition: value("partition"), split_key: value("split_key") };
       case "move":
         return { kind: "move", partition: value("partition"), to_worker: value("to_worker") };
-      case "merge":
-        return { kind: "merge", left: value("left"), right: value("right") };
+      case "merge": {
+        const to = value("to_worker");
+        return { kind: "merge", left: value("left"), right: value("right"), ...(to ? { to_worker: to } : {}) };
+      }
       case "group":
         return { kind: "group", target: { scope: "partition", partition: value("target_partition") }, group: value("group") };
       default:

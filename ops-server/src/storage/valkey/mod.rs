@@ -696,6 +696,7 @@ impl Inner {
             new_group_dedicates_owner: true,
             multi_way_split: false,
             move_rate_limit: false,
+            merge_to_worker: false,
         })
     }
 
