@@ -24,11 +24,17 @@ use super::model::{Load, Model};
 /// The shared-pool workers of one zone (every worker, without zones), for moves out of it.
 #[derive(Debug)]
 pub(crate) struct ZoneOrder {
-    /// Healthy workers under their action cap, ascending by (load ratio, index).
+    /// Healthy workers under their action cap and not streaming partitions away, ascending by
+    /// (load ratio, index).
     pub order: Vec<(f64, u32)>,
-    /// How many healthy workers are at their action cap.
+    /// How many healthy workers are at their action cap or streaming partitions away.
     pub capped: usize,
 }
+
+/// What a pass's orders were sorted from: per worker its load, action count, health, whether
+/// it is shared, and whether it is streaming partitions away.
+#[cfg(debug_assertions)]
+type SortedFrom = (Vec<Load>, Vec<u32>, Vec<bool>, Vec<bool>, Vec<bool>);
 
 /// The sorted workers of a pass, per zone of the source, with what they were sorted at.
 #[derive(Debug, Default)]
@@ -41,7 +47,7 @@ pub(crate) struct Destinations {
     zones: Vec<Option<ZoneOrder>>,
     /// What the orders were sorted from (debug builds: checked on every use).
     #[cfg(debug_assertions)]
-    seen: (Vec<Load>, Vec<u32>, Vec<bool>, Vec<bool>),
+    seen: SortedFrom,
 }
 
 impl Destinations {
@@ -66,6 +72,7 @@ impl Destinations {
             model.worker_actions.clone(),
             model.healthy.clone(),
             groups.iter().map(Option::is_none).collect::<Vec<_>>(),
+            (0..model.healthy.len()).map(|w| model.shedding(w)).collect::<Vec<_>>(),
         );
         if self.sorted_at != Some((model.workers_changed(), cap)) {
             self.sorted_at = Some((model.workers_changed(), cap));
@@ -88,7 +95,7 @@ impl Destinations {
                 if !model.healthy[w] || group.is_some() || !zones.same(src, w) {
                     continue;
                 }
-                if model.worker_actions[w] >= cap {
+                if model.worker_actions[w] >= cap || model.shedding(w) {
                     capped += 1;
                 } else {
                     order.push((model.worker_ratio(w), w as u32));

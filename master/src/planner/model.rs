@@ -240,12 +240,21 @@ impl Model {
                         let p = &input.partitions[i];
                         let shares = piece_shares(p.range, p.stats.sketch.as_ref(), split_keys);
                         let whole = load[i];
+                        let src = owner[i] as usize;
                         load[i] = piece_load(p, whole, demand_ops[i], shares[0]);
+                        // Pieces going elsewhere are still served here until the split ends, and
+                        // their stream takes its share of this worker's capacity (as a move's).
+                        let mut leaving = false;
                         for (share, to) in shares[1..].iter().zip(to_workers) {
                             if let Some(&w) = worker_index.get(to) {
-                                arriving[w as usize].add(piece_load(p, whole, demand_ops[i], *share), 1.0);
+                                let piece = piece_load(p, whole, demand_ops[i], *share);
+                                arriving[w as usize].add(piece, 1.0);
                                 if w != owner[i] {
                                     worker_actions[w as usize] += 1;
+                                    if let Some(o) = outgoing.get_mut(owner[i] as usize) {
+                                        o.add(piece, 1.0);
+                                    }
+                                    leaving = true;
                                 }
                             }
                         }
@@ -261,13 +270,32 @@ impl Model {
                                 *h = h.saturating_sub(1);
                             }
                             held[w as usize] += 1;
+                            if w as usize != src {
+                                outgoing[src].add(load[i], 1.0);
+                                leaving = true;
+                            }
                             owner[i] = w;
                             worker_actions[w as usize] += 1;
+                        }
+                        if leaving {
+                            drain[src] = (drain[src] - streams.drain_ratio).max(0.5);
                         }
                         continue;
                     }
                     if let Some(c) = worker_actions.get_mut(owner[i] as usize) {
                         *c += 1;
+                    }
+                    // A merge streams only the side not on where it lands (its `to_worker`, else
+                    // the left's owner), like a move; the side already there streams nothing.
+                    let merge_dest = match &a.spec {
+                        ActionSpec::Merge { left, to_worker, .. } => to_worker
+                            .as_ref()
+                            .or_else(|| position(left).map(|l| &input.partitions[l].owner))
+                            .and_then(|w| worker_index.get(w).copied()),
+                        _ => None,
+                    };
+                    if matches!(a.spec, ActionSpec::Merge { .. }) && merge_dest.is_none_or(|d| d == owner[i]) {
+                        continue;
                     }
                     // The source streams until the move ends: it has less capacity meanwhile, as
                     // much less as the stream is fast; a throttled one runs longer.
@@ -284,6 +312,7 @@ impl Model {
                     // topology shows, where the storage puts it (its fewest-partitions worker).
                     let to = match &a.spec {
                         ActionSpec::Move { to_worker, .. } => worker_index.get(to_worker).copied(),
+                        ActionSpec::Merge { .. } => merge_dest,
                         ActionSpec::Group { group, .. } => group_placement(input, group, &held, owner[i] as usize),
                         _ => None,
                     };
@@ -391,6 +420,13 @@ impl Model {
     pub fn with_one_more_move(&self, w: usize, ratio: f64) -> f64 {
         let share = self.next_stream(w).map_or(self.streams.drain_ratio, |s| s.share);
         ratio * self.drain[w] / (self.drain[w] - share).max(0.5)
+    }
+
+    /// Whether partitions are streaming away from worker `w` (moves, isolations, split pieces in
+    /// flight or planned): it still serves them until they land, so it takes no load meanwhile.
+    pub fn shedding(&self, w: usize) -> bool {
+        let o = self.outgoing[w];
+        o.ops > 0.0 || o.bytes > 0.0 || o.cpu > 0.0
     }
 
     /// Worker `w`'s load over its capacity with the partitions streaming away still on it (what
@@ -597,6 +633,10 @@ impl Model {
                 self.held[d] += 1;
                 self.worker_actions[d] += 1;
             }
+        }
+        // Pieces leaving stream from `w` like a move, at the storage's full rate.
+        if first != w || dests.iter().any(|&d| d != w) {
+            self.drain[w] = (self.drain[w] - self.streams.drain_ratio).max(0.5);
         }
         self.busy[p] = true;
         self.worker_actions[w] += 1;

@@ -20,7 +20,7 @@ const MAX_CANDIDATES_PER_WORKER: usize = 8;
 /// What a look at the destinations of one move found (see [`Pass::best_destination`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Scan {
-    /// Workers at their concurrent action cap.
+    /// Workers at their concurrent action cap, or still streaming partitions away.
     capped: usize,
     /// Workers the move would put over the high watermark (or `max_after`).
     full: usize,
@@ -146,7 +146,10 @@ impl Pass<'_> {
         }
         let Scan { capped, full, room_elsewhere, best, .. } = scan;
         if capped > 0 {
-            alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
+            alts.push(alt(
+                format!("move {id} to {capped} other workers"),
+                "at their concurrent action cap, or still streaming partitions away".into(),
+            ));
         }
         if full > 0 {
             alts.push(alt(
@@ -218,7 +221,9 @@ impl Pass<'_> {
             if self.zones.same(src, w) == crossing {
                 continue;
             }
-            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
+            // At its action cap, or still streaming partitions away (it serves them until they
+            // land): it takes no load until that ends.
+            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker || self.model.shedding(w) {
                 scan.capped += usize::from(!probe);
                 continue;
             }
@@ -281,7 +286,7 @@ impl Pass<'_> {
         let rise = (a.ops * inv.ops).max(a.bytes * inv.bytes).max(a.cpu * inv.cpu) * (1.0 + 1e-9) + 1e-12;
         let order = &home.order;
         let shared_src = model.healthy[src] && self.groups[src].is_none();
-        let src_capped = shared_src && model.worker_actions[src] >= cap;
+        let src_capped = shared_src && (model.worker_actions[src] >= cap || model.shedding(src));
         let src_at = if shared_src && !src_capped {
             order.binary_search_by(|e| e.0.total_cmp(&src_before).then(e.1.cmp(&(src as u32)))).ok()
         } else {
@@ -505,6 +510,19 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
                 );
                 break;
             }
+            if !proposed && let Some((p, share)) = imminent_cut(pass, state, w, high) {
+                pass.decline(
+                    Policy::WorkerOverload,
+                    wid.as_str(),
+                    DeclineReason::SplitFirst,
+                    format!(
+                        "at {ratio:.2} of capacity, serving all it is asked: partition {} ({share:.2} of it) is over its own limit and about to be split, which takes at least {:.2} off it (under the high watermark {high:.2}); a move now would stream from it at its peak",
+                        pass.input.partitions[p].id,
+                        share / 2.0
+                    ),
+                );
+                break;
+            }
             // A worker that serves all it is asked sheds only as fast as its spare capacity
             // pays for: a stream it cannot afford would make it reject where, left alone, it
             // rejects nothing (once it rejects, it streams at the full rate).
@@ -712,6 +730,34 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
             }
         }
     }
+}
+
+/// A partition on worker `w` over its own limit and about to be split (splittable, not held
+/// back) whose cut into pieces spread over other workers — `w` keeps at most half of it —
+/// alone brings `w` under `high`, while `w`
+/// still serves all it is asked (its streams counted): `(partition, its share of w)`. Worker
+/// overload waits for that cut rather than stream neighbours off `w` while the partition
+/// ramps, which would make it reject at its peak (the 100k mixed run's hot range's worker
+/// stayed over capacity 25 s after the cut, on such streams).
+fn imminent_cut(pass: &Pass<'_>, state: &PlannerState, w: usize, high: f64) -> Option<(usize, f64)> {
+    // Only a multi-way split spreads its pieces; a split in two leaves both halves on `w`.
+    if !pass.input.multi_way_split || pass.model.spare(w) < 0.0 {
+        return None;
+    }
+    let ratio = pass.model.worker_ratio(w);
+    pass.model
+        .partitions_on(w)
+        .iter()
+        .map(|&p| p as usize)
+        .filter(|&p| {
+            pass.splitting[p]
+                && pass.model.owner[p] as usize == w
+                && (pass.blocked(state, p).is_none()
+                    || (!pass.model.busy[p]
+                        && state.cooling_from_a_move_only(&pass.input.partitions[p].id, pass.now_ms)))
+        })
+        .map(|p| (p, pass.model.ratio_of(w, pass.model.load[p])))
+        .find(|&(_, share)| ratio - share / 2.0 <= high)
 }
 
 /// Zone imbalance (`zones.cross = balance`): while the hottest zone's load ratio is over the

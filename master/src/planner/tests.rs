@@ -371,6 +371,87 @@ fn a_throttled_move_in_flight_drains_its_source_in_proportion_and_is_not_presume
     assert_eq!(m.owner[1], 0, "the full-rate one is presumed stuck");
 }
 
+/// An in-flight merge streams only its side not on where it lands: that side counts on the
+/// destination, only its owner is drained; a merge on one worker drains nothing.
+#[test]
+fn an_in_flight_merge_counts_where_it_lands_and_drains_only_the_streaming_side() {
+    let input = cluster(&[1_000.0, 2_000.0, 500.0, 500.0], &[0, 1, 1, 2], 3, &[]);
+    let streams = model::Streams::unthrottled(0.2);
+    let merge = |l: &str, r: &str, to: Option<usize>| InFlightAction {
+        spec: ActionSpec::Merge { left: l.parse().expect("id"), right: r.parse().expect("id"), to_worker: to.map(wid) },
+        started_at_ms: 0,
+    };
+    let built = |a: InFlightAction| {
+        let mut with = input.clone();
+        with.in_flight = vec![a];
+        model::Model::build(&with, streams, 1_000)
+    };
+    // p0 (w-0) + p1 (w-1), landing on w-1: p0 streams from w-0.
+    let m = built(merge("p0", "p1", Some(1)));
+    assert_eq!((m.owner[0], m.owner[1]), (1, 1));
+    assert!((m.drain_factor(0) - 0.8).abs() < 1e-9 && m.drain_factor(1) == 1.0);
+    // No destination: the left's owner, so p1 streams from w-1 to w-0.
+    let m = built(merge("p0", "p1", None));
+    assert_eq!((m.owner[0], m.owner[1]), (0, 0));
+    assert!(m.drain_factor(0) == 1.0 && (m.drain_factor(1) - 0.8).abs() < 1e-9);
+    // p1 + p2, both on w-1: nothing streams.
+    let m = built(merge("p1", "p2", None));
+    assert_eq!((m.owner[1], m.owner[2]), (1, 1));
+    assert!((0..3).all(|w| m.drain_factor(w) == 1.0));
+}
+
+/// A split into pieces in flight: the pieces going elsewhere count where they land, but their
+/// worker still serves them until the split ends and their stream drains it (the testbed
+/// charges it as a move); a worker in that state takes no load meanwhile.
+#[test]
+fn a_worker_streaming_partitions_away_takes_no_load_until_they_land() {
+    // w-0: p0 at 8k being cut into 4 pieces, three of them to w-3 (in flight); p1 2k.
+    // w-2: 90k (over the 0.85 watermark). w-1: 40k.
+    let mut loads = vec![8_000.0, 2_000.0];
+    let mut owners = vec![0, 0];
+    loads.extend([10_000.0; 4]);
+    owners.extend([1; 4]);
+    loads.extend([10_000.0; 9]);
+    owners.extend([2; 9]);
+    let mut input = cluster(&loads, &owners, 4, &[]);
+    input.multi_way_split = true;
+    let p0 = &input.partitions[0];
+    let quarter = (p0.range.end.0 - p0.range.start.0) / 4;
+    let keys: Vec<Key> = (1..4).map(|k| Key(p0.range.start.0 + k * quarter)).collect();
+    input.in_flight = vec![InFlightAction {
+        spec: ActionSpec::SplitInto {
+            partition: p0.id.clone(),
+            split_keys: keys,
+            to_workers: vec![wid(3); 3],
+            group: None,
+            first_to_worker: None,
+        },
+        started_at_ms: 500,
+    }];
+    let m = model::Model::build(&input, model::Streams::unthrottled(0.2), 1_000);
+    assert!((m.worker_ratio(0) - 0.04).abs() < 1e-9, "a quarter of p0 and p1 stay: {}", m.worker_ratio(0));
+    assert!((m.load_with_outgoing(0) - 0.10).abs() < 1e-9, "it still serves all of p0: {}", m.load_with_outgoing(0));
+    assert!((m.drain_factor(0) - 0.8).abs() < 1e-9, "the pieces' stream drains it");
+    assert!(m.shedding(0) && !m.shedding(1) && !m.shedding(2) && !m.shedding(3));
+
+    // w-2 sheds to w-1 (0.40 -> 0.50), not to the coolest, w-0 (0.04), whose pieces have not
+    // left (w-3 is at its action cap with three pieces on their way).
+    let mut config = PlannerConfig::default();
+    config.worker_overload.hot_windows = 1;
+    config.imbalance.mode = PolicyMode::Off;
+    config.partition_overload.mode = PolicyMode::Off;
+    let plan = plan(&input, &config, &mut PlannerState::default(), 1_000);
+    let dests: Vec<String> = plan
+        .proposals
+        .iter()
+        .filter_map(|p| match &p.spec {
+            ActionSpec::Move { to_worker, .. } => Some(to_worker.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(!dests.is_empty() && dests.iter().all(|d| d == "w-1"), "{dests:?} {:?}", plan.rejected);
+}
+
 #[test]
 fn halt_dry_run_and_caps() {
     let input = cluster(&[12_000.0, 12_000.0, 12_000.0, 1_000.0], &[0, 0, 1, 1], 2, &[]);
@@ -791,6 +872,67 @@ fn a_partition_over_its_own_limit_is_split_never_moved() {
     assert!(!moved.is_empty(), "imbalance moved something");
     assert!(!moved.contains(&"p0".to_owned()), "p0 is never moved: {moved:?}");
     assert!(why_not.iter().any(|w| w.contains("over its own limit")), "{why_not:?}");
+}
+
+#[test]
+fn an_overloaded_worker_that_serves_all_waits_for_the_imminent_cut_of_its_hot_partition() {
+    // w-0 at 0.88 of capacity, over the high watermark (0.85) and serving all: p0 at 0.96 of
+    // its limit (0.096 of w-0) is over its split threshold; its cut into pieces spread over
+    // other workers takes at least half of it off (0.83). Partition overload waits 4 windows,
+    // worker overload 1: without the wait it would stream p1.. off w-0 meanwhile.
+    let mut loads = vec![9_600.0];
+    loads.extend([8_700.0; 9]);
+    loads.extend([500.0, 500.0]);
+    let mut owners = vec![0; 10];
+    owners.extend([1, 2]);
+    let mut input = cluster(&loads, &owners, 3, &[]);
+    input.multi_way_split = true;
+    let mut config = PlannerConfig::default();
+    config.partition_overload.hot_windows = 4;
+    config.worker_overload.hot_windows = 1;
+    config.imbalance.mode = PolicyMode::Off;
+    let moves = |plan: &Plan| -> Vec<String> {
+        plan.proposals
+            .iter()
+            .filter_map(|p| match &p.spec {
+                ActionSpec::Move { partition, .. } => Some(partition.as_str().to_owned()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut state = PlannerState::default();
+    for k in 0..3 {
+        let plan = plan(&input, &config, &mut state, 1_000 + k * 1000);
+        assert!(plan.proposals.is_empty(), "pass {k}: {:?}", moves(&plan));
+        let wait = plan.rejected.iter().find(|d| d.subject == "w-0").expect("w-0 declined");
+        assert_eq!(wait.reason, DeclineReason::SplitFirst);
+        assert!(
+            wait.why.contains("partition p0 (0.10 of it) is over its own limit and about to be split"),
+            "{}",
+            wait.why
+        );
+    }
+    // The fourth window: p0 is cut, its pieces spread; then w-0 sheds on to its low watermark.
+    let cut = plan(&input, &config, &mut state, 4_000);
+    assert!(
+        matches!(&cut.proposals[0].spec, ActionSpec::SplitInto { partition, .. } if partition.as_str() == "p0"),
+        "{:?}",
+        cut.proposals[0].spec
+    );
+
+    // Where a split leaves both halves on the worker (no multi-way split), it does not wait.
+    input.multi_way_split = false;
+    let mut state = PlannerState::default();
+    assert!(!moves(&plan(&input, &config, &mut state, 1_000)).is_empty());
+
+    // Nor does a worker that rejects: w-0 of 12k ops/s carries p0's 9,600 and p1's 2,500
+    // (1.01); p0's cut would bring it to 0.61, but it rejects meanwhile. p1 moves.
+    let mut input = cluster(&[9_600.0, 2_500.0, 500.0, 500.0], &[0, 0, 1, 2], 3, &[]);
+    input.multi_way_split = true;
+    input.workers[0].capacity.ops_per_sec = 12_000.0;
+    let mut state = PlannerState::default();
+    let rejecting = plan(&input, &config, &mut state, 1_000);
+    assert_eq!(moves(&rejecting), ["p1"], "{:?}", rejecting.rejected);
 }
 
 #[test]
