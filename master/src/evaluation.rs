@@ -9,8 +9,8 @@
 //!
 //! - **effective**: the triggering metric improved by at least `effective_gain_ratio`
 //!   (relative) and nothing got worse beyond the harm margin;
-//! - **harmful**: the action made things worse — a move whose destination ends up hotter than
-//!   its source was before (the hotspot moved, it was not relieved), or the cluster's hottest
+//! - **harmful**: the action made things worse — a move (or a cross-worker merge, or a group)
+//!   whose destination ends up hotter than its source was before (the hotspot moved, it was not relieved), or the cluster's hottest
 //!   worker got hotter by `harmful_margin_ratio` while the target did not improve;
 //! - a **dedication** (a group that gives a partition its own worker) cannot cool its partition,
 //!   only the partition's former neighbours: it is judged on them, the source worker's ratio
@@ -35,7 +35,8 @@
 //!
 //! **What is watched.** A [`Subject`] is fixed at submission: the target partitions, and — so a
 //! split's pieces are found without lineage — the key range they covered in their table; the
-//! source worker and the destination (a move's `to_worker`; a group's owner afterwards).
+//! source worker and the destination (a move's `to_worker`; a cross-worker merge's landing
+//! owner, its source the streamed side's owner; a group's owner afterwards).
 //!
 //! **Feedback.** A harmful verdict lengthens the cooldown of the target (every partition now
 //! covering its range) and adds a strike to the policy that proposed it, which lengthens that

@@ -519,11 +519,16 @@ impl Analyzer for OfflineAnalyzer {
                         None => on(&lp.owner),
                     });
                 let mut landing = chosen.get();
+                let healthy = |w: &WorkerId| {
+                    ctx.input.workers.iter().any(|v| &v.id == w && v.health == lb_common::protocol::Health::Healthy)
+                };
                 if placed && matches!(admitted, Err((DeclineReason::DestinationOverloaded, _))) {
                     let first = merge_destination(&spec, &lp.owner).clone();
                     let other = if first == lp.owner { &rp.owner } else { &lp.owner };
-                    (spec, admitted) = admit(&|_| on(other));
-                    landing = Landing::OtherFull;
+                    if healthy(other) {
+                        (spec, admitted) = admit(&|_| on(other));
+                        landing = Landing::OtherFull;
+                    }
                 }
                 let admitted = declined(Policy::Merge, &spec, admitted);
                 let lands_on = merge_destination(&spec, &lp.owner).clone();

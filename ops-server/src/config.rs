@@ -162,7 +162,8 @@ impl Default for ExecutorConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KindTimeouts {
-    /// 60 s: a split is a metadata change.
+    /// 60 s: a split is a metadata change (a `split_into` whose pieces go to other workers
+    /// streams them, and gets `move_ms` if that is longer).
     pub split_ms: u64,
     /// 30 min: a move copies the partition's bytes.
     pub move_ms: u64,
@@ -182,6 +183,20 @@ impl Default for KindTimeouts {
 }
 
 impl KindTimeouts {
+    /// The timeout of `spec`: its kind's, except a `split_into` that creates pieces on named
+    /// workers, which streams their bytes like a move (the longer of the two).
+    pub fn for_spec(&self, spec: &lb_common::protocol::ActionSpec) -> Duration {
+        let kind = self.for_kind(spec.kind());
+        match spec {
+            lb_common::protocol::ActionSpec::SplitInto { to_workers, first_to_worker, .. }
+                if !to_workers.is_empty() || first_to_worker.is_some() =>
+            {
+                kind.max(self.for_kind(ActionKind::Move))
+            }
+            _ => kind,
+        }
+    }
+
     pub fn for_kind(&self, kind: ActionKind) -> Duration {
         Duration::from_millis(match kind {
             ActionKind::Split => self.split_ms,
@@ -316,6 +331,22 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn a_split_into_that_streams_pieces_gets_a_moves_timeout() {
+        use lb_common::protocol::ActionSpec;
+        let t = KindTimeouts::default();
+        let cut = |to: Vec<&str>| ActionSpec::SplitInto {
+            partition: "p".parse().expect("id"),
+            split_keys: to.iter().enumerate().map(|(i, _)| lb_common::ids::Key(i as u64 + 1)).collect(),
+            to_workers: to.iter().map(|w| w.parse().expect("id")).collect(),
+            group: None,
+            first_to_worker: None,
+        };
+        assert_eq!(t.for_spec(&cut(vec!["w-1", "w-2"])), Duration::from_millis(t.move_ms));
+        let split = ActionSpec::Split { partition: "p".parse().expect("id"), split_key: lb_common::ids::Key(9) };
+        assert_eq!(t.for_spec(&split), Duration::from_millis(t.split_ms));
+    }
 
     #[test]
     fn the_shipped_config_parses_and_validates() {

@@ -187,7 +187,8 @@ pub struct Subject {
     pub range: Option<(TenantId, TableId, KeyRange)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<WorkerId>,
-    /// A move's destination; for a group, resolved afterwards as the target's new owner.
+    /// A move's destination; a cross-worker merge's landing owner (its source then being the
+    /// streamed side's owner); for a group, resolved afterwards as the target's new owner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dest: Option<WorkerId>,
     /// A group that dedicates the partition's own worker to it (its neighbours leave).

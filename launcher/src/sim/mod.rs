@@ -363,7 +363,8 @@ impl Sim {
     }
 
     /// Bytes `spec` would stream: a move's or a grouped partition's stored bytes when it
-    /// changes worker, a cross-worker merge's side not on where it lands; splits move nothing.
+    /// changes worker, a cross-worker merge's side not on where it lands, a multi-way split's
+    /// pieces created elsewhere; a split in two moves nothing.
     fn bytes_to_move(&self, spec: &ActionSpec) -> u64 {
         let p = &self.engine.cluster.partitions;
         let stored = |id: &PartitionId| p.find(id).map_or(0, |i| p.stored_bytes[i] as u64);

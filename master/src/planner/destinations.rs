@@ -27,8 +27,10 @@ pub(crate) struct ZoneOrder {
     /// Healthy workers under their action cap and not streaming partitions away, ascending by
     /// (load ratio, index).
     pub order: Vec<(f64, u32)>,
-    /// How many healthy workers are at their action cap or streaming partitions away.
+    /// How many healthy workers are at their action cap.
     pub capped: usize,
+    /// How many others are streaming partitions away (they take no load until those land).
+    pub shedding: usize,
 }
 
 /// What a pass's orders were sorted from: per worker its load, action count, health, whether
@@ -90,19 +92,21 @@ impl Destinations {
         let z = zones.of[src];
         let slot = if z == Zones::NONE { zones.names.len() } else { z as usize };
         let order = self.zones[slot].get_or_insert_with(|| {
-            let (mut order, mut capped) = (Vec::new(), 0);
+            let (mut order, mut capped, mut shedding) = (Vec::new(), 0, 0);
             for (w, group) in groups.iter().enumerate() {
                 if !model.healthy[w] || group.is_some() || !zones.same(src, w) {
                     continue;
                 }
-                if model.worker_actions[w] >= cap || model.shedding(w) {
+                if model.worker_actions[w] >= cap {
                     capped += 1;
+                } else if model.shedding(w) {
+                    shedding += 1;
                 } else {
                     order.push((model.worker_ratio(w), w as u32));
                 }
             }
             order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            ZoneOrder { order, capped }
+            ZoneOrder { order, capped, shedding }
         });
         (order, self.max_inv_cap)
     }

@@ -27,8 +27,9 @@ pub struct PlannerInput {
     #[serde(default)]
     pub move_rate_limit: bool,
     /// The storage system lands a merge on the owner it names
-    /// ([`lb_common::protocol::Topology::merge_to_worker`]): an offline merge goes to the
-    /// cooler of the two owners, else it stays on the left side's.
+    /// ([`lb_common::protocol::Topology::merge_to_worker`]): an offline merge lands where the
+    /// pair ends cooler, or where the smaller side streams when that is a wash
+    /// ([`super::OutsideCheck::merge_landing`]); else it stays on the left side's owner.
     #[serde(default)]
     pub merge_to_worker: bool,
     /// Which layout this is: inputs with the same `Some` id have the same partitions and workers

@@ -241,6 +241,9 @@ impl Model {
                         let shares = piece_shares(p.range, p.stats.sketch.as_ref(), split_keys);
                         let whole = load[i];
                         let src = owner[i] as usize;
+                        // Its leaving pieces are still served here while they stream, unless
+                        // it is presumed stuck (as a move is, after `stalled_action_secs`).
+                        let streaming = a.started_at_ms >= now_ms.saturating_sub(streams.stalled_ms);
                         load[i] = piece_load(p, whole, demand_ops[i], shares[0]);
                         // Pieces going elsewhere are still served here until the split ends, and
                         // their stream takes its share of this worker's capacity (as a move's).
@@ -251,7 +254,7 @@ impl Model {
                                 arriving[w as usize].add(piece, 1.0);
                                 if w != owner[i] {
                                     worker_actions[w as usize] += 1;
-                                    if let Some(o) = outgoing.get_mut(owner[i] as usize) {
+                                    if streaming && let Some(o) = outgoing.get_mut(owner[i] as usize) {
                                         o.add(piece, 1.0);
                                     }
                                     leaving = true;
@@ -271,11 +274,15 @@ impl Model {
                             }
                             held[w as usize] += 1;
                             if w as usize != src {
-                                outgoing[src].add(load[i], 1.0);
+                                if streaming {
+                                    outgoing[src].add(load[i], 1.0);
+                                }
                                 leaving = true;
                             }
                             owner[i] = w;
-                            worker_actions[w as usize] += 1;
+                            if w as usize != src {
+                                worker_actions[w as usize] += 1;
+                            }
                         }
                         if leaving {
                             drain[src] = (drain[src] - streams.drain_ratio).max(0.5);
@@ -325,9 +332,13 @@ impl Model {
                         if let Some(h) = held.get_mut(owner[i] as usize) {
                             *h = h.saturating_sub(1);
                         }
-                        held[w as usize] += 1;
+                        // A merge's other side is on `w` already: it counted the action there,
+                        // and the two end as one partition.
+                        if !matches!(a.spec, ActionSpec::Merge { .. }) {
+                            held[w as usize] += 1;
+                            worker_actions[w as usize] += 1;
+                        }
                         owner[i] = w;
-                        worker_actions[w as usize] += 1;
                     }
                 }
             }

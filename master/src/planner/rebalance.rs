@@ -20,8 +20,12 @@ const MAX_CANDIDATES_PER_WORKER: usize = 8;
 /// What a look at the destinations of one move found (see [`Pass::best_destination`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Scan {
-    /// Workers at their concurrent action cap, or still streaming partitions away.
+    /// Workers at their concurrent action cap.
     capped: usize,
+    /// Workers still streaming partitions away ([`super::model::Model::shedding`]): they take
+    /// no load until those land. Unlike capped ones, they do not keep a move in its zone (they
+    /// are usually its hot workers, shedding).
+    shedding: usize,
     /// Workers the move would put over the high watermark (or `max_after`).
     full: usize,
     /// Workers of other zones with room, where crossing is not allowed.
@@ -104,7 +108,8 @@ impl Pass<'_> {
         )
     }
 
-    /// The coolest eligible worker for partition `p` among the workers of `group` (None: the
+    /// The coolest eligible worker (under its action cap, not streaming partitions away) for
+    /// partition `p` among the workers of `group` (None: the
     /// shared pool) in its owner's zone, whose load after the move stays at or under
     /// `max_after` and that [`Pass::destination_allows`], and that passes the gain test; when
     /// the source is over the high watermark, no worker of its zone has the room (none merely at
@@ -144,11 +149,14 @@ impl Pass<'_> {
         if self.zones.several() && scan.best.is_none() && scan.capped == 0 && !scan.room_home && src_before > high {
             self.scan_all(p, group, max_after, true, &mut scan);
         }
-        let Scan { capped, full, room_elsewhere, best, .. } = scan;
+        let Scan { capped, shedding, full, room_elsewhere, best, .. } = scan;
         if capped > 0 {
+            alts.push(alt(format!("move {id} to {capped} other workers"), "at their concurrent action cap".into()));
+        }
+        if shedding > 0 {
             alts.push(alt(
-                format!("move {id} to {capped} other workers"),
-                "at their concurrent action cap, or still streaming partitions away".into(),
+                format!("move {id} to {shedding} other workers"),
+                "still streaming partitions away: they take no load until those land".into(),
             ));
         }
         if full > 0 {
@@ -171,7 +179,7 @@ impl Pass<'_> {
                 DeclineReason::CrossZone
             } else if full > 0 {
                 DeclineReason::DestinationOverloaded
-            } else if capped > 0 {
+            } else if capped > 0 || shedding > 0 {
                 DeclineReason::Cap
             } else {
                 DeclineReason::NoGain
@@ -221,10 +229,14 @@ impl Pass<'_> {
             if self.zones.same(src, w) == crossing {
                 continue;
             }
-            // At its action cap, or still streaming partitions away (it serves them until they
-            // land): it takes no load until that ends.
-            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker || self.model.shedding(w) {
+            if self.model.worker_actions[w] >= self.config.caps.max_inflight_per_worker {
                 scan.capped += usize::from(!probe);
+                continue;
+            }
+            // Still streaming partitions away (it serves them until they land): it takes no
+            // load until that ends.
+            if self.model.shedding(w) {
+                scan.shedding += usize::from(!probe);
                 continue;
             }
             // Both tests are monotone in the ratio after (a lower one passes whatever a higher
@@ -286,8 +298,9 @@ impl Pass<'_> {
         let rise = (a.ops * inv.ops).max(a.bytes * inv.bytes).max(a.cpu * inv.cpu) * (1.0 + 1e-9) + 1e-12;
         let order = &home.order;
         let shared_src = model.healthy[src] && self.groups[src].is_none();
-        let src_capped = shared_src && (model.worker_actions[src] >= cap || model.shedding(src));
-        let src_at = if shared_src && !src_capped {
+        let src_capped = shared_src && model.worker_actions[src] >= cap;
+        let src_shedding = shared_src && !src_capped && model.shedding(src);
+        let src_at = if shared_src && !src_capped && !src_shedding {
             order.binary_search_by(|e| e.0.total_cmp(&src_before).then(e.1.cmp(&(src as u32)))).ok()
         } else {
             None
@@ -298,7 +311,11 @@ impl Pass<'_> {
         let sure = order.partition_point(|&(r, _)| fits(r + rise));
         let no_fit = order.partition_point(|&(r, _)| fits(r));
         let no_room = order.partition_point(|&(r, _)| allows(r));
-        let mut scan = Scan { capped: home.capped - usize::from(src_capped), ..Scan::default() };
+        let mut scan = Scan {
+            capped: home.capped - usize::from(src_capped),
+            shedding: home.shedding - usize::from(src_shedding),
+            ..Scan::default()
+        };
         let mut best: Option<(f64, usize)> = None;
         // The coolest after the move wins; of equals, the first worker (as `scan_all` finds it).
         let consider = |best: &mut Option<(f64, usize)>, d: f64, w: usize| {
@@ -732,8 +749,9 @@ pub fn worker_overload(pass: &mut Pass<'_>, state: &mut PlannerState, overloaded
     }
 }
 
-/// A partition on worker `w` over its own limit and about to be split (splittable, not held
-/// back) whose cut into pieces spread over other workers — `w` keeps at most half of it —
+/// A partition on worker `w` over its own limit and about to be split (splittable, with a
+/// sketch, in no group, not held back, its hysteresis still building) whose cut into pieces
+/// spread over other workers — `w` keeps at most half of it —
 /// alone brings `w` under `high`, while `w`
 /// still serves all it is asked (its streams counted): `(partition, its share of w)`. Worker
 /// overload waits for that cut rather than stream neighbours off `w` while the partition
@@ -750,7 +768,13 @@ fn imminent_cut(pass: &Pass<'_>, state: &PlannerState, w: usize, high: f64) -> O
         .iter()
         .map(|&p| p as usize)
         .filter(|&p| {
+            let info = &pass.input.partitions[p];
+            // Still building its hysteresis: once hot, partition overload has had its turn (it
+            // cut it, and it is busy, or declined to, and waiting would be for nothing).
             pass.splitting[p]
+                && !pass.plan.hot.contains(&p)
+                && info.group.is_none()
+                && info.stats.sketch.is_some()
                 && pass.model.owner[p] as usize == w
                 && (pass.blocked(state, p).is_none()
                     || (!pass.model.busy[p]
@@ -810,6 +834,7 @@ pub fn zone_imbalance(pass: &mut Pass<'_>, state: &mut PlannerState) {
             (0..pass.input.workers.len())
                 .filter(|&w| pool(w, z) && healthy(&w))
                 .filter(|&w| pass.model.worker_actions[w] < pass.config.caps.max_inflight_per_worker)
+                .filter(|&w| !pass.model.shedding(w))
                 .min_by(|&a, &b| pass.model.worker_ratio(a).total_cmp(&pass.model.worker_ratio(b)))
         };
         let transient_max = cfg.max_source_transient_ratio;

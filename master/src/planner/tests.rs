@@ -390,6 +390,7 @@ fn an_in_flight_merge_counts_where_it_lands_and_drains_only_the_streaming_side()
     let m = built(merge("p0", "p1", Some(1)));
     assert_eq!((m.owner[0], m.owner[1]), (1, 1));
     assert!((m.drain_factor(0) - 0.8).abs() < 1e-9 && m.drain_factor(1) == 1.0);
+    assert_eq!(m.worker_actions[..2], [1, 1], "one action on each worker it touches, not two where it lands");
     // No destination: the left's owner, so p1 streams from w-1 to w-0.
     let m = built(merge("p0", "p1", None));
     assert_eq!((m.owner[0], m.owner[1]), (0, 0));
@@ -912,7 +913,7 @@ fn an_overloaded_worker_that_serves_all_waits_for_the_imminent_cut_of_its_hot_pa
             wait.why
         );
     }
-    // The fourth window: p0 is cut, its pieces spread; then w-0 sheds on to its low watermark.
+    // The fourth window: p0 is cut, its pieces spread.
     let cut = plan(&input, &config, &mut state, 4_000);
     assert!(
         matches!(&cut.proposals[0].spec, ActionSpec::SplitInto { partition, .. } if partition.as_str() == "p0"),
@@ -922,6 +923,11 @@ fn an_overloaded_worker_that_serves_all_waits_for_the_imminent_cut_of_its_hot_pa
 
     // Where a split leaves both halves on the worker (no multi-way split), it does not wait.
     input.multi_way_split = false;
+    let mut state = PlannerState::default();
+    assert!(!moves(&plan(&input, &config, &mut state, 1_000)).is_empty());
+    // Nor for a partition with no key sketch to cut it by.
+    input.multi_way_split = true;
+    input.partitions[0].stats.sketch = None;
     let mut state = PlannerState::default();
     assert!(!moves(&plan(&input, &config, &mut state, 1_000)).is_empty());
 

@@ -357,7 +357,7 @@ impl Executor {
             }
         };
         // The kind's timeout counts from the action's start, also across a restart.
-        let timeout = self.config.borrow().executor.timeouts.for_kind(kind);
+        let timeout = self.config.borrow().executor.timeouts.for_spec(&request.spec);
         let started_ms = self.book.get(id).and_then(|r| r.started_at_ms).unwrap_or_else(now_ms);
         let mut last_progress = (-1.0_f64, Instant::now());
         loop {
