@@ -169,14 +169,13 @@ impl OpBook {
                 (vec![partition.clone()], secs, None, vec![(p.owner[i] as usize, cost)])
             }
             ActionSpec::Merge { left, right, to_worker } => {
-                let (l, r, w) = cluster.check_merge(left, right, to_worker.as_ref())?;
                 // The side not on the destination streams there like a move.
-                let streamed = if p.owner[l] as usize == w { r } else { l };
-                let (secs, sources) = if p.owner[streamed] as usize == w {
-                    (DEFAULT_METADATA_OP_SECS, vec![])
-                } else {
-                    let secs = DEFAULT_HANDOVER_SECS + p.stored_bytes[streamed] / DEFAULT_MOVE_BYTES_PER_SEC;
-                    (secs, vec![(p.owner[streamed] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)])
+                let (secs, sources) = match cluster.merge_streamed(left, right, to_worker.as_ref())? {
+                    None => (DEFAULT_METADATA_OP_SECS, vec![]),
+                    Some(s) => (
+                        DEFAULT_HANDOVER_SECS + p.stored_bytes[s] / DEFAULT_MOVE_BYTES_PER_SEC,
+                        vec![(p.owner[s] as usize, DEFAULT_MOVE_SOURCE_COST_RATIO)],
+                    ),
                 };
                 (vec![left.clone(), right.clone()], secs, None, sources)
             }

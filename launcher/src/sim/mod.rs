@@ -38,7 +38,7 @@ pub mod svg;
 
 use std::time::{Duration, Instant};
 
-use lb_common::ids::{ActionId, Key, OperationId, PartitionId, WorkerId};
+use lb_common::ids::{ActionId, Key, OperationId, PartitionId};
 use lb_common::protocol::{ActionKind, ActionSpec, GroupTarget, Health, OperationState};
 use lb_master::planner::{InFlightAction, Proposal};
 
@@ -325,9 +325,13 @@ impl Sim {
         let source = {
             let p = &self.engine.cluster.partitions;
             match &action.spec {
-                ActionSpec::Merge { left, right, to_worker } => {
-                    merge_streamed(&self.engine, left, right, to_worker).map(|i| p.owner[i])
-                }
+                ActionSpec::Merge { left, right, to_worker } => self
+                    .engine
+                    .cluster
+                    .merge_streamed(left, right, to_worker.as_ref())
+                    .ok()
+                    .flatten()
+                    .map(|i| p.owner[i]),
                 other => partitions_of(other).into_iter().next().and_then(|id| p.find(id)).map(|i| p.owner[i]),
             }
         };
@@ -376,7 +380,7 @@ impl Sim {
                 .check_split_into(partition, split_keys, to_workers, first_to_worker.as_ref())
                 .map_or(0, |(_, b)| b as u64),
             ActionSpec::Merge { left, right, to_worker } => {
-                match merge_streamed(&self.engine, left, right, to_worker) {
+                match self.engine.cluster.merge_streamed(left, right, to_worker.as_ref()).ok().flatten() {
                     Some(i) => p.stored_bytes[i] as u64,
                     None => 0,
                 }
@@ -464,21 +468,6 @@ fn worst_worker(engine: &Engine) -> Option<u32> {
         .filter(|&w| c.workers.is_up(w))
         .max_by(|&a, &b| c.load.worker_demand_ratio[a].total_cmp(&c.load.worker_demand_ratio[b]))
         .map(|w| w as u32)
-}
-
-/// The side of a merge across two workers that streams to the other's (the one not on its
-/// destination); `None` when both are on one worker.
-fn merge_streamed(engine: &Engine, left: &PartitionId, right: &PartitionId, to: &Option<WorkerId>) -> Option<usize> {
-    let c = &engine.cluster;
-    let (l, r, w) = c.check_merge(left, right, to.as_ref()).ok()?;
-    let p = &c.partitions;
-    if p.owner[l] == p.owner[r] {
-        None
-    } else if p.owner[l] as usize == w {
-        Some(r)
-    } else {
-        Some(l)
-    }
 }
 
 /// Where an action that just succeeded put load: the workers it landed on, and the dedicated

@@ -23,6 +23,29 @@ pub struct ManualRefusal {
     pub message: String,
 }
 
+/// Partition `p` streaming from its worker to `to` (a move, a merge's other side): source and
+/// destination before and after, the cost of its bytes, and the cluster's max once it landed,
+/// which `model` then shows.
+fn predict_stream(
+    model: &mut Model,
+    predicted: &mut Prediction,
+    input: &PlannerInput,
+    config: &PlannerConfig,
+    groups: &[Option<lb_common::ids::GroupId>],
+    p: usize,
+    to: usize,
+) {
+    let from = model.owner[p] as usize;
+    predicted.source_before_ratio = model.worker_ratio(from);
+    predicted.source_after_ratio = model.ratio_with(from, p, -1.0);
+    predicted.dest_before_ratio = Some(model.worker_ratio(to));
+    predicted.dest_after_ratio = Some(model.ratio_with(to, p, 1.0));
+    let gib = input.partitions[p].stored_bytes as f64 / (1u64 << 30) as f64;
+    predicted.cost_ratio = gib * config.caps.move_cost_ratio_per_gib;
+    model.apply_move(p, to);
+    predicted.cluster_max_after_ratio = model.pool_stats(groups).0;
+}
+
 fn refuse(field: &str, message: impl Into<String>) -> ManualRefusal {
     ManualRefusal { field: field.to_owned(), message: message.into() }
 }
@@ -107,14 +130,7 @@ pub fn manual_proposal(
             }
             predicted.target_before_ratio = target_ratio(p);
             predicted.target_after_ratio = predicted.target_before_ratio;
-            predicted.source_before_ratio = model.worker_ratio(from);
-            predicted.source_after_ratio = model.ratio_with(from, p, -1.0);
-            predicted.dest_before_ratio = Some(model.worker_ratio(to));
-            predicted.dest_after_ratio = Some(model.ratio_with(to, p, 1.0));
-            let gib = input.partitions[p].stored_bytes as f64 / (1u64 << 30) as f64;
-            predicted.cost_ratio = gib * config.caps.move_cost_ratio_per_gib;
-            model.apply_move(p, to);
-            predicted.cluster_max_after_ratio = model.pool_stats(&groups).0;
+            predict_stream(&mut model, &mut predicted, input, config, &groups, p, to);
         }
         ActionSpec::Merge { left, right, to_worker } => {
             let (l, r) = (index("spec.left", left)?, index("spec.right", right)?);
@@ -164,19 +180,12 @@ pub fn manual_proposal(
                 },
             };
             let streamed = if dest == lw { r } else { l };
-            let from = model.owner[streamed] as usize;
-            predicted.source_before_ratio = model.worker_ratio(from);
-            if from == dest {
+            if model.owner[streamed] as usize == dest {
+                predicted.source_before_ratio = model.worker_ratio(dest);
                 predicted.source_after_ratio = predicted.source_before_ratio;
                 predicted.cluster_max_after_ratio = max_before;
             } else {
-                predicted.source_after_ratio = model.ratio_with(from, streamed, -1.0);
-                predicted.dest_before_ratio = Some(model.worker_ratio(dest));
-                predicted.dest_after_ratio = Some(model.ratio_with(dest, streamed, 1.0));
-                let gib = input.partitions[streamed].stored_bytes as f64 / (1u64 << 30) as f64;
-                predicted.cost_ratio = gib * config.caps.move_cost_ratio_per_gib;
-                model.apply_move(streamed, dest);
-                predicted.cluster_max_after_ratio = model.pool_stats(&groups).0;
+                predict_stream(&mut model, &mut predicted, input, config, &groups, streamed, dest);
             }
         }
         ActionSpec::Group { target, .. } => {

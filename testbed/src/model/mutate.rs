@@ -252,6 +252,25 @@ impl Cluster {
         Ok((l, r, w))
     }
 
+    /// The side of a checked merge that streams to where it lands (the one not there already);
+    /// `None` when both are on one worker.
+    pub fn merge_streamed(
+        &self,
+        left: &PartitionId,
+        right: &PartitionId,
+        to: Option<&WorkerId>,
+    ) -> Result<Option<usize>, LayoutError> {
+        let (l, r, w) = self.check_merge(left, right, to)?;
+        let owner = &self.partitions.owner;
+        Ok(if owner[l] == owner[r] {
+            None
+        } else if owner[l] as usize == w {
+            Some(r)
+        } else {
+            Some(l)
+        })
+    }
+
     /// Merges `right` into `left`, which keeps its id and lands on `to` (see
     /// [`Cluster::check_merge`]).
     pub fn apply_merge(
