@@ -220,6 +220,26 @@ fn the_console_shows_the_loop_and_steers_it_in_a_real_browser() {
     assert!(field_error(&mut page, "to_worker").contains("no worker w-nope"), "unknown worker");
     form(&mut page, "move", &[("partition", cold.id.as_str()), ("to_worker", owner.as_str())]);
     assert!(field_error(&mut page, "to_worker").contains("already on"), "a move to the same worker");
+    // A merge names where it lands (the form's optional field): a worker owning neither side is
+    // refused next to it.
+    let (left, right) = topology
+        .partitions
+        .iter()
+        .filter(|p| !p.range.contains(Key(HOT_START)))
+        .find_map(|p| {
+            let next = topology.partitions.iter().find(|q| {
+                (&q.tenant, &q.table) == (&p.tenant, &p.table) && p.range.end.0.checked_add(1) == Some(q.range.start.0)
+            })?;
+            Some((p, next))
+        })
+        .expect("two cold neighbours");
+    let neither = topology.workers.iter().find(|w| w.id != left.owner && w.id != right.owner).expect("a third worker");
+    form(
+        &mut page,
+        "merge",
+        &[("left", left.id.as_str()), ("right", right.id.as_str()), ("to_worker", neither.id.as_str())],
+    );
+    assert!(field_error(&mut page, "to_worker").contains("owns neither"), "a merge onto a worker owning neither side");
     assert_eq!(rt.block_on(ops.actions(None)).expect("ops actions").len(), before, "nothing was submitted");
 
     // A manual move: previewed with the planner's prediction, submitted, executed, evaluated.
