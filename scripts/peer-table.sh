@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # lb against the peer models (issue 24): every shipped scenario in configs/scenarios/ under
-# lb, none, greedy, pd and crdb at its own size and duration, then mixed-tenants at 100,000
-# partitions on 1,000 workers, each with `lb sim`; writes every run's report, figures and charts
-# under OUT/<scenario>/ and one summary table, OUT/peer-table.md (from the runs' figures.json).
+# lb, none, greedy, pd and crdb at its own size and duration (and lb+offline too where the
+# scenario sets [master.offline]), then mixed-tenants at 100,000 partitions on 1,000 workers
+# under the same, and all-action-kinds at 100,000 under lb+offline (every action kind, issue
+# 25's safety at scale), each with `lb sim`; writes every run's report, figures and charts under
+# OUT/<scenario>/ and one summary table, OUT/peer-table.md (from the runs' figures.json).
 #
 #   scripts/peer-table.sh [OUT]          # OUT defaults to target/sim/peers
 #   LB=path/to/lb SKIP_100K=1 scripts/peer-table.sh
@@ -25,25 +27,35 @@ if [ ! -x "$LB" ]; then
 fi
 mkdir -p "$OUT"
 
-# name|scenario file|extra lb sim flags
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+# name|scenario file|extra lb sim flags|strategies
 runs=()
 for f in "$ROOT"/configs/scenarios/*.toml; do
     name="$(basename "$f" .toml)"
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
-        continue
+    wanted "$name" || continue
+    strategies="$STRATEGIES"
+    # Merges come from the offline analyzer: a scenario that sets its policies runs it too.
+    if grep -q '^\[master\.offline\]' "$f"; then
+        strategies="lb+offline,$STRATEGIES"
     fi
-    runs+=("$name|$f|")
+    runs+=("$name|$f||$strategies")
 done
-if [ -z "${SKIP_100K:-}" ] && { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" mixed-tenants-100k "* ]]; }; then
-    runs+=("mixed-tenants-100k|$ROOT/configs/scenarios/mixed-tenants.toml|--partitions 100000 --workers 1000")
+if [ -z "${SKIP_100K:-}" ]; then
+    if wanted mixed-tenants-100k; then
+        runs+=("mixed-tenants-100k|$ROOT/configs/scenarios/mixed-tenants.toml|--partitions 100000 --workers 1000|$STRATEGIES")
+    fi
+    if wanted all-action-kinds-100k; then
+        runs+=("all-action-kinds-100k|$ROOT/configs/scenarios/all-action-kinds.toml|--partitions 100000 --workers 1000|lb+offline,none")
+    fi
 fi
 
 for run in "${runs[@]}"; do
-    IFS='|' read -r name file flags <<<"$run"
-    log "$name: lb sim --scenario ${file#"$ROOT"/} $flags --strategies $STRATEGIES"
+    IFS='|' read -r name file flags strategies <<<"$run"
+    log "$name: lb sim --scenario ${file#"$ROOT"/} $flags --strategies $strategies"
     started=$SECONDS
     # shellcheck disable=SC2086 # flags are words
-    "$LB" sim --scenario "$file" $flags --strategies "$STRATEGIES" --out "$OUT/$name" >"$OUT/$name.log" 2>&1 || {
+    "$LB" sim --scenario "$file" $flags --strategies "$strategies" --out "$OUT/$name" >"$OUT/$name.log" 2>&1 || {
         log "$name failed (see $OUT/$name.log)"
         exit 1
     }
@@ -53,10 +65,10 @@ done
 # One row per scenario and strategy: rejected share, time to relief of every onset in order
 # (– never hot, ✗ not relieved), actions by kind, thrash, bytes moved, safety violations.
 {
-    echo "| scenario | strategy | rejected % | time to relief per onset | splits / moves / groups / merges | thrash | bytes moved | safety violations |"
+    echo "| scenario | strategy | rejected % | time to relief per onset | splits / moves / groups / merges / reshards | thrash | bytes moved | safety violations |"
     echo "|---|---|---:|---|---|---:|---:|---:|"
     for run in "${runs[@]}"; do
-        IFS='|' read -r name _ _ <<<"$run"
+        IFS='|' read -r name _ _ _ <<<"$run"
         jq -r --arg name "$name" '
             def pct: (. * 100000 | round) / 1000 | tostring;
             def gib: (. / 1073741824 * 100 | round) / 100 | tostring;
@@ -64,9 +76,23 @@ done
                         elif .relieved_after_secs == null then "✗"
                         else "\(.relieved_after_secs) s" end;
             .runs[] | .figures as $f
-            | "| \($name) | \($f.strategy) | \(.rejected_ratio | pct) % | \([$f.reliefs[] | relief] | join(" · ")) | \($f.actions.split // 0) / \($f.actions.move // 0) / \($f.actions.group // 0) / \($f.actions.merge // 0) | \($f.thrash) | \($f.bytes_moved | gib) GiB | \($f.violations | length) |"
+            | "| \($name) | \($f.strategy) | \(.rejected_ratio | pct) % | \([$f.reliefs[] | relief] | join(" · ")) | \($f.actions.split // 0) / \($f.actions.move // 0) / \($f.actions.group // 0) / \($f.actions.merge // 0) / \($f.actions.reshard // 0) | \($f.thrash) | \($f.bytes_moved | gib) GiB | \($f.violations | length) |"
         ' "$OUT/$name/figures.json"
     done
 } >"$OUT/peer-table.md"
 log "wrote $OUT/peer-table.md"
 cat "$OUT/peer-table.md"
+
+# Issue 25: no action of lb's (lb, lb+offline) overloads the place it puts load, in any run.
+unsafe=""
+for run in "${runs[@]}"; do
+    IFS='|' read -r name _ _ _ <<<"$run"
+    unsafe+=$(jq -r --arg name "$name" '.runs[] | .figures
+        | select((.strategy | startswith("lb")) and (.violations | length) > 0)
+        | "\($name) under \(.strategy): \(.violations | length) safety violations\n"' "$OUT/$name/figures.json")
+done
+if [ -n "$unsafe" ]; then
+    log "lb overloaded the place it put load (see each run's report.md):"
+    printf '%s' "$unsafe" >&2
+    exit 1
+fi

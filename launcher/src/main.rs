@@ -314,8 +314,7 @@ fn run_sim(
     // rejections at each peak (the offline report).
     let with_offline = |s: &String| lb_launcher::sim::offline::NAMES.contains(&s.as_str());
     let (comparison, offline) = if strategies.iter().any(with_offline) {
-        let section = lb_launcher::sim::offline::LbOffline::sim_section();
-        let r = lb_launcher::sim::offline::report(scenario, strategies, duration_secs, threads, &section)?;
+        let r = lb_launcher::sim::offline::report(scenario, strategies, duration_secs, threads)?;
         let table = r.markdown();
         (r.comparison, table)
     } else {

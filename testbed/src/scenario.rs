@@ -68,7 +68,18 @@ pub struct Scenario {
     pub datasets: Vec<DatasetSpec>,
     #[serde(default)]
     pub timeline: Vec<TimelineEvent>,
+    /// The master's policies this scenario is balanced under: `[master.planner]`,
+    /// `[master.evaluation]`, `[master.placement]` and `[master.offline]`, with the keys of
+    /// `master.toml`, laid over the defaults. The testbed does not read it: `lb sim` balances
+    /// the scenario with it (peer strategies ignore it) and `lb up` writes it into the master's
+    /// config file. Empty (the default): the master's defaults.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub master: toml::Table,
 }
+
+/// The sections a scenario's `[master]` may set: the policies, never where the master listens
+/// or stores.
+pub const MASTER_POLICY_SECTIONS: [&str; 4] = ["planner", "evaluation", "placement", "offline"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +328,16 @@ impl Scenario {
             );
             s.non_negative("key_skew_exponent", d.key_skew_exponent);
         }
+        for (key, value) in &self.master {
+            let mut s = v.at("master");
+            s.check(
+                MASTER_POLICY_SECTIONS.contains(&key.as_str()),
+                key,
+                "…",
+                "is not a policy section: a scenario's [master] sets planner, evaluation, placement or offline",
+            );
+            s.check(value.is_table(), key, value, "must be a table, as in master.toml");
+        }
         for (i, e) in self.timeline.iter().enumerate() {
             let mut s = v.at_index("timeline", i);
             s.check(e.at_secs <= self.duration_secs, "at_secs", e.at_secs, "must be within duration_secs");
@@ -504,6 +525,21 @@ worker = "w-0009"
             format!("{ok}\n[[timeline]]\nat_secs = 5\nevent = \"worker_added\"\nworker = \"w-0007\"\nzone = \"z\"\n");
         let err = Scenario::parse(&added, Path::new("t.toml")).unwrap_err();
         assert!(err.to_string().contains("timeline[1].zone"), "{err}");
+    }
+
+    #[test]
+    fn a_scenarios_master_sets_policy_sections_only() {
+        let good = MINIMAL
+            .replace("worker = \"w-0009\"", "worker = \"w-0001\"")
+            .replace("end_key = \"0fffffffffffffff\"", "end_key = \"2000000000000000\"");
+        let s = Scenario::parse(&format!("{good}\n[master.placement]\nmode = \"auto\"\n"), Path::new("t.toml"))
+            .expect("valid");
+        assert_eq!(s.master["placement"]["mode"].as_str(), Some("auto"));
+        let err = Scenario::parse(&format!("{good}\n[master.http]\nlisten = \"0.0.0.0:1\"\n"), Path::new("t.toml"))
+            .unwrap_err();
+        assert!(err.to_string().contains("master.http") && err.to_string().contains("not a policy section"), "{err}");
+        let err = Scenario::parse(&format!("{good}\n[master]\noffline = 3\n"), Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("master.offline = 3: must be a table"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 pub mod input;
 pub mod offline;
 pub mod peers;
+pub mod policies;
 pub mod report;
 pub mod safety;
 pub mod scale;
@@ -179,8 +180,11 @@ impl Sim {
     }
 
     /// The master's planner with its default config.
+    /// The master's online core on `scenario`, under its `[master]`. Panics if that section is
+    /// invalid (`lb sim` refuses it first, through [`policies::online_config`]).
     pub fn lb(scenario: &Scenario) -> Self {
-        Self::new(scenario, Box::new(Lb::default()))
+        let lb = Lb::for_scenario(scenario).unwrap_or_else(|e| panic!("scenario {}: [master]: {e}", scenario.name));
+        Self::new(scenario, Box::new(lb))
     }
 
     pub fn strategy_name(&self) -> &str {

@@ -86,29 +86,43 @@ pub struct LbOffline {
 impl LbOffline {
     /// `section` is the master's `[offline]` as the run uses it.
     pub fn new(section: OfflineSection) -> Self {
-        Self::named(NAME, section)
+        Self::named(NAME, OnlineConfig { offline: section, ..OnlineConfig::default() })
     }
 
-    /// The strategy of [`NAMES`] named `name`, `lb+offline` with `section`.
-    pub fn by_name(name: &str, section: &OfflineSection) -> Option<Self> {
+    /// The strategy of [`NAMES`] named `name`: `lb+offline` under `config` (its `offline` the
+    /// run's `[offline]`), the PD-like baselines on `config`'s other sections.
+    pub fn by_name(name: &str, config: &OnlineConfig) -> Option<Self> {
         match name {
-            NAME => Some(Self::new(section.clone())),
-            PD_MERGE => Some(Self::pd_merge()),
-            PD_MERGE_AHEAD => Some(Self::pd_merge_ahead(section)),
+            NAME => Some(Self::named(NAME, config.clone())),
+            PD_MERGE => {
+                Some(Self::named(PD_MERGE, OnlineConfig { offline: Self::pd_merge_section(), ..config.clone() }))
+            }
+            PD_MERGE_AHEAD => Some(Self::named(
+                PD_MERGE_AHEAD,
+                OnlineConfig { offline: Self::pd_merges(config.offline.clone()), ..config.clone() },
+            )),
             _ => None,
         }
     }
 
     /// The PD-like baseline ([`PD_MERGE`]): PD's merges on the master's defaults, no peaks ahead.
     pub fn pd_merge() -> Self {
-        let base = OfflineSection { peak_ahead_mode: lb_master::planner::PolicyMode::Off, ..OfflineSection::default() };
-        Self::named(PD_MERGE, Self::pd_merges(base))
+        Self::named(PD_MERGE, OnlineConfig { offline: Self::pd_merge_section(), ..OnlineConfig::default() })
     }
 
     /// [`PD_MERGE_AHEAD`]: PD's merges on `section`, whose peaks ahead stay as they are (their
     /// recurrences are counted over the profile's two weeks, not the merges' one-hour look-back).
     pub fn pd_merge_ahead(section: &OfflineSection) -> Self {
-        Self::named(PD_MERGE_AHEAD, Self::pd_merges(section.clone()))
+        Self::named(
+            PD_MERGE_AHEAD,
+            OnlineConfig { offline: Self::pd_merges(section.clone()), ..OnlineConfig::default() },
+        )
+    }
+
+    /// [`PD_MERGE`]'s `[offline]`: PD's merges on the master's defaults, peaks ahead off.
+    fn pd_merge_section() -> OfflineSection {
+        let base = OfflineSection { peak_ahead_mode: lb_master::planner::PolicyMode::Off, ..OfflineSection::default() };
+        Self::pd_merges(base)
     }
 
     /// `base` with merges judged as PD judges them: the last hour's load, an hour after a
@@ -127,13 +141,14 @@ impl LbOffline {
         }
     }
 
-    fn named(name: &'static str, section: OfflineSection) -> Self {
+    /// `lb` with the offline analyzer under `config`, its findings slot fed by this strategy.
+    fn named(name: &'static str, config: OnlineConfig) -> Self {
         static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("lb-sim-archive-{}-{n}", std::process::id()));
         let slot = FindingsSlot::fed();
-        let config = OnlineConfig { offline: section.clone(), ..OnlineConfig::default() };
         let analyzers = lb_master::online::analyzer::registered_with(&config, slot.clone());
+        let section = config.offline.clone();
         Self {
             name,
             inner: Lb::with_analyzers(config, analyzers),
@@ -166,6 +181,12 @@ impl LbOffline {
             periodic_min_peaks: 1,
             ..OfflineSection::default()
         }
+    }
+
+    /// The master's defaults with [`LbOffline::sim_section`]: what a scenario's `[master]` is
+    /// laid over for the offline strategies.
+    pub fn sim_config() -> OnlineConfig {
+        OnlineConfig { offline: Self::sim_section(), ..OnlineConfig::default() }
     }
 
     pub fn archive(&self) -> &Archive {
@@ -344,24 +365,24 @@ pub struct Report {
     pub peaks: Vec<(u64, u64)>,
 }
 
-/// Runs `strategies` (as [`super::report::compare`] does, `lb+offline` with `section`) and
-/// gathers the multi-day figures.
+/// Runs `strategies` (as [`super::report::compare`] does, each `lb` under the scenario's
+/// `[master]`, the offline ones over [`LbOffline::sim_section`]) and gathers the multi-day
+/// figures.
 pub fn report(
     scenario: &Scenario,
     strategies: &[String],
     duration_secs: u64,
     threads: usize,
-    section: &OfflineSection,
 ) -> Result<Report, super::report::CompareError> {
+    let config = super::policies::online_config(scenario, LbOffline::sim_config())
+        .map_err(super::report::CompareError::Policies)?;
     let mut built: Vec<(Box<dyn Strategy>, Option<PassLogs>)> = Vec::new();
     for name in strategies {
-        if let Some(s) = LbOffline::by_name(name, section) {
+        if let Some(s) = LbOffline::by_name(name, &config) {
             let passes = s.passes();
             built.push((Box::new(s), Some(passes)));
         } else {
-            let s = super::strategy::by_name(name)
-                .ok_or_else(|| super::report::CompareError::UnknownStrategy(name.clone()))?;
-            built.push((s, None));
+            built.push((super::strategy::by_name(name, scenario)?, None));
         }
     }
     if built.is_empty() {

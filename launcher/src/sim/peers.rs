@@ -1063,7 +1063,7 @@ partitions = {partitions}
     }
 
     fn run(scenario: &Scenario, strategy: &str, secs: u64) -> Sim {
-        let mut sim = Sim::new(scenario, crate::sim::strategy::by_name(strategy).expect("registered"));
+        let mut sim = Sim::new(scenario, crate::sim::strategy::by_name(strategy, scenario).expect("registered"));
         sim.run_until(secs);
         assert!(sim.violations.is_empty(), "{:?}", sim.violations);
         assert!(sim.submit_errors.is_empty(), "{:?}", sim.submit_errors);

@@ -334,6 +334,8 @@ pub enum CompareError {
     UnknownStrategy(String),
     #[error("no strategy to run")]
     NoStrategy,
+    #[error("the scenario's [master] is invalid: {0}")]
+    Policies(lb_common::validate::ValidationError),
 }
 
 /// Runs `strategies` (names for [`strategy::by_name`]) over `scenario` for `duration_secs`,
@@ -346,8 +348,7 @@ pub fn compare(
 ) -> Result<Comparison, CompareError> {
     let mut built: Vec<Mutex<Option<Box<dyn Strategy>>>> = Vec::new();
     for name in strategies {
-        let s = strategy::by_name(name).ok_or_else(|| CompareError::UnknownStrategy(name.clone()))?;
-        built.push(Mutex::new(Some(s)));
+        built.push(Mutex::new(Some(strategy::by_name(name, scenario)?)));
     }
     if built.is_empty() {
         return Err(CompareError::NoStrategy);
@@ -355,7 +356,7 @@ pub fn compare(
     // The safety check's baseline: no balancer, run even when not asked for (and then not shown).
     let shown = built.len();
     if !strategies.iter().any(|s| s == BASELINE) {
-        built.push(Mutex::new(strategy::by_name(BASELINE)));
+        built.push(Mutex::new(Some(strategy::by_name(BASELINE, scenario)?)));
     }
     let onsets = onsets(scenario, duration_secs);
     let started = Instant::now();
@@ -410,7 +411,8 @@ const MAX_VIOLATIONS_LISTED: usize = 20;
 /// The strategy the safety invariant compares with.
 pub const BASELINE: &str = "none";
 
-const KINDS: [ActionKind; 4] = [ActionKind::Split, ActionKind::Move, ActionKind::Group, ActionKind::Merge];
+const KINDS: [ActionKind; 5] =
+    [ActionKind::Split, ActionKind::Move, ActionKind::Group, ActionKind::Merge, ActionKind::Reshard];
 
 impl Comparison {
     /// The comparison as markdown: a figures table and a time-to-relief table.
@@ -425,8 +427,8 @@ impl Comparison {
             self.duration_secs,
             self.wall.as_secs_f64()
         );
-        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | failed | thrash (undone ≤ 10 min) | bytes moved | wall s |\n");
-        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | reshards | failed | thrash (undone ≤ 10 min) | bytes moved | wall s |\n");
+        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for run in &self.runs {
             let f = &run.figures;
             let kinds: Vec<String> =

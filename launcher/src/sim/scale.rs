@@ -15,17 +15,20 @@
 //!   through as many partitions per second). Each replica is a hotspot as strong as the
 //!   original, and there are as many per worker. (Evenly spaced replicas would line up with the
 //!   round-robin placement and pile onto a handful of workers.);
-//! - datasets carry `kw ×` their rate (and growth); dedicated groups get `round(g × kw)` workers,
-//!   and zones their shares of the workers;
+//! - datasets are hotspots too (their few shards' workers saturate): each is replicated
+//!   `round(kw)` times at its own rate and growth, replica `i > 0` in a tenant of its own
+//!   (`<tenant>-<i>`), so its subring lands on other workers; dedicated groups get
+//!   `round(g × kw)` workers, and zones their shares of the workers;
 //! - the timeline is kept, except that a `worker_added` beyond the scenario's workers is renamed
-//!   past the scaled ones and dataset rate changes are scaled like the datasets. A lost worker
-//!   stays one worker (at 1,000 workers that is a small event, which is what it is).
+//!   past the scaled ones and a dataset's rate change applies to each of its replicas. A lost
+//!   worker stays one worker (at 1,000 workers that is a small event, which is what it is).
 
 use lb_common::ids::Key;
 
 use lb_common::validate::ValidationError;
 
-use lb_testbed::scenario::{Event, Scenario, WorkloadKind, worker_name};
+use lb_common::ids::TenantId;
+use lb_testbed::scenario::{DatasetSpec, Event, Scenario, WorkloadKind, worker_name};
 use lb_testbed::workload::rng::SplitMix64;
 
 /// The scenario validator's bound on zipf segments.
@@ -58,6 +61,15 @@ impl Grid {
         let offset = (u128::from(key) - index * wo) * wn / wo;
         let span = width.map_or(1, |w| (offset + w).div_ceil(wn).max(1));
         (offset, u64::try_from(span).unwrap_or(u64::MAX))
+    }
+}
+
+/// Replica `i` of a dataset's tenant: the tenant itself for the first.
+fn replica_tenant(tenant: &TenantId, i: u64) -> TenantId {
+    if i == 0 {
+        tenant.clone()
+    } else {
+        TenantId::new(format!("{tenant}-{i}")).expect("a valid id with -<digits> is valid")
     }
 }
 
@@ -148,11 +160,15 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
         }
         table.workloads = scaled;
     }
-    for d in &mut s.datasets {
-        d.ops_per_sec *= kw;
-        d.growth_ops_per_sec_per_hour *= kw;
-    }
-    for e in &mut s.timeline {
+    // A dataset is a hotspot of its own (its few shards' workers saturate): replicated like
+    // the hot components, each replica a tenant of its own so its subring lands elsewhere.
+    s.datasets = scenario
+        .datasets
+        .iter()
+        .flat_map(|d| (0..replicas).map(move |i| DatasetSpec { tenant: replica_tenant(&d.tenant, i), ..d.clone() }))
+        .collect();
+    let mut timeline = Vec::with_capacity(s.timeline.len());
+    for mut e in std::mem::take(&mut s.timeline) {
         match &mut e.event {
             Event::WorkerAdded { worker, .. } => {
                 let index = worker.as_str().strip_prefix("w-").and_then(|n| n.parse::<u32>().ok());
@@ -160,13 +176,74 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
                     *worker = worker_name(m + (i - m0));
                 }
             }
-            Event::DatasetRate { ops_per_sec, growth_ops_per_sec_per_hour, .. } => {
-                *ops_per_sec *= kw;
-                *growth_ops_per_sec_per_hour *= kw;
+            Event::DatasetRate { tenant, .. } => {
+                let original = tenant.clone();
+                for i in 1..replicas {
+                    let mut replica = e.clone();
+                    if let Event::DatasetRate { tenant, .. } = &mut replica.event {
+                        *tenant = replica_tenant(&original, i);
+                    }
+                    timeline.push(replica);
+                }
             }
             _ => {}
         }
+        timeline.push(e);
     }
+    timeline.sort_by_key(|e| e.at_secs);
+    s.timeline = timeline;
     s.validate()?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dataset_is_replicated_per_workers_scale_in_tenants_of_its_own_at_its_own_rate() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/scenarios/growing-dataset.toml");
+        let mut scenario = Scenario::load(std::path::Path::new(path)).expect("loads");
+        let d0 = scenario.datasets[0].clone();
+        scenario.timeline.push(lb_testbed::scenario::TimelineEvent {
+            at_secs: 600,
+            event: Event::DatasetRate {
+                tenant: d0.tenant.clone(),
+                dataset: d0.dataset.clone(),
+                ops_per_sec: 5_000.0,
+                growth_ops_per_sec_per_hour: 0.0,
+            },
+        });
+        // 16 workers -> 64: four of each dataset, each as strong as the original.
+        let scaled = scale(&scenario, Some(128), Some(64)).expect("scales");
+        let tenants: Vec<&str> = scaled.datasets.iter().map(|d| d.tenant.as_str()).collect();
+        assert_eq!(tenants, ["logs", "logs-1", "logs-2", "logs-3"]);
+        for d in &scaled.datasets {
+            assert_eq!(
+                (d.ops_per_sec, d.growth_ops_per_sec_per_hour),
+                (d0.ops_per_sec, d0.growth_ops_per_sec_per_hour)
+            );
+            assert_eq!(
+                (d.dataset_shards, d.tenant_shards, &d.dataset),
+                (d0.dataset_shards, d0.tenant_shards, &d0.dataset)
+            );
+        }
+        // The rate change reaches every replica, unscaled.
+        let changes: Vec<(&str, f64)> = scaled
+            .timeline
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::DatasetRate { tenant, ops_per_sec, .. } => Some((tenant.as_str(), *ops_per_sec)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(changes, [("logs-1", 5_000.0), ("logs-2", 5_000.0), ("logs-3", 5_000.0), ("logs", 5_000.0)]);
+        // The engine places each replica's subring on its own workers.
+        let engine = lb_testbed::Engine::new(&scaled);
+        let owners: Vec<std::collections::BTreeSet<u32>> =
+            engine.cluster.datasets.iter().map(|d| d.shares.iter().map(|s| s.worker).collect()).collect();
+        assert_eq!(owners.len(), 4);
+        let all: std::collections::BTreeSet<u32> = owners.iter().flatten().copied().collect();
+        assert!(all.len() > owners[0].len(), "the replicas do not all sit on the original's workers: {owners:?}");
+    }
 }

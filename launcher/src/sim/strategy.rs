@@ -21,12 +21,16 @@ use std::collections::HashMap;
 
 use lb_common::ids::{ActionId, PartitionId};
 use lb_common::protocol::{ActionSpec, DatasetInfo};
+use lb_common::validate::ValidationError;
 use lb_master::evaluation::Evaluation;
 use lb_master::online::{ActionUpdate, EvaluationView, Observation, OnlineConfig, OnlineCore};
 use lb_master::placement_manager::{DatasetShardUsage, parse_dataset_shard_id};
 use lb_master::planner::{Plan, PlannerInput, PlannerState, Policy, PolicyMode};
 
 use lb_testbed::Engine;
+use lb_testbed::scenario::Scenario;
+
+use super::report::CompareError;
 
 /// Greedy's trigger: 90 % of capacity is the usual "hot worker" alert threshold.
 pub const DEFAULT_GREEDY_HIGH_RATIO: f64 = 0.9;
@@ -102,20 +106,22 @@ pub struct HandoverBytes {
 }
 
 /// The strategy named `name` (`lb`, `none`, `greedy`, `lb+offline`, `lb+pd-merge`,
-/// `lb+pd-merge+ahead`, `pd`, `crdb`).
-pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
-    match name {
-        "lb" => Some(Box::new(Lb::default())),
-        "none" => Some(Box::new(NoBalancer)),
-        "greedy" => Some(Box::new(Greedy::default())),
+/// `lb+pd-merge+ahead`, `pd`, `crdb`) for `scenario`: `lb` and its offline variants under the
+/// scenario's `[master]` ([`super::policies`]), the others as they are.
+pub fn by_name(name: &str, scenario: &Scenario) -> Result<Box<dyn Strategy>, CompareError> {
+    Ok(match name {
+        "lb" => Box::new(Lb::for_scenario(scenario).map_err(CompareError::Policies)?),
+        "none" => Box::new(NoBalancer),
+        "greedy" => Box::new(Greedy::default()),
         _ if super::offline::NAMES.contains(&name) => {
-            let section = super::offline::LbOffline::sim_section();
-            Some(Box::new(super::offline::LbOffline::by_name(name, &section)?))
+            let config = super::policies::online_config(scenario, super::offline::LbOffline::sim_config())
+                .map_err(CompareError::Policies)?;
+            Box::new(super::offline::LbOffline::by_name(name, &config).expect("one of NAMES"))
         }
-        super::peers::PD => Some(Box::<super::peers::Pd>::default()),
-        super::peers::CRDB => Some(Box::<super::peers::Crdb>::default()),
-        _ => None,
-    }
+        super::peers::PD => Box::<super::peers::Pd>::default(),
+        super::peers::CRDB => Box::<super::peers::Crdb>::default(),
+        _ => return Err(CompareError::UnknownStrategy(name.to_owned())),
+    })
 }
 
 /// The master's online core. See the module doc.
@@ -137,6 +143,11 @@ impl Default for Lb {
 }
 
 impl Lb {
+    /// The master's defaults with `scenario`'s `[master]` laid over them.
+    pub fn for_scenario(scenario: &Scenario) -> Result<Self, ValidationError> {
+        Ok(Self::with_config(super::policies::online_config(scenario, OnlineConfig::default())?))
+    }
+
     pub fn with_config(config: OnlineConfig) -> Self {
         let core = OnlineCore::new(&config, 0);
         Self::with_core(config, core)

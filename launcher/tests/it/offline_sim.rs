@@ -43,6 +43,14 @@ duration_secs = 1800
     .expect("valid scenario")
 }
 
+/// [`cooling`] with [`short_hours`] in the scenario's own `[master.offline]`, as `lb sim` runs it.
+fn cooling_with_short_hours() -> Scenario {
+    let mut scenario = cooling();
+    let section = toml::Table::try_from(short_hours()).expect("serializes");
+    scenario.master.insert("offline".to_owned(), toml::Value::Table(section));
+    scenario
+}
+
 fn short_hours() -> OfflineSection {
     OfflineSection {
         lookback_hours: 2,
@@ -103,9 +111,9 @@ fn a_surges_pieces_are_merged_back_by_the_offline_analyzer_and_no_merge_rejects(
 
 #[test]
 fn the_offline_report_sets_online_only_against_online_and_offline_in_one_run() {
-    let scenario = cooling();
+    let scenario = cooling_with_short_hours();
     let strategies = ["lb".to_owned(), "lb+offline".to_owned()];
-    let r = report(&scenario, &strategies, 4 * 3600, 2, &short_hours()).expect("runs");
+    let r = report(&scenario, &strategies, 4 * 3600, 2).expect("runs");
     assert_eq!(r.peaks, peak_windows(&scenario));
     assert_eq!(r.peaks, vec![(600, 2400)]);
     let [online, offline] = r.days.as_slice() else { panic!("two runs") };

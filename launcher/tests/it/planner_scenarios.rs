@@ -777,3 +777,40 @@ fn zones_relieve_a_lost_worker_and_a_hot_range_in_their_own_zone_and_cross_only_
     assert_eq!(crossings(&sim), Vec::new(), "zones.cross = never: nothing crosses");
     assert!(declines.contains(&DeclineReason::CrossZone), "a decline says only other zones have room");
 }
+
+/// Issue 25's "a mixed run with all action kinds", at the scenario's own size (the 100,000-
+/// partition run is `scripts/peer-table.sh`'s): the shipped all-action-kinds scenario under
+/// `lb+offline` and its own `[master]` (the placement manager acting, merges over an hour's
+/// look-back) splits (the hot range in one cut), moves, isolates, merges the surge's pieces back
+/// and reshards the growing dataset, and no action overloads the place it puts load.
+#[test]
+fn all_action_kinds_in_one_run_and_none_overloads_where_it_puts_load() {
+    let scenario = scenario_file("all-action-kinds");
+    let strategy = lb_launcher::sim::strategy::by_name("lb+offline", &scenario).expect("its [master] is valid");
+    let mut sim = Sim::new(&scenario, strategy);
+    sim.run_until(scenario.duration_secs);
+    let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for a in sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Succeeded { .. })) {
+        *kinds.entry(a.spec.kind().as_str()).or_default() += 1;
+    }
+    eprintln!("all-action-kinds under lb+offline: {kinds:?}, submit errors {:?}", sim.submit_errors);
+    for kind in ActionKind::ALL {
+        assert!(kinds.get(kind.as_str()).is_some_and(|&n| n > 0), "no {} succeeded: {kinds:?}", kind.as_str());
+    }
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a.spec, ActionSpec::SplitInto { ref split_keys, .. } if split_keys.len() >= 4)),
+        "the hot range at 4.4x its limit is cut into its pieces in one action"
+    );
+    // Nothing merges before a whole hour of history; the surge's pieces (2,400–3,600 s) come
+    // back once an hour without it is the look-back, and nothing split in the hour before.
+    let merges: Vec<_> = sim.actions.iter().filter(|a| a.spec.kind() == ActionKind::Merge).collect();
+    assert!(merges.iter().all(|a| a.t_secs >= 3600), "{merges:?}");
+    let carts: Vec<_> =
+        merges.iter().filter(|a| a.spec.partitions().iter().all(|p| p.as_str().starts_with("delta.carts."))).collect();
+    assert!(!carts.is_empty(), "the surge's pieces were merged back");
+    assert!(carts.iter().all(|a| a.t_secs >= 2 * 3600), "merged inside the surge's look-back: {carts:?}");
+    assert!(sim.submit_errors.is_empty(), "{:?}", sim.submit_errors);
+    assert_invariants(&sim);
+}

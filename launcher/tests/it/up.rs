@@ -137,3 +137,19 @@ async fn up_runs_with_auth_on_with_the_data_directorys_own_tokens() {
     assert_eq!(running.tokens, tokens, "tokens are reused on restart");
     assert!(running.stop(Duration::from_secs(20)).await);
 }
+
+/// A scenario's own policies (`[master.*]`) reach the master `lb up` starts: they are written
+/// into its config file and the master runs them.
+#[tokio::test]
+async fn up_runs_the_master_under_the_scenarios_own_policies() {
+    lb_common::telemetry::metrics_handle();
+    let dir = tempfile::tempdir().expect("dir");
+    let options = UpOptions { scenario: scenarios_dir().join("all-action-kinds.toml"), ..options(dir.path()) };
+    let running = up(&options).await.expect("everything starts");
+    let config = running.master_config.current();
+    assert_eq!(config.placement.mode, lb_master::planner::PolicyMode::Auto, "the scenario's [master.placement]");
+    assert_eq!((config.offline.lookback_hours, config.offline.merge_min_age_secs), (1, 3600));
+    let text = std::fs::read_to_string(&running.master_config_path).expect("master.toml");
+    assert!(text.contains("# From the scenario's [master]."), "{text}");
+    assert!(running.stop(Duration::from_secs(20)).await, "clean stop");
+}

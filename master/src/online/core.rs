@@ -25,7 +25,8 @@ pub const MAX_DECLINED_RECORDED: usize = 64;
 pub const ANALYSIS_HEARTBEAT_MS: i64 = 60_000;
 
 /// What the core needs of the master's config: the live loop takes it from `master.toml` at
-/// every pass ([`OnlineConfig::of`]), the simulator from its defaults.
+/// every pass ([`OnlineConfig::of`]), the simulator from its defaults and the scenario's
+/// `[master]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnlineConfig {
     pub planner: PlannerConfig,
