@@ -73,9 +73,11 @@ pub const DEFAULT_MOVE_SOURCE_DRAIN_RATIO: f64 = 0.2;
 /// `move_source_drain_ratio` (the testbed's `DEFAULT_MOVE_BYTES_PER_SEC`); a move throttled to
 /// its source's spare capacity names that share of it.
 pub const DEFAULT_MOVE_STREAM_BYTES_PER_SEC: f64 = 100.0 * 1024.0 * 1024.0;
-/// 120 s: ten times a 1 GiB move at 100 MiB/s; an action running longer is presumed stuck and
-/// planned around as not done (its load stays on the source) until the executor times it out.
-pub const DEFAULT_STALLED_ACTION_SECS: u64 = 120;
+/// 30 s: three times a 1 GiB move at 100 MiB/s. An action running longer than this and than
+/// three times what its bytes take at its rate ([`super::model::STALL_SLOWDOWN`]) is presumed
+/// stuck and planned around as possibly never ending (its load stays on its source) and
+/// possibly still landing (its destination keeps room for it), until the executor times it out.
+pub const DEFAULT_STALLED_ACTION_SECS: u64 = 30;
 /// Split children are scattered if they appear within 60 s of their split.
 pub const DEFAULT_SCATTER_WINDOW_SECS: u64 = 60;
 
@@ -225,7 +227,8 @@ pub struct CapsConfig {
     /// the storage throttles a move to the rate it names, the planner names the rate its
     /// source's spare capacity pays for.
     pub move_stream_bytes_per_sec: f64,
-    /// In-flight actions older than this are presumed stuck: not counted as done.
+    /// In-flight actions older than this, and than three times what their bytes take at their
+    /// rate, are presumed stuck: not counted as done, their destination still keeping room.
     pub stalled_action_secs: u64,
 }
 

@@ -11,7 +11,7 @@ use super::input::PlannerInput;
 
 /// A throttled stream runs at no less than an eighth of the storage's full rate (a 1 GiB move
 /// then takes 80 s, at 12.5 MiB/s where the full rate is 100 MiB/s; it is presumed stuck only
-/// after 8 times `stalled_action_secs`). A source with less to spare waits rather than stream
+/// after [`STALL_SLOWDOWN`] times that). A source with less to spare waits rather than stream
 /// for ever.
 pub const MIN_STREAM_RATE_RATIO: f64 = 0.125;
 
@@ -28,10 +28,18 @@ pub struct Streams {
     pub drain_ratio: f64,
     pub full_bytes_per_sec: f64,
     pub throttle: bool,
-    /// How long an action at full rate may run before it is presumed stuck (busy, but its move
-    /// not counted as done); a throttled move gets as many times longer as it is slower.
+    /// The least time an action may run before it is presumed stuck (busy, but its move not
+    /// counted as done); one with more bytes to stream gets [`STALL_SLOWDOWN`] times what they
+    /// take at its rate ([`Streams::stuck`]).
     pub stalled_ms: i64,
 }
+
+/// An action streaming `b` bytes is presumed stuck once it has run this many times what they
+/// take at its rate (and `stalled_action_secs` at least): a stream that slow is not streaming.
+/// CockroachDB times its queues' snapshots out the same way, at 10 times their size over the
+/// rate; here a wrong guess costs less (the action is not cancelled, only planned around), so
+/// a hung move is planned around sooner.
+pub const STALL_SLOWDOWN: f64 = 3.0;
 
 impl Streams {
     pub fn new(caps: &super::config::CapsConfig, throttle: bool) -> Self {
@@ -53,6 +61,15 @@ impl Streams {
     /// The rate over the full rate of a move that names `rate` (1 for none).
     fn speed(&self, rate: Option<u64>) -> f64 {
         rate.map_or(1.0, |r| (r as f64 / self.full_bytes_per_sec).clamp(f64::MIN_POSITIVE, 1.0))
+    }
+
+    /// Whether an action that started at `started_at_ms` streaming `bytes` at `speed` of the
+    /// full rate is presumed stuck at `now_ms`: it has run longer than `stalled_ms` and than
+    /// [`STALL_SLOWDOWN`] times what its bytes take at that rate.
+    pub fn stuck(&self, bytes: u64, speed: f64, started_at_ms: i64, now_ms: i64) -> bool {
+        let streaming_ms = bytes as f64 / (self.full_bytes_per_sec * speed.max(f64::MIN_POSITIVE)) * 1000.0;
+        let allowed_ms = (self.stalled_ms as f64).max(STALL_SLOWDOWN * streaming_ms);
+        (now_ms.saturating_sub(started_at_ms)) as f64 > allowed_ms
     }
 }
 
@@ -242,8 +259,9 @@ impl Model {
                         let whole = load[i];
                         let src = owner[i] as usize;
                         // Its leaving pieces are still served here while they stream, unless
-                        // it is presumed stuck (as a move is, after `stalled_action_secs`).
-                        let streaming = a.started_at_ms >= now_ms.saturating_sub(streams.stalled_ms);
+                        // it is presumed stuck (as a move is).
+                        let leaving_bytes = (p.stored_bytes as f64 * (1.0 - shares[0])) as u64;
+                        let streaming = !streams.stuck(leaving_bytes, 1.0, a.started_at_ms, now_ms);
                         load[i] = piece_load(p, whole, demand_ops[i], shares[0]);
                         // Pieces going elsewhere are still served here until the split ends, and
                         // their stream takes its share of this worker's capacity (as a move's).
@@ -314,7 +332,6 @@ impl Model {
                     if let Some(d) = drain.get_mut(owner[i] as usize) {
                         *d = (*d - streams.drain_ratio * speed).max(0.5);
                     }
-                    let stalled_before_ms = now_ms.saturating_sub((streams.stalled_ms as f64 / speed) as i64);
                     // Where it lands: a move's destination; an isolation into a group the
                     // topology shows, where the storage puts it (its fewest-partitions worker).
                     let to = match &a.spec {
@@ -323,9 +340,20 @@ impl Model {
                         ActionSpec::Group { group, .. } => group_placement(input, group, &held, owner[i] as usize),
                         _ => None,
                     };
+                    // Presumed stuck, it is planned as if it may never end (its source keeps
+                    // the partition) and as if it may still land (its destination keeps room
+                    // for it): both ways are safe.
                     if let Some(w) = to
-                        && a.started_at_ms >= stalled_before_ms
+                        && streams.stuck(input.partitions[i].stored_bytes, speed, a.started_at_ms, now_ms)
                     {
+                        arriving[w as usize].add(load[i], 1.0);
+                        // A merge counted its action on the side already there.
+                        if !matches!(a.spec, ActionSpec::Merge { .. }) {
+                            worker_actions[w as usize] += 1;
+                        }
+                        continue;
+                    }
+                    if let Some(w) = to {
                         if let Some(o) = outgoing.get_mut(owner[i] as usize) {
                             o.add(load[i], 1.0);
                         }

@@ -358,9 +358,12 @@ fn a_throttled_move_in_flight_drains_its_source_in_proportion_and_is_not_presume
         to_worker: wid(2),
         max_bytes_per_sec: rate,
     };
-    // 200 s after they started: the full-rate move is past the 120 s it may take, the quarter-rate
-    // one has 480 s.
+    // 4 GiB each, 200 s after they started: the full-rate move is past three times its 41 s,
+    // the quarter-rate one has 492 s.
     let mut with = input.clone();
+    for p in &mut with.partitions[..2] {
+        p.stored_bytes = 4 << 30;
+    }
     with.in_flight = vec![
         InFlightAction { spec: mv("p0", Some(quarter)), started_at_ms: 0 },
         InFlightAction { spec: mv("p1", None), started_at_ms: 0 },
@@ -368,7 +371,24 @@ fn a_throttled_move_in_flight_drains_its_source_in_proportion_and_is_not_presume
     let m = model::Model::build(&with, streams, 200_000);
     assert!((m.drain_factor(0) - (1.0 - 0.05 - 0.2)).abs() < 1e-9, "{}", m.drain_factor(0));
     assert_eq!(m.owner[0], 2, "the throttled move still counts as landing");
-    assert_eq!(m.owner[1], 0, "the full-rate one is presumed stuck");
+    assert_eq!(m.owner[1], 0, "the full-rate one is presumed stuck: its source keeps it");
+    // ... and its destination keeps room for it, in case it lands after all.
+    let mut without = input.clone();
+    for p in &mut without.partitions[..2] {
+        p.stored_bytes = 4 << 30;
+    }
+    without.in_flight = vec![InFlightAction { spec: mv("p0", Some(quarter)), started_at_ms: 0 }];
+    let base = model::Model::build(&without, streams, 200_000);
+    assert!(m.worker_ratio(2) > base.worker_ratio(2), "{} against {}", m.worker_ratio(2), base.worker_ratio(2));
+    assert_eq!(m.owner[1], base.owner[1]);
+    // The least a stuck action may run is `stalled_action_secs`: a small partition's move is
+    // not presumed stuck within it, however few its bytes.
+    let mut small = input.clone();
+    small.partitions[1].stored_bytes = 64 << 20;
+    small.in_flight = vec![InFlightAction { spec: mv("p1", None), started_at_ms: 0 }];
+    let floor = caps.stalled_action_secs as i64 * 1000;
+    assert_eq!(model::Model::build(&small, streams, floor).owner[1], 2);
+    assert_eq!(model::Model::build(&small, streams, floor + 1).owner[1], 0);
 }
 
 /// An in-flight merge streams only its side not on where it lands: that side counts on the
