@@ -87,9 +87,10 @@ cat "$OUT/peer-table.md"
 unsafe=""
 for run in "${runs[@]}"; do
     IFS='|' read -r name _ _ _ <<<"$run"
-    unsafe+=$(jq -r --arg name "$name" '.runs[] | .figures
-        | select((.strategy | startswith("lb")) and (.violations | length) > 0)
-        | "\($name) under \(.strategy): \(.violations | length) safety violations\n"' "$OUT/$name/figures.json")
+    unsafe+="$(jq -r --arg name "$name" '.runs[] | .figures
+        | select((.strategy | IN("lb", "lb+offline")) and (.violations | length) > 0)
+        | "\($name) under \(.strategy): \(.violations | length) safety violations"' "$OUT/$name/figures.json")"
+    [ -z "$unsafe" ] || [ "${unsafe: -1}" = $'\n' ] || unsafe+=$'\n'
 done
 if [ -n "$unsafe" ]; then
     log "lb overloaded the place it put load (see each run's report.md):"

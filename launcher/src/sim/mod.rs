@@ -179,7 +179,6 @@ impl Sim {
         }
     }
 
-    /// The master's planner with its default config.
     /// The master's online core on `scenario`, under its `[master]`. Panics if that section is
     /// invalid (`lb sim` refuses it first, through [`policies::online_config`]).
     pub fn lb(scenario: &Scenario) -> Self {

@@ -415,7 +415,8 @@ pub struct Report {
 }
 
 /// Runs `strategies` (as [`super::report::compare`] does, each `lb` under the scenario's
-/// `[master]`, the offline ones over [`LbOffline::sim_section`]) and gathers the multi-day
+/// `[master]`, the offline ones over [`LbOffline::sim_section`], every run's safety violations
+/// judged against a no-balancer run made even when not asked for) and gathers the multi-day
 /// figures.
 pub fn report(
     scenario: &Scenario,
@@ -436,6 +437,11 @@ pub fn report(
     }
     if built.is_empty() {
         return Err(super::report::CompareError::NoStrategy);
+    }
+    // The safety check's baseline: no balancer, run even when not asked for (and then not shown).
+    let shown = built.len();
+    if !strategies.iter().any(|s| s == super::report::BASELINE) {
+        built.push((super::strategy::by_name(super::report::BASELINE, scenario)?, None));
     }
     let peaks = peak_windows(scenario);
     let onsets = onsets(scenario, duration_secs);
@@ -459,8 +465,11 @@ pub fn report(
             });
         }
     });
-    let (runs, days): (Vec<Run>, Vec<DayRun>) =
+    let (mut runs, mut days): (Vec<Run>, Vec<DayRun>) =
         results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).unzip();
+    super::report::judge_against_baseline(&mut runs);
+    runs.truncate(shown);
+    days.truncate(shown);
     let comparison = Comparison {
         scenario: scenario.name.clone(),
         partitions: scenario.tables.iter().map(|t| t.partitions as usize).sum(),

@@ -80,7 +80,7 @@ fn section<T: Serialize + DeserializeOwned + Clone>(
 }
 
 /// Each key of `over` replaces `base`'s; a table is laid over a table key by key.
-fn overlay(base: &mut toml::Table, over: &toml::Table) {
+pub(crate) fn overlay(base: &mut toml::Table, over: &toml::Table) {
     for (key, value) in over {
         match (base.get_mut(key), value) {
             (Some(toml::Value::Table(b)), toml::Value::Table(o)) => overlay(b, o),

@@ -382,16 +382,7 @@ pub fn compare(
     let wall = started.elapsed();
     let mut runs: Vec<Run> =
         results.into_iter().filter_map(|r| r.into_inner().expect("no panics while held")).collect();
-    if let Some(b) = runs.iter().position(|r| r.figures.strategy == BASELINE) {
-        let found: Vec<Vec<Violation>> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| if i == b { Vec::new() } else { safety::check(r.safety_record(), runs[b].safety_record()) })
-            .collect();
-        for (run, v) in runs.iter_mut().zip(found) {
-            run.figures.violations = v;
-        }
-    }
+    judge_against_baseline(&mut runs);
     runs.truncate(shown);
     Ok(Comparison {
         scenario: scenario.name.clone(),
@@ -403,6 +394,19 @@ pub fn compare(
         zones: scenario.cluster.zones.len(),
         wall,
     })
+}
+
+/// Each run's safety violations against the [`BASELINE`] run among `runs` (none without it).
+pub(crate) fn judge_against_baseline(runs: &mut [Run]) {
+    let Some(b) = runs.iter().position(|r| r.figures.strategy == BASELINE) else { return };
+    let found: Vec<Vec<Violation>> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| if i == b { Vec::new() } else { safety::check(r.safety_record(), runs[b].safety_record()) })
+        .collect();
+    for (run, v) in runs.iter_mut().zip(found) {
+        run.figures.violations = v;
+    }
 }
 
 /// Violations listed in the markdown report (figures.json has all).

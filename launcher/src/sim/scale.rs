@@ -17,7 +17,8 @@
 //!   round-robin placement and pile onto a handful of workers.);
 //! - datasets are hotspots too (their few shards' workers saturate): each is replicated
 //!   `round(kw)` times at its own rate and growth, replica `i > 0` in a tenant of its own
-//!   (`<tenant>-<i>`), so its subring lands on other workers; dedicated groups get
+//!   (`<tenant>@<i>`), so its subring lands on other workers (scaled down, the one dataset
+//!   carries `kw ×` its rate); dedicated groups get
 //!   `round(g × kw)` workers, and zones their shares of the workers;
 //! - the timeline is kept, except that a `worker_added` beyond the scenario's workers is renamed
 //!   past the scaled ones and a dataset's rate change applies to each of its replicas. A lost
@@ -25,7 +26,7 @@
 
 use lb_common::ids::Key;
 
-use lb_common::validate::ValidationError;
+use lb_common::validate::{FieldError, ValidationError};
 
 use lb_common::ids::TenantId;
 use lb_testbed::scenario::{DatasetSpec, Event, Scenario, WorkloadKind, worker_name};
@@ -64,13 +65,23 @@ impl Grid {
     }
 }
 
-/// Replica `i` of a dataset's tenant: the tenant itself for the first.
-fn replica_tenant(tenant: &TenantId, i: u64) -> TenantId {
+/// Replica `i` of dataset `j`'s tenant: the tenant itself for the first, else `<tenant>@<i>`,
+/// refused if that is not a valid id or is a tenant of the scenario already.
+fn replica_tenant(scenario: &Scenario, j: usize, i: u64) -> Result<TenantId, ValidationError> {
+    let tenant = &scenario.datasets[j].tenant;
     if i == 0 {
-        tenant.clone()
-    } else {
-        TenantId::new(format!("{tenant}-{i}")).expect("a valid id with -<digits> is valid")
+        return Ok(tenant.clone());
     }
+    let name = format!("{tenant}@{i}");
+    let taken = scenario.tables.iter().any(|t| t.tenant.as_str() == name)
+        || scenario.datasets.iter().any(|d| d.tenant.as_str() == name);
+    let refused = |message: String| ValidationError {
+        errors: vec![FieldError { field: format!("datasets[{j}].tenant"), value: tenant.to_string(), message }],
+    };
+    if taken {
+        return Err(refused(format!("its replica's tenant {name:?} is a tenant of the scenario already")));
+    }
+    TenantId::new(name).map_err(|e| refused(format!("cannot name its replicas: {e}")))
 }
 
 /// `scenario` at `partitions` partitions in all and `workers` workers (`None` keeps its own).
@@ -162,11 +173,20 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
     }
     // A dataset is a hotspot of its own (its few shards' workers saturate): replicated like
     // the hot components, each replica a tenant of its own so its subring lands elsewhere.
-    s.datasets = scenario
-        .datasets
-        .iter()
-        .flat_map(|d| (0..replicas).map(move |i| DatasetSpec { tenant: replica_tenant(&d.tenant, i), ..d.clone() }))
-        .collect();
+    // Scaled down (fewer workers), the one dataset carries `kw ×` its rate instead.
+    let rate_factor = kw.min(1.0);
+    let mut datasets = Vec::with_capacity(scenario.datasets.len() * replicas as usize);
+    for (j, d) in scenario.datasets.iter().enumerate() {
+        for i in 0..replicas {
+            datasets.push(DatasetSpec {
+                tenant: replica_tenant(scenario, j, i)?,
+                ops_per_sec: d.ops_per_sec * rate_factor,
+                growth_ops_per_sec_per_hour: d.growth_ops_per_sec_per_hour * rate_factor,
+                ..d.clone()
+            });
+        }
+    }
+    s.datasets = datasets;
     let mut timeline = Vec::with_capacity(s.timeline.len());
     for mut e in std::mem::take(&mut s.timeline) {
         match &mut e.event {
@@ -176,14 +196,16 @@ pub fn scale(scenario: &Scenario, partitions: Option<u32>, workers: Option<u32>)
                     *worker = worker_name(m + (i - m0));
                 }
             }
-            Event::DatasetRate { tenant, .. } => {
-                let original = tenant.clone();
+            Event::DatasetRate { tenant, dataset, ops_per_sec, growth_ops_per_sec_per_hour } => {
+                *ops_per_sec *= rate_factor;
+                *growth_ops_per_sec_per_hour *= rate_factor;
+                let j = scenario.datasets.iter().position(|d| &d.tenant == tenant && &d.dataset == dataset);
                 for i in 1..replicas {
                     let mut replica = e.clone();
-                    if let Event::DatasetRate { tenant, .. } = &mut replica.event {
-                        *tenant = replica_tenant(&original, i);
+                    if let (Event::DatasetRate { tenant, .. }, Some(j)) = (&mut replica.event, j) {
+                        *tenant = replica_tenant(scenario, j, i)?;
+                        timeline.push(replica);
                     }
-                    timeline.push(replica);
                 }
             }
             _ => {}
@@ -217,7 +239,7 @@ mod tests {
         // 16 workers -> 64: four of each dataset, each as strong as the original.
         let scaled = scale(&scenario, Some(128), Some(64)).expect("scales");
         let tenants: Vec<&str> = scaled.datasets.iter().map(|d| d.tenant.as_str()).collect();
-        assert_eq!(tenants, ["logs", "logs-1", "logs-2", "logs-3"]);
+        assert_eq!(tenants, ["logs", "logs@1", "logs@2", "logs@3"]);
         for d in &scaled.datasets {
             assert_eq!(
                 (d.ops_per_sec, d.growth_ops_per_sec_per_hour),
@@ -237,7 +259,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(changes, [("logs-1", 5_000.0), ("logs-2", 5_000.0), ("logs-3", 5_000.0), ("logs", 5_000.0)]);
+        assert_eq!(changes, [("logs@1", 5_000.0), ("logs@2", 5_000.0), ("logs@3", 5_000.0), ("logs", 5_000.0)]);
         // The engine places each replica's subring on its own workers.
         let engine = lb_testbed::Engine::new(&scaled);
         let owners: Vec<std::collections::BTreeSet<u32>> =
@@ -245,5 +267,14 @@ mod tests {
         assert_eq!(owners.len(), 4);
         let all: std::collections::BTreeSet<u32> = owners.iter().flatten().copied().collect();
         assert!(all.len() > owners[0].len(), "the replicas do not all sit on the original's workers: {owners:?}");
+        // Scaled down, the one dataset carries its share of the rate.
+        let half = scale(&scenario, Some(16), Some(8)).expect("scales");
+        assert_eq!(half.datasets.len(), 1);
+        assert_eq!(half.datasets[0].ops_per_sec, d0.ops_per_sec / 2.0);
+        // A replica's name may not be a tenant already.
+        let mut clash = scenario.clone();
+        clash.tables[0].tenant = TenantId::new("logs@1").expect("valid");
+        let err = scale(&clash, Some(128), Some(64)).unwrap_err();
+        assert!(err.to_string().contains("datasets[0].tenant"), "{err}");
     }
 }

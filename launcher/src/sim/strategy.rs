@@ -2,7 +2,8 @@
 //!
 //! - [`Lb`]: the master's online core ([`lb_master::online::OnlineCore`], the same step the live
 //!   loop runs, in the same order: settle, evaluate and feed harm back, every analyzer — the
-//!   planner and the dataset placement manager —, submit) with its default config, fed by
+//!   planner and the dataset placement manager —, submit) with the master's default config and
+//!   the scenario's `[master]` over it ([`super::policies`]), fed by
 //!   [`super::InputBuilder`] as the master feeds it (in-flight actions included) and its
 //!   engine's datasets ([`dataset_view`]). Virtual time has no collection lag or noise, so one
 //!   second stands for every window: evaluations read the input of that second, and no window

@@ -127,6 +127,23 @@ fn the_offline_report_sets_online_only_against_online_and_offline_in_one_run() {
     assert!(table.contains("| lb+offline |") && table.contains("rejected at peak 1 (0–1 h)"), "{table}");
 }
 
+/// The offline report judges every run against no balancer, as the plain comparison does, with
+/// the baseline run even when not asked for and then not shown: pd's model overloads a worker
+/// on the first-run scenario (one violation in the peer table), lb+offline does not.
+#[test]
+fn the_offline_report_judges_every_run_against_no_balancer() {
+    let path = crate::support::scenarios_dir().join("first-run.toml");
+    let scenario = Scenario::load(&path).expect("loads");
+    let strategies = ["pd".to_owned(), "lb+offline".to_owned()];
+    let r = report(&scenario, &strategies, scenario.duration_secs, 2).expect("runs");
+    let shown: Vec<(&str, usize)> =
+        r.comparison.runs.iter().map(|run| (run.figures.strategy.as_str(), run.figures.violations.len())).collect();
+    assert_eq!(r.days.len(), 2, "the baseline is not shown");
+    assert_eq!(shown.iter().map(|s| s.0).collect::<Vec<_>>(), ["pd", "lb+offline"]);
+    assert!(shown[0].1 > 0, "pd's violations are found: {shown:?}");
+    assert_eq!(shown[1].1, 0, "{shown:?}");
+}
+
 /// Three days of a table that peaks at 8x for an hour at 12:00 (twice its partitions' limits).
 fn daily_peak() -> Scenario {
     let surge = |day: u64| {

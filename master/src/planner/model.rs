@@ -259,8 +259,16 @@ impl Model {
                         let whole = load[i];
                         let src = owner[i] as usize;
                         // Its leaving pieces are still served here while they stream, unless
-                        // it is presumed stuck (as a move is).
-                        let leaving_bytes = (p.stored_bytes as f64 * (1.0 - shares[0])) as u64;
+                        // it is presumed stuck (as a move is) on the bytes that leave: the pieces
+                        // bound for other workers, the first one too if it goes elsewhere (the
+                        // sketch's load shares stand for their bytes).
+                        let elsewhere = |to: &WorkerId| worker_index.get(to).is_some_and(|&w| w != owner[i]);
+                        let mut leaving_share: f64 =
+                            shares[1..].iter().zip(to_workers).filter(|(_, to)| elsewhere(to)).map(|(s, _)| s).sum();
+                        if first_to_worker.as_ref().is_some_and(elsewhere) {
+                            leaving_share += shares[0];
+                        }
+                        let leaving_bytes = (p.stored_bytes as f64 * leaving_share.clamp(0.0, 1.0)) as u64;
                         let streaming = !streams.stuck(leaving_bytes, 1.0, a.started_at_ms, now_ms);
                         load[i] = piece_load(p, whole, demand_ops[i], shares[0]);
                         // Pieces going elsewhere are still served here until the split ends, and
