@@ -15,6 +15,7 @@
 //! - **Thrash** ([`thrash`]): actions that undid one of the run's own within
 //!   [`THRASH_WINDOW_SECS`] — a move of a partition back to a worker it left, a merge at a key a
 //!   split cut.
+//! - **Cut again** ([`recuts`]): splits inside a band the run had cut in one step.
 //! - **Safety violations** ([`super::safety`]): seconds where an action of the strategy put a
 //!   worker or a group over both its capacity and what no balancer had there. A `none` run is
 //!   always made for this baseline (shown only when asked for).
@@ -85,6 +86,38 @@ pub fn thrash(actions: &[ActionRecord]) -> usize {
         }
     }
     undone
+}
+
+/// Split actions that cut a table inside the span of a multi-way cut (`split_into`) the run
+/// made of it before, between that cut's first and last key: a hot range cut in one step is
+/// never cut again (issue 25; a piece outside the band, such as the part before its first key
+/// that keeps the partition's id, may be cut later as its load grows).
+pub fn recuts(actions: &[ActionRecord]) -> usize {
+    use lb_common::ids::Key;
+    use lb_common::protocol::ActionSpec;
+    let table = |spec: &ActionSpec| {
+        let p = match spec {
+            ActionSpec::Split { partition, .. } | ActionSpec::SplitInto { partition, .. } => partition.as_str(),
+            _ => "",
+        };
+        p.rsplit_once('.').map_or(p, |(t, _)| t).to_owned()
+    };
+    let mut spans: BTreeMap<String, Vec<(Key, Key)>> = BTreeMap::new();
+    let mut again = 0;
+    for a in actions {
+        if !matches!(a.spec, ActionSpec::Split { .. } | ActionSpec::SplitInto { .. }) {
+            continue;
+        }
+        let t = table(&a.spec);
+        let inside = spans.get(&t).is_some_and(|v| a.keys.iter().any(|k| v.iter().any(|(lo, hi)| lo <= k && k <= hi)));
+        again += usize::from(inside);
+        if let (ActionSpec::SplitInto { .. }, Some(lo), Some(hi)) = (&a.spec, a.keys.iter().min(), a.keys.iter().max())
+            && a.keys.len() >= 2
+        {
+            spans.entry(t).or_default().push((*lo, *hi));
+        }
+    }
+    again
 }
 
 /// Something that changes the load or the capacity at `at_secs`.
@@ -220,6 +253,8 @@ pub struct Figures {
     pub submit_errors: usize,
     /// Actions that undid one of the run's own within 10 min ([`thrash`]).
     pub thrash: usize,
+    /// Splits inside a band the run had cut in one step ([`recuts`]).
+    pub recuts: usize,
     pub bytes_moved: u64,
     /// Succeeded actions that streamed data from one zone into another, and its bytes.
     pub cross_zone_actions: usize,
@@ -252,6 +287,7 @@ impl Figures {
             failed_actions: sim.actions.iter().filter(|a| matches!(a.outcome, Outcome::Failed { .. })).count(),
             submit_errors: sim.submit_errors.len(),
             thrash: thrash(&sim.actions),
+            recuts: recuts(&sim.actions),
             bytes_moved: sim.bytes_moved(),
             cross_zone_actions: sim.actions.iter().filter(|a| a.cross_zone_bytes > 0).count(),
             cross_zone_bytes: sim.actions.iter().map(|a| a.cross_zone_bytes).sum(),
@@ -431,8 +467,8 @@ impl Comparison {
             self.duration_secs,
             self.wall.as_secs_f64()
         );
-        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | reshards | failed | thrash (undone ≤ 10 min) | bytes moved | wall s |\n");
-        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("| strategy | rejected ops | rejected % of demand | max/mean final / p50 / p99 | CV final / p50 / p99 | worst worker p99 / max | safety violations | splits | moves | groups | merges | reshards | failed | thrash (undone ≤ 10 min) | cut again | bytes moved | wall s |\n");
+        s.push_str("|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for run in &self.runs {
             let f = &run.figures;
             let kinds: Vec<String> =
@@ -452,7 +488,7 @@ impl Comparison {
                 f.max_demand_ratio.p99,
                 f.max_demand_ratio.max,
                 f.violations.len(),
-                kinds.join(" | ") + &format!(" | {} | {}", f.failed_actions + f.submit_errors, f.thrash),
+                kinds.join(" | ") + &format!(" | {} | {} | {}", f.failed_actions + f.submit_errors, f.thrash, f.recuts),
                 f.bytes_moved as f64 / f64::from(1u32 << 30),
                 run.wall.as_secs_f64()
             );
@@ -664,5 +700,29 @@ mod tests {
             record(4000, 4002, merge, 0, 0, vec![Key(200)]),
         ];
         assert_eq!(thrash(&actions), 2);
+    }
+
+    #[test]
+    fn recuts_count_splits_inside_a_band_cut_in_one_step_of_the_same_table() {
+        let p = |s: &str| PartitionId::new(s).expect("valid");
+        let into = |partition: &str, keys: &[u64]| ActionSpec::SplitInto {
+            partition: p(partition),
+            split_keys: keys.iter().map(|&k| Key(k)).collect(),
+            to_workers: Vec::new(),
+            group: None,
+            first_to_worker: None,
+        };
+        let split = |partition: &str, k: u64| ActionSpec::Split { partition: p(partition), split_key: Key(k) };
+        let keys = |ks: &[u64]| ks.iter().map(|&k| Key(k)).collect::<Vec<_>>();
+        let actions = vec![
+            record(10, 12, into("t.a.p1", &[100, 200, 300]), 0, 0, keys(&[100, 200, 300])),
+            // Before the band's first key (the id-keeping piece) and in another table: not again.
+            record(50, 52, split("t.a.p1", 50), 0, 0, keys(&[50])),
+            record(60, 62, split("t.b.p1", 150), 0, 0, keys(&[150])),
+            // Inside the band: cut again.
+            record(70, 72, split("t.a.p2", 250), 0, 0, keys(&[250])),
+            record(80, 82, into("t.a.p3", &[120, 140]), 0, 0, keys(&[120, 140])),
+        ];
+        assert_eq!(recuts(&actions), 2);
     }
 }
