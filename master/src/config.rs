@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lb_common::config::ServiceConfig;
 use lb_common::config::shared::{HttpClientConfig, HttpServerConfig, LogConfig, RuntimeConfig};
-use lb_common::validate::{ValidationError, Validator};
+use lb_common::validate::{FieldError, ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 
 use lb_common::http::auth::AuthConfig;
@@ -429,23 +429,36 @@ impl ServiceConfig for MasterConfig {
         drop(an);
         self.auth.validate(&mut v.at("auth"));
         self.leadership.validate_into(&mut v.at("leadership"));
-        self.placement.validate_into(&mut v.at("placement"));
-        self.offline.validate_into(&mut v.at("offline"));
         let mut errors = match v.finish() {
             Ok(()) => Vec::new(),
             Err(e) => e.errors,
         };
-        if let Err(e) = self.planner.validate() {
-            errors.extend(e.errors.into_iter().map(|mut f| {
-                f.field = format!("planner.{}", f.field);
-                f
-            }));
-        }
-        if let Err(e) = self.evaluation.validate() {
-            errors.extend(e.errors);
-        }
+        errors.extend(policy_errors(&self.planner, &self.evaluation, &self.placement, &self.offline));
         if errors.is_empty() { Ok(()) } else { Err(ValidationError { errors }) }
     }
+}
+
+/// What is wrong with the policy sections (`[planner]`, `[evaluation]`, `[placement]`,
+/// `[offline]`), each field named from its section (`planner.caps.min_gain_ratio`): the
+/// master's file and a simulated scenario's `[master]` are checked alike.
+pub fn policy_errors(
+    planner: &PlannerConfig,
+    evaluation: &EvaluationConfig,
+    placement: &crate::placement_manager::PlacementManagerConfig,
+    offline: &crate::offline::OfflineSection,
+) -> Vec<FieldError> {
+    let mut v = Validator::new();
+    placement.validate_into(&mut v.at("placement"));
+    offline.validate_into(&mut v.at("offline"));
+    let mut errors = v.finish().err().map_or_else(Vec::new, |e| e.errors);
+    if let Err(e) = planner.validate() {
+        errors.extend(e.errors.into_iter().map(|f| FieldError { field: format!("planner.{}", f.field), ..f }));
+    }
+    if let Err(e) = evaluation.validate() {
+        // Named from `evaluation.` already.
+        errors.extend(e.errors);
+    }
+    errors
 }
 
 // `[store]` requires `path`, so `retention_days` keeps a default of its own: a struct-level

@@ -164,16 +164,14 @@ impl LbOffline {
 
     /// The PD-like baseline ([`PD_MERGE`]): PD's merges on the master's defaults, no peaks ahead.
     pub fn pd_merge() -> Self {
-        Self::named(PD_MERGE, OnlineConfig { offline: Self::pd_merge_section(), ..OnlineConfig::default() })
+        Self::by_name(PD_MERGE, &OnlineConfig::default()).expect("one of NAMES")
     }
 
     /// [`PD_MERGE_AHEAD`]: PD's merges on `section`, whose peaks ahead stay as they are (their
     /// recurrences are counted over the profile's two weeks, not the merges' one-hour look-back).
     pub fn pd_merge_ahead(section: &OfflineSection) -> Self {
-        Self::named(
-            PD_MERGE_AHEAD,
-            OnlineConfig { offline: Self::pd_merges(section.clone()), ..OnlineConfig::default() },
-        )
+        Self::by_name(PD_MERGE_AHEAD, &OnlineConfig { offline: section.clone(), ..OnlineConfig::default() })
+            .expect("one of NAMES")
     }
 
     /// [`PD_MERGE`]'s `[offline]`: PD's merges on the master's defaults, peaks ahead off.

@@ -34,19 +34,9 @@ pub fn online_config(scenario: &Scenario, base: OnlineConfig) -> Result<OnlineCo
         return Err(ValidationError { errors });
     };
     let config = OnlineConfig { planner, evaluation, placement, offline, ..base };
-    let mut validator = lb_common::validate::Validator::new();
-    config.placement.validate_into(&mut validator.at("master.placement"));
-    config.offline.validate_into(&mut validator.at("master.offline"));
-    if let Err(e) = validator.finish() {
-        errors.extend(e.errors);
-    }
-    if let Err(e) = config.planner.validate() {
-        errors.extend(e.errors.into_iter().map(|f| FieldError { field: format!("master.planner.{}", f.field), ..f }));
-    }
-    if let Err(e) = config.evaluation.validate() {
-        // Its fields are named from `evaluation.` already.
-        errors.extend(e.errors.into_iter().map(|f| FieldError { field: format!("master.{}", f.field), ..f }));
-    }
+    let found =
+        lb_master::config::policy_errors(&config.planner, &config.evaluation, &config.placement, &config.offline);
+    errors.extend(found.into_iter().map(|f| FieldError { field: format!("master.{}", f.field), ..f }));
     if errors.is_empty() { Ok(config) } else { Err(ValidationError { errors }) }
 }
 
